@@ -1,0 +1,38 @@
+// swift-tools-version:6.0
+//
+// StepLog / StepSync. No package dependencies by design: only the toolchain
+// (Foundation, Dispatch, Glibc/Darwin, Swift Testing) and zlib, which every
+// Linux and Apple system ships, through a system-library target.
+import PackageDescription
+
+let package = Package(
+    name: "StepLog",
+    platforms: [.macOS(.v13), .iOS(.v16)],
+    products: [
+        .library(name: "StepLog", targets: ["StepLog"]),
+        .library(name: "StepSync", targets: ["StepSync"]),
+        .executable(name: "steplog", targets: ["steplog"]),
+        .executable(name: "stepsync", targets: ["stepsync"]),
+        .executable(name: "stepbench", targets: ["stepbench"]),
+    ],
+    targets: [
+        // Layer 0: the few hot loops that need CPU instructions Swift cannot name
+        // (hardware CRC32C, prefetch). Plain C, no dependencies.
+        .target(name: "CStepLogSupport", path: "Sources/CStepLogSupport"),
+        // zlib, as shipped by the system (libz), for reading export.zip in place.
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
+
+        // Layer 1: the storage engine.
+        .target(name: "StepLog", dependencies: ["CStepLogSupport"], path: "Sources/StepLog"),
+        // Layer 2: the pipeline (providers, layering, fetch, upload, today).
+        .target(name: "StepSync", dependencies: ["StepLog", "CZlib", "CStepLogSupport"], path: "Sources/StepSync"),
+
+        // Layer 3: command-line tools (sources under tools/, as the design card asks).
+        .executableTarget(name: "steplog", dependencies: ["StepLog"], path: "tools/steplog"),
+        .executableTarget(name: "stepsync", dependencies: ["StepSync", "StepLog"], path: "tools/stepsync"),
+        .executableTarget(name: "stepbench", dependencies: ["StepSync", "StepLog"], path: "tools/stepbench"),
+
+        .testTarget(name: "StepLogTests", dependencies: ["StepLog"], path: "Tests/StepLogTests"),
+        .testTarget(name: "StepSyncTests", dependencies: ["StepSync", "StepLog"], path: "Tests/StepSyncTests"),
+    ]
+)

@@ -1,0 +1,112 @@
+/// Reads the records of one segment file in order through a bounded window
+/// (4 MiB by default, grown only for a record larger than that), so scanning a
+/// 10 GB store never holds more than a window in memory.
+///
+/// `next()` returns each checksummed record, then `nil` at a clean end, or
+/// `.damage` once at the first place the bytes stop being a valid record; it
+/// never skips past damage (after a bad checksum the length is not trusted).
+public struct SegmentReader {
+    public enum Item {
+        /// A record whose checksum matched. `payload` is valid until the next call.
+        case record(offset: Int64, type: UInt8, payload: UnsafeRawBufferPointer, size: Int)
+        case damage(offset: Int64, SegmentDamage)
+    }
+
+    private let fd: FileDescriptor
+    /// Bytes of the file this reader looks at (the file may be longer).
+    public let fileSize: Int64
+    private let window: WriteBuffer
+    private let windowSize: Int
+    /// File offset of the window's first byte.
+    private var windowStart: Int64
+    /// File offset of the next record.
+    public private(set) var offset: Int64
+    private var stopped = false
+
+    public init(fd: FileDescriptor, fileSize: Int64, from offset: Int64 = Int64(FormatConstants.segmentHeaderSize),
+                windowSize: Int = 4 << 20) {
+        self.fd = fd
+        self.fileSize = fileSize
+        self.offset = offset
+        self.windowSize = windowSize
+        window = WriteBuffer(capacity: windowSize)
+        windowStart = offset
+    }
+
+    /// Makes the window hold the bytes [offset, offset + minimum), or every byte
+    /// up to `fileSize` when fewer remain. Returns the window offset of `offset`.
+    private mutating func ensure(_ minimum: Int) throws -> Int {
+        let wanted = Int(min(Int64(minimum), fileSize - offset))
+        let at = Int(offset - windowStart)
+        if offset >= windowStart && at + wanted <= window.count { return at }
+        let load = Int(min(Int64(max(windowSize, minimum)), fileSize - offset))
+        window.removeAll()
+        window.reserve(load)
+        window.count = try fd.read(into: window.storage, count: load, at: offset)
+        windowStart = offset
+        return 0
+    }
+
+    public mutating func next() throws -> Item? {
+        if stopped || offset >= fileSize { return nil }
+        var at = try ensure(FormatConstants.recordHeaderSize)
+        var decoded = RecordFrame.decode(window.bytes, at: at)
+        if case .truncatedPayload(let declared, _) = decoded {
+            at = try ensure(FormatConstants.recordHeaderSize + declared)
+            decoded = RecordFrame.decode(window.bytes, at: at)
+        }
+        let here = offset
+        if case .record(let type, let payload, let size) = decoded {
+            offset += Int64(size)
+            return .record(offset: here, type: type, payload: payload, size: size)
+        }
+        stopped = true
+        return .damage(offset: here, SegmentDamage(decoded)!)
+    }
+
+    /// True when a checksummed, well-shaped record starts anywhere in
+    /// (`offset`, `fileSize`): then damage at `offset` is not a torn tail but
+    /// corruption with intact data after it. Reads the rest of the file in
+    /// windows; used only on the damaged path.
+    public static func validRecordExists(in fd: FileDescriptor, after damageOffset: Int64, fileSize: Int64) throws -> Bool {
+        let chunk = 1 << 20
+        var start = damageOffset + 1
+        let buffer = WriteBuffer(capacity: chunk + FormatConstants.maxRecordPayload / 16)
+        while start < fileSize {
+            // Load a chunk plus enough slack to decode small records straddling its end.
+            let load = Int(min(Int64(chunk + 64 << 10), fileSize - start))
+            buffer.removeAll()
+            buffer.reserve(load)
+            buffer.count = try fd.read(into: buffer.storage, count: load, at: start)
+            let limit = min(chunk, buffer.count)
+            for i in 0..<limit {
+                let length = buffer.bytes.count - i >= 4
+                    ? Int(UInt32(littleEndian: buffer.bytes.loadUnaligned(fromByteOffset: i, as: UInt32.self))) : -1
+                guard length >= 0, length <= FormatConstants.maxRecordPayload,
+                      start + Int64(i) + Int64(FormatConstants.recordHeaderSize + length) <= fileSize,
+                      i + 4 < buffer.count, RecordType(rawValue: buffer.bytes[i + 4]) != nil else { continue }
+                if i + FormatConstants.recordHeaderSize + length > buffer.count {
+                    // A large candidate straddling the chunk: read it on its own.
+                    if try candidateIsValid(fd, at: start + Int64(i), length: length) { return true }
+                    continue
+                }
+                if case .record(let type, let payload, _) = RecordFrame.decode(buffer.bytes, at: i),
+                   case .success = LogRecord.decodeShape(type: type, payload: payload) {
+                    return true
+                }
+            }
+            start += Int64(limit)
+        }
+        return false
+    }
+
+    private static func candidateIsValid(_ fd: FileDescriptor, at offset: Int64, length: Int) throws -> Bool {
+        let size = FormatConstants.recordHeaderSize + length
+        let buffer = WriteBuffer(capacity: size)
+        buffer.reserve(size)
+        buffer.count = try fd.read(into: buffer.storage, count: size, at: offset)
+        guard buffer.count == size, case .record(let type, let payload, _) = RecordFrame.decode(buffer.bytes, at: 0) else { return false }
+        if case .success = LogRecord.decodeShape(type: type, payload: payload) { return true }
+        return false
+    }
+}

@@ -1,0 +1,40 @@
+/// What opening a store found and did.
+public struct OpenReport: Sendable, Equatable {
+    /// A torn record at the end of the newest segment (the writer died mid-append), removed.
+    public struct TornTail: Sendable, Equatable {
+        public var segment: String
+        public var offset: Int64
+        public var bytesDropped: Int64
+    }
+
+    /// Damage kept out by `StoreOptions.salvage`.
+    public struct Salvage: Sendable, Equatable {
+        public var segment: String
+        public var offset: Int64
+        public var reason: String
+        /// Bytes after the damage, in that segment and every later one.
+        public var bytesDropped: Int64
+        /// Segments after the damaged one that were dropped whole.
+        public var segmentsDropped: Int
+        /// Where the dropped bytes were set aside (nil when opened read-only).
+        public var setAsidePath: String?
+    }
+
+    public var segments = 0
+    public var records = 0
+    public var bytesReplayed: Int64 = 0
+    /// Sealed segments whose index snapshot was loaded instead of replaying them.
+    public var segmentsFromSnapshots = 0
+    /// Snapshots found damaged or stale and ignored (their segments were replayed).
+    public var snapshotsIgnored: [String] = []
+    public var tornTail: TornTail?
+    public var salvage: Salvage?
+    public var removedTemporaryFiles: [String] = []
+    /// Segments removed because a committed compaction had replaced them.
+    public var compactionFinished: [String] = []
+    /// Outputs of a compaction that never committed, removed.
+    public var compactionDiscarded: [String] = []
+    /// A newest segment whose creation was cut short (no complete header), removed.
+    public var incompleteSegmentRemoved: String?
+    public var seconds: Double = 0
+}

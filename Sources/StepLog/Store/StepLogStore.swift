@@ -1,0 +1,275 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The StepLog store: an append-only log of checksummed records in segment
+/// files, with an in-memory UUID index rebuilt on open.
+///
+/// Durability is explicit: mutations append records and change the in-memory
+/// state at once, and `sync()` makes everything appended before it durable.
+/// A caller acknowledges work (to a user, a server, the next stage) only after
+/// `sync()` returns. After a failed write the store refuses every later
+/// mutation with the same error until it is reopened.
+///
+/// One process writes a store at a time (enforced by `LOCK`); within the
+/// process the store is thread-safe (one internal mutex).
+public final class StepLogStore: @unchecked Sendable {
+    public let directory: String
+    public let options: StoreOptions
+    /// What opening found and did (torn tail dropped, salvage, timings).
+    public let openReport: OpenReport
+
+    let mutex = NSLock()
+    private var fileLock: FileLock?
+    /// Live segments in order; the last is the one being written.
+    var segments: [SegmentInfo]
+    var writer: SegmentWriter?
+    let readers = SegmentFileCache()
+    let state: StoreState
+    var failure: StepLogError?
+    var isClosed = false
+    let scratch = WriteBuffer(capacity: 4096)
+    /// Pending bytes above which appends are written out without waiting for `sync`.
+    static let flushThreshold = 1 << 20
+
+    /// Opens (or creates) the store in `directory`.
+    public static func open(_ directory: String, options: StoreOptions = StoreOptions()) throws -> StepLogStore {
+        try StepLogStore(directory: directory, options: options)
+    }
+
+    private init(directory: String, options: StoreOptions) throws {
+        precondition(options.segmentSize > FormatConstants.segmentHeaderSize, "segment size must exceed the header")
+        self.directory = directory
+        self.options = options
+        let opened = try StoreOpener(directory: directory, options: options).run()
+        fileLock = opened.lock
+        segments = opened.segments
+        state = opened.state
+        openReport = opened.report
+        if !options.readOnly {
+            if let last = segments.last {
+                writer = try SegmentWriter.reopen(last)
+            } else {
+                let w = try SegmentWriter.create(directory: directory, header: SegmentHeader(sequence: 1, basePosition: 0))
+                writer = w
+                segments = [w.info]
+            }
+        }
+    }
+
+    deinit {
+        if !isClosed, failure == nil { try? writer?.flush() }
+        writer?.close()
+    }
+
+    @inline(__always)
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
+        mutex.lock()
+        defer { mutex.unlock() }
+        return try body()
+    }
+
+    // MARK: Durability
+
+    /// Makes every record appended so far durable (write, then fdatasync /
+    /// F_FULLFSYNC). Returns once they are on stable storage.
+    public func sync() throws {
+        try locked {
+            let w = try writableWriter()
+            do { try w.sync() } catch { throw fail(error) }
+        }
+    }
+
+    /// Syncs and closes the store, releasing the lock. Later calls throw `.closed`.
+    public func close() throws {
+        try locked {
+            guard !isClosed else { return }
+            defer {
+                isClosed = true
+                writer?.close()
+                writer = nil
+                readers.closeAll()
+                fileLock = nil
+            }
+            if failure == nil, let w = writer { try w.sync() }
+        }
+    }
+
+    // MARK: Counts
+
+    public var counts: StoreCounts {
+        locked {
+            var byStatus: [IntervalStatus: Int] = [:]
+            for status in IntervalStatus.allCases { byStatus[status] = state.intervals.count(of: status) }
+            return StoreCounts(samples: state.sampleCount, syncedSamples: state.syncedCount,
+                               unsyncedSamples: state.unsyncedCount, intervals: byStatus,
+                               intervalTotal: state.intervals.count, segments: segments.count,
+                               bytes: totalBytes())
+        }
+    }
+
+    /// Bytes of every live segment, including records not yet written out.
+    func totalBytes() -> Int64 {
+        var total: Int64 = 0
+        for (i, s) in segments.enumerated() {
+            total += (i == segments.count - 1 && writer != nil) ? writer!.endOffset : s.size
+        }
+        return total
+    }
+
+    /// Bytes the sample index has allocated.
+    public var indexMemoryBytes: Int { locked { state.index.memoryBytes } }
+
+    /// The live segments, oldest first (the last one's size includes pending bytes).
+    public var segmentInfos: [SegmentInfo] {
+        locked {
+            var result = segments
+            if let w = writer, !result.isEmpty {
+                result[result.count - 1] = w.info
+                result[result.count - 1].size = w.endOffset
+            }
+            return result
+        }
+    }
+
+    // MARK: Internals shared by the extensions
+
+    /// The writer, or the reason there is none.
+    func writableWriter() throws -> SegmentWriter {
+        if isClosed { throw StepLogError.closed(path: directory) }
+        if let failure { throw failure }
+        guard let w = writer else { throw StepLogError.readOnly(path: directory) }
+        return w
+    }
+
+    /// Records a write failure so every later mutation refuses with it.
+    func fail(_ error: Error) -> Error {
+        if let e = error as? StepLogError {
+            failure = e
+            return e
+        }
+        return error
+    }
+
+    /// Appends one record (encoded by `encode`) and returns its position. Seals
+    /// the segment and starts the next one when the record would cross
+    /// `segmentSize` (a record never spans segments).
+    func append(_ encode: (WriteBuffer) -> Void) throws -> LogPosition {
+        let w = try writableWriter()
+        let start = w.pending.count
+        let offset = w.endOffset
+        encode(w.pending)
+        do {
+            if w.endOffset > Int64(options.segmentSize), offset > Int64(FormatConstants.segmentHeaderSize) {
+                let record = Array(UnsafeRawBufferPointer(rebasing: w.pending.bytes[start...]))
+                w.pending.truncate(to: start)
+                let next = try roll()
+                let at = next.endOffset
+                next.pending.append(record)
+                return LogPosition(next.info.basePosition + UInt64(at))
+            }
+            if w.pending.count >= Self.flushThreshold { try w.flush() }
+        } catch {
+            throw fail(error)
+        }
+        return LogPosition(w.info.basePosition + UInt64(offset))
+    }
+
+    /// Seals the current segment (synced) and starts the next.
+    private func roll() throws -> SegmentWriter {
+        let old = writer!
+        try old.sync()
+        segments[segments.count - 1] = old.info
+        old.close()
+        writer = nil
+        let header = SegmentHeader(sequence: old.info.sequence + 1, basePosition: old.endPosition)
+        let next = try SegmentWriter.create(directory: directory, header: header)
+        writer = next
+        segments.append(next.info)
+        sealed(old.info)
+        return next
+    }
+
+    /// Called after a segment is sealed (index snapshots hook in here).
+    func sealed(_ segment: SegmentInfo) {}
+
+    /// The live segment holding `position`, with its current size.
+    func segment(containing position: LogPosition) -> (index: Int, info: SegmentInfo)? {
+        var lo = 0, hi = segments.count - 1
+        guard hi >= 0, position.rawValue >= segments[0].basePosition else { return nil }
+        while lo < hi {
+            let mid = (lo + hi + 1) / 2
+            if segments[mid].basePosition <= position.rawValue { lo = mid } else { hi = mid - 1 }
+        }
+        var info = segments[lo]
+        if lo == segments.count - 1, let w = writer { info = w.info }
+        return (lo, info)
+    }
+
+    /// Reads the record at `position` (from the file or from records not yet
+    /// written out), checks its checksum, and passes its type and payload to
+    /// `body`. Damage found here is corruption, never returned as data.
+    func withRecord<T>(at position: LogPosition, _ body: (UInt8, UnsafeRawBufferPointer) throws -> T) throws -> T {
+        guard let (i, info) = segment(containing: position) else {
+            throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue), reason: "no segment holds log position \(position.rawValue)")
+        }
+        let offset = Int64(position.rawValue - info.basePosition)
+        if i == segments.count - 1, let w = writer, offset >= w.info.size {
+            let at = Int(offset - w.info.size)
+            guard case .record(let type, let payload, _) = RecordFrame.decode(w.pending.bytes, at: at) else {
+                preconditionFailure("pending record at \(position) does not decode")
+            }
+            return try body(type, payload)
+        }
+        let fd = (i == segments.count - 1 && writer != nil) ? writer!.fd : try readers.descriptor(for: info)
+        var want = Int(min(512, info.size - offset))
+        while true {
+            scratch.removeAll()
+            scratch.reserve(want)
+            scratch.count = try fd.read(into: scratch.storage, count: want, at: offset)
+            let decoded = RecordFrame.decode(scratch.bytes, at: 0)
+            if case .record(let type, let payload, _) = decoded { return try body(type, payload) }
+            if case .truncatedPayload(let declared, _) = decoded,
+               Int64(FormatConstants.recordHeaderSize + declared) <= info.size - offset,
+               want < FormatConstants.recordHeaderSize + declared {
+                want = FormatConstants.recordHeaderSize + declared
+                continue
+            }
+            throw StepLogError.corruption(path: info.path, offset: offset, reason: SegmentDamage(decoded)!.description)
+        }
+    }
+
+    /// Visits records in log order from `start` (a record position, or zero
+    /// for the beginning) to the end, writing pending records out first.
+    /// `body` returns false to stop.
+    func scan(from start: LogPosition, _ body: (LogPosition, UInt8, UnsafeRawBufferPointer) throws -> Bool) throws {
+        if let w = writer, failure == nil { do { try w.flush() } catch { throw fail(error) } }
+        var first = 0
+        var startOffset = Int64(FormatConstants.segmentHeaderSize)
+        if let (i, info) = segment(containing: start) {
+            first = i
+            startOffset = max(startOffset, Int64(start.rawValue - info.basePosition))
+        }
+        for i in first..<segments.count {
+            var info = segments[i]
+            if i == segments.count - 1, let w = writer { info = w.info }
+            let from = i == first ? startOffset : Int64(FormatConstants.segmentHeaderSize)
+            guard from < info.size else { continue }
+            let fd = try FileDescriptor.open(info.path, O_RDONLY)
+            defer { fd.close() }
+            fd.adviseSequential()
+            var reader = SegmentReader(fd: fd, fileSize: info.size, from: from)
+            while let item = try reader.next() {
+                switch item {
+                case .record(let offset, let type, let payload, _):
+                    if try !body(LogPosition(info.basePosition + UInt64(offset)), type, payload) { return }
+                case .damage(let offset, let damage):
+                    throw StepLogError.corruption(path: info.path, offset: offset, reason: damage.description)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Opens a store directory: takes the lock, finishes or discards an
+/// interrupted compaction, checks that segments follow each other, and replays
+/// them (or loads their index snapshots) into a `StoreState`.
+///
+/// Damage policy (docs/FORMAT.md, "Recovery"):
+/// - In the newest segment, a bad record with no valid record anywhere after
+///   it is a torn tail: the writer died mid-append. It is truncated (writers
+///   only) and reported.
+/// - Any other damage is corruption: opening fails naming segment, offset and
+///   reason, unless `salvage` asks to keep the prefix before it.
+struct StoreOpener {
+    let directory: String
+    let options: StoreOptions
+
+    struct Result {
+        var segments: [SegmentInfo]
+        var state: StoreState
+        var report: OpenReport
+        var lock: FileLock?
+    }
+
+    func run() throws -> Result {
+        let clock = ContinuousClock.now
+        var report = OpenReport()
+        let lock = try prepareDirectory()
+        var listing = try list()
+        if !options.readOnly { try removeTemporaryFiles(listing.temporary, report: &report) }
+
+        var segments = try readHeaders(listing.segments, report: &report)
+        try resolveCompaction(&segments, report: &report)
+        try checkSequence(&segments, report: &report)
+
+        let state = StoreState()
+        listing.segments.removeAll()
+        var i = 0
+        while i < segments.count {
+            let isNewest = i == segments.count - 1
+            let outcome = try replay(segments[i], isNewest: isNewest, into: state, report: &report)
+            switch outcome {
+            case .clean:
+                i += 1
+            case .tornTail(let offset):
+                segments[i].size = offset
+                i += 1
+            case .salvaged(let offset):
+                segments[i].size = offset
+                segments.removeSubrange((i + 1)...)
+                i += 1
+            }
+        }
+        report.segments = segments.count
+        report.seconds = Double((ContinuousClock.now - clock).components.attoseconds) / 1e18
+            + Double((ContinuousClock.now - clock).components.seconds)
+        return Result(segments: segments, state: state, report: report, lock: lock)
+    }
+
+    // MARK: Directory and lock
+
+    private func prepareDirectory() throws -> FileLock? {
+        switch Directory.kind(of: directory) {
+        case nil:
+            guard !options.readOnly, options.createIfMissing else {
+                throw StepLogError.notAStore(path: directory, reason: "no such directory")
+            }
+            try Directory.create(directory)
+        case .directory:
+            break
+        case .file, .other:
+            throw StepLogError.notAStore(path: directory, reason: "it is a file, not a directory")
+        }
+        let lockPath = Directory.join(directory, FormatConstants.lockFileName)
+        if options.readOnly {
+            do {
+                return try FileLock(path: lockPath, exclusive: false)
+            } catch StepLogError.io {
+                return nil // a read-only directory: nobody can be writing it either
+            }
+        }
+        return try FileLock(path: lockPath, exclusive: true)
+    }
+
+    private struct Listing {
+        var segments: [(sequence: UInt64, name: String)] = []
+        var temporary: [String] = []
+    }
+
+    private func list() throws -> Listing {
+        var listing = Listing()
+        var strangers: [String] = []
+        for name in try Directory.names(in: directory) {
+            if name == FormatConstants.lockFileName { continue }
+            if name.hasSuffix(FormatConstants.temporarySuffix) { listing.temporary.append(name); continue }
+            if let sequence = SegmentName.sequence(of: name) { listing.segments.append((sequence, name)); continue }
+            if SegmentName.snapshotSequence(of: name) != nil { continue }
+            strangers.append(name)
+        }
+        if listing.segments.isEmpty, let first = strangers.sorted().first {
+            throw StepLogError.notAStore(path: directory, reason: "it holds files that are not StepLog files (\(first)) and no segments")
+        }
+        listing.segments.sort { $0.sequence < $1.sequence }
+        return listing
+    }
+
+    private func removeTemporaryFiles(_ names: [String], report: inout OpenReport) throws {
+        guard !names.isEmpty else { return }
+        for name in names.sorted() {
+            try Directory.remove(Directory.join(directory, name))
+            report.removedTemporaryFiles.append(name)
+        }
+        try Directory.sync(directory)
+    }
+
+    // MARK: Headers, compaction, sequence
+
+    private func readHeaders(_ names: [(sequence: UInt64, name: String)], report: inout OpenReport) throws -> [SegmentInfo] {
+        var result: [SegmentInfo] = []
+        for (index, entry) in names.enumerated() {
+            let path = Directory.join(directory, entry.name)
+            let fd = try FileDescriptor.open(path, O_RDONLY)
+            defer { fd.close() }
+            let size = try fd.size()
+            var bytes = [UInt8](repeating: 0, count: FormatConstants.segmentHeaderSize)
+            let n = try bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }
+            let decoded = bytes.withUnsafeBytes { SegmentHeader.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            switch decoded {
+            case .success(let header):
+                guard header.sequence == entry.sequence else {
+                    throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerSequenceOffset),
+                                                  reason: "header says sequence \(header.sequence) but the file is named for \(entry.sequence)")
+                }
+                result.append(SegmentInfo(header: header, path: path, size: size))
+            case .failure(let problem):
+                let isNewest = index == names.count - 1
+                if isNewest, size <= Int64(FormatConstants.segmentHeaderSize), problem != .badMagic || size < 8 {
+                    // Creation cut short before the header was whole (not written by
+                    // this version, which renames complete files into place).
+                    if !options.readOnly {
+                        try Directory.remove(path)
+                        try Directory.sync(directory)
+                    }
+                    report.incompleteSegmentRemoved = entry.name
+                    continue
+                }
+                throw StepLogError.corruption(path: path, offset: 0, reason: problem.description)
+            }
+        }
+        return result
+    }
+
+    /// A compaction writes its outputs above every input's sequence, each
+    /// flagged with the highest input sequence it replaces; the last output
+    /// carries the "final" flag and appears under its name last: the commit
+    /// point. With the final output present the inputs are obsolete; without
+    /// it the outputs are.
+    private func resolveCompaction(_ segments: inout [SegmentInfo], report: inout OpenReport) throws {
+        guard let through = segments.filter({ $0.header.isCompactionOutput }).map(\.header.compactedThrough).max() else { return }
+        let run = segments.filter { $0.header.isCompactionOutput && $0.header.compactedThrough == through }
+        let committed = run.contains { $0.header.isCompactionFinal }
+        let doomed: [SegmentInfo]
+        if committed {
+            doomed = segments.filter { $0.sequence <= through }
+            report.compactionFinished = doomed.map(\.name)
+        } else {
+            doomed = run
+            report.compactionDiscarded = doomed.map(\.name)
+        }
+        guard !doomed.isEmpty else { return }
+        let doomedSequences = Set(doomed.map(\.sequence))
+        segments.removeAll { doomedSequences.contains($0.sequence) }
+        if !options.readOnly {
+            for segment in doomed {
+                try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence)))
+                try Directory.remove(segment.path)
+            }
+            try Directory.sync(directory)
+        }
+    }
+
+    /// Live segments have consecutive sequence numbers and each starts at the
+    /// position where the previous one ends; anything else means a segment
+    /// file is missing or was cut short.
+    private func checkSequence(_ segments: inout [SegmentInfo], report: inout OpenReport) throws {
+        guard segments.count > 1 else { return }
+        for i in 1..<segments.count {
+            let a = segments[i - 1], b = segments[i]
+            var problem: (path: String, offset: Int64, reason: String)?
+            if b.sequence != a.sequence + 1 {
+                let missing = SegmentName.fileName(sequence: a.sequence + 1)
+                problem = (Directory.join(directory, missing), 0,
+                           "segment \(missing) is missing (sequence jumps from \(a.sequence) to \(b.sequence))")
+            } else if b.basePosition != a.endPosition {
+                let gap = Int64(b.basePosition) - Int64(a.endPosition)
+                problem = (a.path, a.size, gap > 0
+                    ? "segment ends at position \(a.endPosition) but the next starts at \(b.basePosition): \(gap) bytes are missing"
+                    : "segment ends at position \(a.endPosition), after the next one starts (\(b.basePosition))")
+            }
+            guard let problem else { continue }
+            guard options.salvage else { throw StepLogError.corruption(path: problem.path, offset: problem.offset, reason: problem.reason) }
+            // Keep segments up to `a`; set aside the rest.
+            let dropped = Array(segments[i...])
+            let setAside = try setAside(from: nil, segments: dropped)
+            report.salvage = OpenReport.Salvage(segment: problem.path, offset: problem.offset, reason: problem.reason,
+                                                bytesDropped: dropped.reduce(0) { $0 + $1.size },
+                                                segmentsDropped: dropped.count, setAsidePath: setAside)
+            segments.removeSubrange(i...)
+            return
+        }
+    }
+
+    // MARK: Replay
+
+    private enum ReplayOutcome { case clean, tornTail(Int64), salvaged(Int64) }
+
+    private func replay(_ segment: SegmentInfo, isNewest: Bool, into state: StoreState,
+                        report: inout OpenReport) throws -> ReplayOutcome {
+        let fd = try FileDescriptor.open(segment.path, O_RDONLY)
+        defer { fd.close() }
+        fd.adviseSequential()
+        var reader = SegmentReader(fd: fd, fileSize: segment.size)
+        let base = segment.basePosition
+        var records = 0
+        defer {
+            report.records += records
+        }
+        while let item = try reader.next() {
+            switch item {
+            case .record(let offset, let type, let payload, _):
+                if let problem = state.apply(type: type, payload: payload, at: LogPosition(base + UInt64(offset))) {
+                    return try damaged(segment, fd: fd, offset: offset, reason: problem.description, mayBeTorn: false,
+                                       isNewest: isNewest, report: &report)
+                }
+                records += 1
+            case .damage(let offset, let damage):
+                return try damaged(segment, fd: fd, offset: offset, reason: damage.description, mayBeTorn: true,
+                                   isNewest: isNewest, report: &report)
+            }
+        }
+        report.bytesReplayed += segment.size
+        return .clean
+    }
+
+    private func damaged(_ segment: SegmentInfo, fd: FileDescriptor, offset: Int64, reason: String, mayBeTorn: Bool,
+                         isNewest: Bool, report: inout OpenReport) throws -> ReplayOutcome {
+        report.bytesReplayed += offset
+        if isNewest, mayBeTorn, try !SegmentReader.validRecordExists(in: fd, after: offset, fileSize: segment.size) {
+            if !options.readOnly {
+                let writable = try FileDescriptor.open(segment.path, O_RDWR)
+                defer { writable.close() }
+                try writable.truncate(to: offset)
+                try writable.sync()
+            }
+            report.tornTail = OpenReport.TornTail(segment: segment.path, offset: offset, bytesDropped: segment.size - offset)
+            return .tornTail(offset)
+        }
+        guard options.salvage else { throw StepLogError.corruption(path: segment.path, offset: offset, reason: reason) }
+        let later = try laterSegments(than: segment)
+        let setAside = try setAside(from: (segment, offset), segments: later)
+        if !options.readOnly {
+            let writable = try FileDescriptor.open(segment.path, O_RDWR)
+            defer { writable.close() }
+            try writable.truncate(to: offset)
+            try writable.sync()
+            try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence)))
+            for s in later {
+                try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: s.sequence)))
+                try Directory.remove(s.path)
+            }
+            try Directory.sync(directory)
+        }
+        report.salvage = OpenReport.Salvage(segment: segment.path, offset: offset, reason: reason,
+                                            bytesDropped: segment.size - offset + later.reduce(0) { $0 + $1.size },
+                                            segmentsDropped: later.count, setAsidePath: setAside)
+        return .salvaged(offset)
+    }
+
+    private func laterSegments(than segment: SegmentInfo) throws -> [SegmentInfo] {
+        // Re-read the listing so the set-aside is exactly what is on disk.
+        var result: [SegmentInfo] = []
+        for name in try Directory.names(in: directory) {
+            guard let sequence = SegmentName.sequence(of: name), sequence > segment.sequence else { continue }
+            let path = Directory.join(directory, name)
+            let fd = try FileDescriptor.open(path, O_RDONLY)
+            defer { fd.close() }
+            result.append(SegmentInfo(header: SegmentHeader(sequence: sequence, basePosition: 0), path: path, size: try fd.size()))
+        }
+        return result.sorted { $0.sequence < $1.sequence }
+    }
+
+    /// Copies what salvage drops into one file next to the store
+    /// (`<store>.salvage-<sequence>-<offset>.bin`): the damaged segment's bytes
+    /// from the damage on, then each later segment whole. Returns its path, or
+    /// nil for read-only opens (which write nothing).
+    private func setAside(from start: (segment: SegmentInfo, offset: Int64)?, segments: [SegmentInfo]) throws -> String? {
+        guard !options.readOnly else { return nil }
+        let first = start?.segment ?? segments.first
+        guard let first else { return nil }
+        let trimmed = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        var path = "\(trimmed).salvage-\(first.sequence)-\(start?.offset ?? 0).bin"
+        var n = 1
+        while Directory.kind(of: path) != nil { path = "\(trimmed).salvage-\(first.sequence)-\(start?.offset ?? 0)-\(n).bin"; n += 1 }
+        let out = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL)
+        defer { out.close() }
+        var written: Int64 = 0
+        let buffer = WriteBuffer(capacity: 1 << 20)
+        func copy(_ s: SegmentInfo, from offset: Int64) throws {
+            let fd = try FileDescriptor.open(s.path, O_RDONLY)
+            defer { fd.close() }
+            var at = offset
+            while at < s.size {
+                buffer.removeAll()
+                buffer.reserve(1 << 20)
+                let n = try fd.read(into: buffer.storage, count: Int(min(Int64(1 << 20), s.size - at)), at: at)
+                if n == 0 { break }
+                buffer.count = n
+                try out.write(buffer.bytes, at: written)
+                written += Int64(n)
+                at += Int64(n)
+            }
+        }
+        if let start { try copy(start.segment, from: start.offset) }
+        for s in segments { try copy(s, from: 0) }
+        try out.sync()
+        try Directory.sync(Directory.parentPath(of: path))
+        return path
+    }
+}

@@ -1,0 +1,26 @@
+/// How to open a store.
+public struct StoreOptions: Sendable {
+    /// Size at which the writer seals a segment and starts the next one.
+    public var segmentSize: Int = FormatConstants.defaultSegmentSize
+    /// Open without writing anything: no lock held exclusively, no torn tail
+    /// truncated, no temporary files removed. Mutations throw `.readOnly`.
+    public var readOnly = false
+    /// On corruption, keep everything before the damage instead of failing:
+    /// the rest is set aside in a file next to the store (read-only: only
+    /// not loaded) and reported in `OpenReport.salvage`.
+    public var salvage = false
+    /// Create the directory when it does not exist (writers only).
+    public var createIfMissing = true
+    /// Load index snapshots of sealed segments instead of replaying them.
+    public var useSnapshots = true
+    /// Write an index snapshot for each segment the writer seals.
+    public var writeSnapshots = true
+
+    public init(segmentSize: Int = FormatConstants.defaultSegmentSize, readOnly: Bool = false, salvage: Bool = false,
+                createIfMissing: Bool = true) {
+        self.segmentSize = segmentSize
+        self.readOnly = readOnly
+        self.salvage = salvage
+        self.createIfMissing = createIfMissing
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+
+/// Everything the log means, in memory: the sample index with its counters,
+/// the intervals, the daily high scores. Built by applying records in log
+/// order; the one place that says what each record type does.
+public final class StoreState {
+    public let index = SampleIndex()
+    public internal(set) var unsyncedCount = 0
+    public internal(set) var intervals = IntervalTable()
+    public internal(set) var highScores: [UInt32: DailyHighScore] = [:]
+    /// Positions below this hold no unsynced current version (a lower bound the
+    /// unsynced scan raises as it goes).
+    var unsyncedFloor = LogPosition.zero
+
+    public init() {}
+
+    public var sampleCount: Int { index.count }
+    public var syncedCount: Int { index.count - unsyncedCount }
+
+    /// Applies one checksummed record found at `position`. Returns a problem
+    /// when the payload does not have its type's shape (corruption).
+    @inline(__always)
+    public func apply(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) -> PayloadProblem? {
+        if rawType == RecordType.sampleUpsert.rawValue {
+            guard SamplePayload.isWellFormed(payload) else {
+                return PayloadProblem("sample-upsert payload of \(payload.count) bytes is malformed")
+            }
+            let synced = SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0
+            applySampleVersion(SamplePayload.uuid(payload), position: position, synced: synced)
+            return nil
+        }
+        if rawType == RecordType.samplesSynced.rawValue {
+            guard payload.count >= 4 else { return PayloadProblem("samples-synced payload of \(payload.count) bytes is too short") }
+            let n = Int(UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt32.self)))
+            guard payload.count == 4 + 16 * n else {
+                return PayloadProblem("samples-synced payload of \(payload.count) bytes does not match its count \(n)")
+            }
+            for i in 0..<n { applySynced(UUIDBytes(loadingFrom: payload, at: 4 + 16 * i)) }
+            return nil
+        }
+        switch LogRecord.decode(type: rawType, payload: payload) {
+        case .failure(let problem):
+            return problem
+        case .success(let record):
+            apply(record, at: position)
+            return nil
+        }
+    }
+
+    /// Applies a decoded record (the slow path, for everything but samples).
+    public func apply(_ record: LogRecord, at position: LogPosition) {
+        switch record {
+        case .sampleUpsert(let r):
+            applySampleVersion(UUIDBytes(r.sample.id), position: position, synced: r.isSynced)
+        case .samplesSynced(let ids):
+            for id in ids { applySynced(UUIDBytes(id)) }
+        case .intervalStatus(let interval):
+            intervals.apply(interval, at: position)
+        case .intervalsCleared:
+            intervals.clear()
+        case .layeringRange(let range):
+            intervals.applyRange(range)
+        case .dailyHighScore(let score):
+            highScores[score.day] = score
+        }
+    }
+
+    @inline(__always)
+    func applySampleVersion(_ id: UUIDBytes, position: LogPosition, synced: Bool) {
+        let old = index.set(id, IndexEntry(position: position, synced: synced))
+        let wasUnsynced = old.map { !$0.isSynced } ?? false
+        if wasUnsynced && synced { unsyncedCount -= 1 }
+        if !wasUnsynced && !synced { unsyncedCount += 1 }
+    }
+
+    /// Marks the current version of `id` synced (a `samplesSynced` entry).
+    /// Returns true when it was unsynced.
+    @inline(__always)
+    @discardableResult
+    func applySynced(_ id: UUIDBytes) -> Bool {
+        var changed = false
+        index.update(id) { entry in
+            if !entry.isSynced { changed = true }
+            return entry.withSynced(true)
+        }
+        if changed { unsyncedCount -= 1 }
+        return changed
+    }
+}

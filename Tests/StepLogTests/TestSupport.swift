@@ -1,0 +1,144 @@
+import Foundation
+@testable import StepLog
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A fresh directory under the system temporary directory, removed on deinit.
+final class TemporaryDirectory {
+    let path: String
+
+    init(_ label: String = "steplog") {
+        var template = Array((NSTemporaryDirectory() + "/\(label)-XXXXXX").utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(made != nil, "mkdtemp failed")
+        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    func sub(_ name: String) -> String { path + "/" + name }
+}
+
+/// A deterministic generator (SplitMix64): tests replay the same history every run.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+extension UUID {
+    /// A UUID built from two numbers, for readable deterministic test data.
+    static func test(_ a: UInt64, _ b: UInt64 = 0) -> UUID {
+        UUIDBytes(high: 0x1000_0000_0000_0000 | a, low: 0x8000_0000_0000_0000 | b).uuid
+    }
+}
+
+func makeSample(_ n: UInt64, start: Int64 = 1_700_000_000_000, count: Int = 42,
+                bundle: String = "com.apple.health", device: String? = "iPhone") -> StepSample {
+    StepSample(id: .test(n), startMilliseconds: start + Int64(n) * 60_000, endMilliseconds: start + Int64(n) * 60_000 + 30_000,
+               count: count, sourceBundleId: bundle, sourceDeviceName: device)
+}
+
+func readFile(_ path: String) -> [UInt8] { Array(FileManager.default.contents(atPath: path) ?? Data()) }
+
+func writeFile(_ path: String, _ bytes: [UInt8]) {
+    precondition(FileManager.default.createFile(atPath: path, contents: Data(bytes)), "cannot write \(path)")
+}
+
+func segmentFiles(_ dir: String) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
+        .filter { $0.hasSuffix(".log") }.sorted().map { dir + "/" + $0 }
+}
+
+/// Everything a store means, as comparable values (the replay tests compare
+/// a reopened store with an independent model through this).
+struct StoreDigest: Equatable, CustomStringConvertible {
+    struct Sample: Equatable, Comparable {
+        var id: String
+        var sample: StepSample
+        var synced: Bool
+        static func < (a: Sample, b: Sample) -> Bool { a.id < b.id }
+    }
+    var samples: [Sample] = []
+    var intervals: [SyncInterval] = []
+    var ranges: [LayeringRange] = []
+    var highScores: [DailyHighScore] = []
+
+    var description: String {
+        "\(samples.count) samples (\(samples.filter(\.synced).count) synced), \(intervals.count) intervals, \(ranges.count) ranges, \(highScores.count) high scores"
+    }
+
+    static func of(_ store: StepLogStore) throws -> StoreDigest {
+        var d = StoreDigest()
+        try store.forEachSample { d.samples.append(Sample(id: $0.id.uuidString, sample: $0.sample, synced: $0.isSynced)) }
+        d.samples.sort()
+        d.intervals = store.intervals().sorted { $0.startMilliseconds < $1.startMilliseconds }
+        d.ranges = store.layeringRanges
+        d.highScores = store.highScores
+        return d
+    }
+}
+
+/// An independent model of what records mean (a plain dictionary), to check
+/// the engine's replay against.
+struct RecordModel {
+    var samples: [UUID: (sample: StepSample, synced: Bool)] = [:]
+    var intervals: [UUID: SyncInterval] = [:]
+    var ranges: [LayeringRange] = []
+    var highScores: [UInt32: DailyHighScore] = [:]
+
+    mutating func apply(_ record: LogRecord) {
+        switch record {
+        case .sampleUpsert(let r): samples[r.sample.id] = (r.sample, r.isSynced)
+        case .samplesSynced(let ids): for id in ids { samples[id]?.synced = true }
+        case .intervalStatus(let i): intervals[i.id] = i
+        case .intervalsCleared: intervals = [:]; ranges = []
+        case .layeringRange(let r): if !ranges.contains(r) { ranges.append(r) }
+        case .dailyHighScore(let s): highScores[s.day] = s
+        }
+    }
+
+    var digest: StoreDigest {
+        var d = StoreDigest()
+        d.samples = samples.map { StoreDigest.Sample(id: $0.key.uuidString, sample: $0.value.sample, synced: $0.value.synced) }.sorted()
+        d.intervals = intervals.values.sorted { $0.startMilliseconds < $1.startMilliseconds }
+        d.ranges = ranges
+        d.highScores = highScores.values.sorted { $0.day < $1.day }
+        return d
+    }
+}
+
+/// A record as found in a segment file, decoded by the library's reader.
+struct FoundRecord {
+    var segment: String
+    var offset: Int64
+    var size: Int
+    var record: LogRecord
+}
+
+/// Every record of every segment in `dir`, in order (the store must be clean).
+func readAllRecords(_ dir: String) throws -> [FoundRecord] {
+    var result: [FoundRecord] = []
+    for path in segmentFiles(dir) {
+        let fd = try FileDescriptor.open(path, O_RDONLY)
+        defer { fd.close() }
+        var reader = SegmentReader(fd: fd, fileSize: try fd.size())
+        while let item = try reader.next() {
+            guard case .record(let offset, let type, let payload, let size) = item else {
+                throw StepLogError.corruption(path: path, offset: 0, reason: "unexpected damage in reference store")
+            }
+            let record = try LogRecord.decode(type: type, payload: payload).get()
+            result.append(FoundRecord(segment: path, offset: offset, size: size, record: record))
+        }
+    }
+    return result
+}

@@ -1,0 +1,57 @@
+"""Non-ASCII text is stored as UTF-8, byte-exact, never as \\u escapes, and served back unchanged."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import make_sample, read_lines, read_records
+
+NAMES = [
+    "Anna\u2019s\u00a0iPhone",  # curly apostrophe + no-break space, as iOS names devices
+    "J\u00fcrgens Apple\u00a0Watch",
+    "\u5c0f\u660e\u7684 iPhone \U0001f3c3",  # CJK + an astral-plane emoji
+    "tab\tquote\"backslash\\",  # characters JSON must escape
+]
+
+
+def test_non_ascii_names_are_stored_byte_exact(server):
+    samples = [make_sample(n, sourceDeviceName=name) for n, name in enumerate(NAMES)]
+    samples.append(make_sample(99, id="id-\u00e9\u00a0\u2019", sourceBundleId="com.\u00e9xample.app"))
+    assert server.post(samples).json()["saved"] == len(samples)
+    lines = read_lines(server.data)
+    assert len(lines) == len(samples)
+    for line, sample in zip(lines, samples):
+        assert b"\\u" not in line
+        expected_name = json.dumps(sample["sourceDeviceName"], ensure_ascii=False).encode("utf-8")
+        assert b'"sourceDeviceName":' + expected_name + b',"receivedAt"' in line
+    assert "Anna\u2019s\u00a0iPhone".encode("utf-8") in lines[0]
+    assert b"Anna\xe2\x80\x99s\xc2\xa0iPhone" in lines[0]
+    assert b'"id":"id-\xc3\xa9\xc2\xa0\xe2\x80\x99"' in lines[-1]
+    served = server.get().json()["samples"]
+    assert [sample["sourceDeviceName"] for sample in served] == [s["sourceDeviceName"] for s in samples]
+    assert served[-1]["id"] == "id-\u00e9\u00a0\u2019"
+
+
+def test_non_ascii_body_sent_raw_as_utf8(server):
+    body = '{"samples":[{"id":"u1","startDate":"2024-01-15T10:30:00Z","endDate":"2024-01-15T10:31:00Z",' \
+        '"count":3,"sourceBundleId":"com.apple.health","sourceDeviceName":"Anna\u2019s\u00a0iPhone"}]}'
+    response = server.post_raw(body.encode("utf-8"), content_type="application/json; charset=utf-8")
+    assert response.status_code == 200, response.text
+    (line,) = read_lines(server.data)
+    assert line.startswith(
+        b'{"id":"u1","startDate":"2024-01-15T10:30:00Z","endDate":"2024-01-15T10:31:00Z","count":3,'
+        b'"sourceBundleId":"com.apple.health","sourceDeviceName":"Anna\xe2\x80\x99s\xc2\xa0iPhone","receivedAt":"'
+    )
+
+
+def test_unicode_dedupe_survives_index_rebuild(server):
+    samples = [make_sample(n, sourceDeviceName=name) for n, name in enumerate(NAMES)]
+    server.post(samples)
+    server.stop()
+    server.data.with_name(server.data.name + ".index.sqlite").unlink()
+    server.start()
+    assert server.post(samples).json()["saved"] == 0
+    # A different normalization of the same visible text is different content.
+    decomposed = make_sample(0, sourceDeviceName="Anna\u2019s\u00a0iPhone".replace("\u00a0", " "))
+    assert server.post([decomposed]).json()["saved"] == 1
+    assert len(read_records(server.data)) == len(samples) + 1

@@ -120,15 +120,17 @@ struct RecordModel {
 /// A record as found in a segment file, decoded by the library's reader.
 struct FoundRecord {
     var segment: String
+    var segmentIndex: Int
     var offset: Int64
     var size: Int
     var record: LogRecord
+    var end: Int64 { offset + Int64(size) }
 }
 
 /// Every record of every segment in `dir`, in order (the store must be clean).
 func readAllRecords(_ dir: String) throws -> [FoundRecord] {
     var result: [FoundRecord] = []
-    for path in segmentFiles(dir) {
+    for (segmentIndex, path) in segmentFiles(dir).enumerated() {
         let fd = try FileDescriptor.open(path, O_RDONLY)
         defer { fd.close() }
         var reader = SegmentReader(fd: fd, fileSize: try fd.size())
@@ -137,8 +139,73 @@ func readAllRecords(_ dir: String) throws -> [FoundRecord] {
                 throw StepLogError.corruption(path: path, offset: 0, reason: "unexpected damage in reference store")
             }
             let record = try LogRecord.decode(type: type, payload: payload).get()
-            result.append(FoundRecord(segment: path, offset: offset, size: size, record: record))
+            result.append(FoundRecord(segment: path, segmentIndex: segmentIndex, offset: offset, size: size, record: record))
         }
     }
     return result
+}
+
+/// Writes a seeded, known history to a store: batches mixing new samples,
+/// changed versions, identical re-upserts, synced markers, interval statuses,
+/// clears, ranges and high scores, each batch followed by `sync`. Returns the
+/// store's byte size (all segments) after each acknowledged batch.
+@discardableResult
+func writeKnownHistory(_ dir: String, segmentSize: Int, batches: Int, seed: UInt64) throws -> [Int64] {
+    var rng = SeededGenerator(seed: seed)
+    let store = try StepLogStore.open(dir, options: StoreOptions(segmentSize: segmentSize))
+    var next: UInt64 = 0
+    var acked: [Int64] = []
+    for batch in 0..<batches {
+        var samples: [StepSample] = []
+        for _ in 0..<Int.random(in: 1...12, using: &rng) {
+            samples.append(makeSample(next, count: Int.random(in: 0...500, using: &rng),
+                                      device: Bool.random(using: &rng) ? "Watch" : nil))
+            next += 1
+        }
+        if next > 5 {
+            for _ in 0..<Int.random(in: 0...3, using: &rng) {
+                let id = UInt64.random(in: 0..<next, using: &rng)
+                if var s = try store.sample(id: .test(id))?.sample {
+                    if Bool.random(using: &rng) { s.count += 1 } // else identical: writes nothing
+                    samples.append(s)
+                }
+            }
+        }
+        try store.upsert(samples, fetchedAt: Date(timeIntervalSince1970: Double(batch)))
+        if Int.random(in: 0..<3, using: &rng) == 0 {
+            try store.markSynced(try store.unsyncedSamples(limit: Int.random(in: 1...20, using: &rng)))
+        }
+        let roll = Int.random(in: 0..<20, using: &rng)
+        if roll < 6 {
+            let status = IntervalStatus.allCases.randomElement(using: &rng)!
+            try store.recordIntervals([SyncInterval(id: .test(1_000_000 + UInt64(roll)), startMilliseconds: Int64(roll) * 10,
+                                                    endMilliseconds: Int64(roll) * 10 + 10, stepCount: Int64(batch), status: status)])
+        } else if roll == 6 {
+            try store.clearIntervals(at: Date(timeIntervalSince1970: Double(batch)))
+        } else if roll == 7 {
+            try store.recordLayeringRange(LayeringRange(startMilliseconds: Int64(batch), endMilliseconds: Int64(batch) + 100))
+        } else if roll == 8 {
+            try store.recordHighScore(DailyHighScore(day: 20260101 + UInt32(batch % 28), steps: Int64(batch), recordedAtMilliseconds: Int64(batch)))
+        }
+        try store.sync()
+        acked.append(store.counts.bytes)
+    }
+    try store.close()
+    return acked
+}
+
+/// The model's digest after the first `n` records, for every n (computed once).
+func prefixDigests(_ records: [FoundRecord]) -> [StoreDigest] {
+    var model = RecordModel()
+    var result = [model.digest]
+    for r in records {
+        model.apply(r.record)
+        result.append(model.digest)
+    }
+    return result
+}
+
+func copyDirectory(_ from: String, to: String) throws {
+    try? FileManager.default.removeItem(atPath: to)
+    try FileManager.default.copyItem(atPath: from, toPath: to)
 }

@@ -29,7 +29,7 @@ public struct SegmentReader {
         self.fileSize = fileSize
         self.offset = offset
         self.windowSize = windowSize
-        window = WriteBuffer(capacity: windowSize)
+        window = WriteBuffer(capacity: Int(max(64, min(Int64(windowSize), fileSize - offset))))
         windowStart = offset
     }
 
@@ -71,7 +71,7 @@ public struct SegmentReader {
     public static func validRecordExists(in fd: FileDescriptor, after damageOffset: Int64, fileSize: Int64) throws -> Bool {
         let chunk = 1 << 20
         var start = damageOffset + 1
-        let buffer = WriteBuffer(capacity: chunk + FormatConstants.maxRecordPayload / 16)
+        let buffer = WriteBuffer(capacity: Int(min(Int64(chunk + 64 << 10), max(64, fileSize - start))))
         while start < fileSize {
             // Load a chunk plus enough slack to decode small records straddling its end.
             let load = Int(min(Int64(chunk + 64 << 10), fileSize - start))

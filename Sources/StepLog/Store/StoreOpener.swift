@@ -210,6 +210,13 @@ struct StoreOpener {
                                                 bytesDropped: dropped.reduce(0) { $0 + $1.size },
                                                 segmentsDropped: dropped.count, setAsidePath: setAside)
             segments.removeSubrange(i...)
+            if !options.readOnly {
+                for s in dropped {
+                    try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: s.sequence)))
+                    try Directory.remove(s.path)
+                }
+                try Directory.sync(directory)
+            }
             return
         }
     }

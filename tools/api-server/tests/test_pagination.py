@@ -7,8 +7,7 @@ import pytest
 from conftest import make_sample, make_samples, read_records, strip_received
 
 
-@pytest.fixture
-def filled(server):
+def fill(server):
     """1,250 records in 5 requests, plus one rewritten sample (a second line for a known id)."""
     expected = []
     for start in range(0, 1250, 250):
@@ -19,6 +18,12 @@ def filled(server):
     assert server.post([rewritten]).json()["saved"] == 1
     expected.append(rewritten)
     return server, expected
+
+
+@pytest.fixture(scope="module")
+def filled(shared_server):
+    """One filled server for the read-only tests of this module."""
+    return fill(shared_server)
 
 
 def window(server, **params):
@@ -73,8 +78,8 @@ def test_walking_all_pages_reproduces_the_file(filled):
     assert [strip_received(sample) for sample in collected] == expected
 
 
-def test_pages_after_restart_and_index_rebuild(filled):
-    server, expected = filled
+def test_pages_after_restart_and_index_rebuild(server):
+    server, expected = fill(server)
     server.stop()
     server.data.with_name(server.data.name + ".index.sqlite").unlink()
     server.start()

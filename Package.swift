@@ -32,7 +32,9 @@ let package = Package(
         .executableTarget(name: "stepsync", dependencies: ["StepSync", "StepLog"], path: "tools/stepsync"),
         .executableTarget(name: "stepbench", dependencies: ["StepSync", "StepLog"], path: "tools/stepbench"),
 
-        .testTarget(name: "StepLogTests", dependencies: ["StepLog"], path: "Tests/StepLogTests"),
+        // A fixture program the SIGKILL tests start and kill.
+        .executableTarget(name: "steplog-crash-writer", dependencies: ["StepLog"], path: "Tests/CrashWriter"),
+        .testTarget(name: "StepLogTests", dependencies: ["StepLog", "steplog-crash-writer"], path: "Tests/StepLogTests"),
         .testTarget(name: "StepSyncTests", dependencies: ["StepSync", "StepLog"], path: "Tests/StepSyncTests"),
     ]
 )

@@ -209,3 +209,65 @@ func copyDirectory(_ from: String, to: String) throws {
     try? FileManager.default.removeItem(atPath: to)
     try FileManager.default.copyItem(atPath: from, toPath: to)
 }
+
+/// Path of an executable built alongside the test bundle (`swift build` puts
+/// products and the test bundle in one folder).
+func builtProduct(_ name: String) -> String {
+    let candidates = [
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path,
+        Bundle.main.bundleURL.deletingLastPathComponent().path,
+        Bundle.main.bundlePath,
+    ]
+    for dir in candidates where FileManager.default.isExecutableFile(atPath: dir + "/" + name) { return dir + "/" + name }
+    fatalError("\(name) not found next to the test bundle (looked in \(candidates))")
+}
+
+/// A child process whose stdout is read line by line.
+final class ChildProcess {
+    let process = Process()
+    private let pipe = Pipe()
+    private var buffer: [UInt8] = []
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// The next line of output, or nil at end of output.
+    func readLine() -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: 10) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            let chunk = pipe.fileHandleForReading.availableData
+            if chunk.isEmpty {
+                if buffer.isEmpty { return nil }
+                defer { buffer.removeAll() }
+                return String(decoding: buffer, as: UTF8.self)
+            }
+            buffer += chunk
+        }
+    }
+
+    func kill(_ signal: Int32 = SIGKILL) { _ = Glibc_or_Darwin_kill(pid, signal) }
+
+    @discardableResult
+    func wait() -> Int32 {
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+#if canImport(Glibc)
+private func Glibc_or_Darwin_kill(_ pid: Int32, _ signal: Int32) -> Int32 { Glibc.kill(pid, signal) }
+#else
+private func Glibc_or_Darwin_kill(_ pid: Int32, _ signal: Int32) -> Int32 { Darwin.kill(pid, signal) }
+#endif

@@ -103,6 +103,7 @@ _DATE_HINT = "must be an ISO 8601 date-time with a UTC designator or offset, e.g
 
 # One shared encoder (json.dumps with keyword arguments builds a new encoder per call).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_json_string = json.encoder.encode_basestring  # str -> JSON string literal, non-ASCII kept (C implementation)
 
 
 def _describe(value: Any) -> str:
@@ -122,24 +123,39 @@ def _describe(value: Any) -> str:
     return "object"
 
 
-def _date_key(value: Any, where: str) -> tuple[datetime, int]:
-    """Validates an RFC 3339 timestamp; returns a key that orders instants exactly (to the nanosecond)."""
-    if type(value) is not str:
-        raise bad_request(f"{where}: {_DATE_HINT} (got {_describe(value)})")
-    match = _DATE_RE.fullmatch(value)
+def _date_key(value: Any, where: str) -> tuple[str, int]:
+    """Validates an RFC 3339 timestamp. Returns (UTC "YYYY-MM-DDTHH:MM:SS", nanoseconds), a key that
+    orders instants exactly (fromisoformat alone would drop digits beyond microseconds)."""
+    match = _DATE_RE.fullmatch(value) if type(value) is str else None
     if match is None:
         raise bad_request(f"{where}: {_DATE_HINT} (got {_describe(value)})")
     try:
         instant = datetime.fromisoformat(value)  # checks the calendar (e.g. no February 30)
-    except ValueError:
+        fraction = match.group(1)
+        nanoseconds = int(fraction.ljust(9, "0")) if fraction else 0
+        if value[-1] == "Z":
+            return value[:19], nanoseconds  # already UTC; this prefix sorts chronologically
+        utc = instant.astimezone(timezone.utc).replace(microsecond=0, tzinfo=None)
+        return utc.isoformat(), nanoseconds
+    except (ValueError, OverflowError):
         raise bad_request(f"{where}: not a valid calendar date-time (got {_describe(value)})") from None
-    fraction = match.group(1) or ""
-    # fromisoformat keeps microseconds only; compare whole seconds as aware datetimes, then nanoseconds.
-    return instant.replace(microsecond=0), int(fraction.ljust(9, "0")) if fraction else 0
 
 
 def content_json(start: Any, end: Any, count: Any, bundle: Any, device: Any) -> str:
-    """The five content fields, compact, in file order. Its digest is what idempotency compares."""
+    """The five content fields, compact, in file order. Its digest is what idempotency compares.
+    Same text as _ENCODER.encode({...}); the fast path skips building a C encoder per call."""
+    if type(start) is str and type(end) is str and type(count) is int and type(bundle) is str:
+        if device is None:
+            device_json = "null"
+        elif type(device) is str:
+            device_json = _json_string(device)
+        else:
+            device_json = None
+        if device_json is not None:
+            return (
+                f'{{"startDate":{_json_string(start)},"endDate":{_json_string(end)},"count":{count},'
+                f'"sourceBundleId":{_json_string(bundle)},"sourceDeviceName":{device_json}}}'
+            )
     return _ENCODER.encode(
         {"startDate": start, "endDate": end, "count": count, "sourceBundleId": bundle, "sourceDeviceName": device}
     )
@@ -227,7 +243,7 @@ def parse_body(body: bytes) -> list[Sample]:
         if device is not None and type(device) is not str:
             raise bad_request(f"samples[{index}].sourceDeviceName: must be a string or null (got {_describe(device)})")
 
-        id_json = _utf8(_ENCODER.encode(sample_id), f"samples[{index}].id")
+        id_json = _utf8(_json_string(sample_id), f"samples[{index}].id")
         try:
             content = content_json(start, end, count, bundle, device).encode("utf-8")
         except UnicodeEncodeError:
@@ -500,7 +516,7 @@ class StepStore:
             covered = int(meta["covered"])
             if covered > self.size:
                 reason = f"covers {covered} bytes but the JSONL has only {self.size}"
-            elif False:
+            elif covered > 0 and meta["tail"] != self._tail_digest(covered):
                 reason = f"does not match the JSONL bytes before offset {covered} (file replaced?)"
 
         jsonl_size = self.size

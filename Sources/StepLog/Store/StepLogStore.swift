@@ -32,8 +32,6 @@ public final class StepLogStore: @unchecked Sendable {
     var failure: StepLogError?
     var isClosed = false
     let scratch = WriteBuffer(capacity: 4096)
-    /// Pending bytes above which appends are written out without waiting for `sync`.
-    static let flushThreshold = 1 << 20
 
     /// Opens (or creates) the store in `directory`.
     public static func open(_ directory: String, options: StoreOptions = StoreOptions()) throws -> StepLogStore {
@@ -171,7 +169,7 @@ public final class StepLogStore: @unchecked Sendable {
                 next.pending.append(record)
                 return LogPosition(next.info.basePosition + UInt64(at))
             }
-            if w.pending.count >= Self.flushThreshold { try w.flush() }
+            if w.pending.count >= options.writeBufferSize { try w.flush() }
         } catch {
             throw fail(error)
         }

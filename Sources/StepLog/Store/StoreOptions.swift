@@ -9,6 +9,10 @@ public struct StoreOptions: Sendable {
     /// the rest is set aside in a file next to the store (read-only: only
     /// not loaded) and reported in `OpenReport.salvage`.
     public var salvage = false
+    /// Bytes of appended records buffered before they are written to the file
+    /// (without sync). Larger buffers mean fewer system calls; nothing is
+    /// durable before `sync()` either way.
+    public var writeBufferSize = 1 << 20
     /// Create the directory when it does not exist (writers only).
     public var createIfMissing = true
     /// Load index snapshots of sealed segments instead of replaying them.

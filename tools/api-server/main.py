@@ -34,6 +34,7 @@ import sqlite3
 import sys
 import threading
 from datetime import datetime, timezone
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, Optional
 
@@ -103,7 +104,7 @@ _DATE_HINT = "must be an ISO 8601 date-time with a UTC designator or offset, e.g
 
 # One shared encoder (json.dumps with keyword arguments builds a new encoder per call).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-_json_string = json.encoder.encode_basestring  # str -> JSON string literal, non-ASCII kept (C implementation)
+_json_string = encode_basestring  # str -> JSON string literal, non-ASCII kept as is (the C implementation)
 
 
 def _describe(value: Any) -> str:
@@ -123,12 +124,12 @@ def _describe(value: Any) -> str:
     return "object"
 
 
-def _date_key(value: Any, where: str) -> tuple[str, int]:
+def _date_key(value: Any, index: int, field: str) -> tuple[str, int]:
     """Validates an RFC 3339 timestamp. Returns (UTC "YYYY-MM-DDTHH:MM:SS", nanoseconds), a key that
     orders instants exactly (fromisoformat alone would drop digits beyond microseconds)."""
     match = _DATE_RE.fullmatch(value) if type(value) is str else None
     if match is None:
-        raise bad_request(f"{where}: {_DATE_HINT} (got {_describe(value)})")
+        raise bad_request(f"samples[{index}].{field}: {_DATE_HINT} (got {_describe(value)})")
     try:
         instant = datetime.fromisoformat(value)  # checks the calendar (e.g. no February 30)
         fraction = match.group(1)
@@ -137,8 +138,10 @@ def _date_key(value: Any, where: str) -> tuple[str, int]:
             return value[:19], nanoseconds  # already UTC; this prefix sorts chronologically
         utc = instant.astimezone(timezone.utc).replace(microsecond=0, tzinfo=None)
         return utc.isoformat(), nanoseconds
-    except (ValueError, OverflowError):
-        raise bad_request(f"{where}: not a valid calendar date-time (got {_describe(value)})") from None
+    except ValueError:
+        raise bad_request(f"samples[{index}].{field}: not a valid calendar date-time (got {_describe(value)})") from None
+    except OverflowError:
+        raise bad_request(f"samples[{index}].{field}: outside years 1-9999 in UTC (got {_describe(value)})") from None
 
 
 def content_json(start: Any, end: Any, count: Any, bundle: Any, device: Any) -> str:
@@ -175,13 +178,6 @@ class Sample:
         self.id_json = id_json  # the JSON string literal of the id, UTF-8
         self.content = content  # content_json(...) as UTF-8: b'{"startDate":...,"sourceDeviceName":...}'
         self.digest = content_digest(content)
-
-
-def _utf8(text: str, where: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise bad_request(f"{where}: contains an unpaired UTF-16 surrogate, which cannot be stored as UTF-8") from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -230,8 +226,8 @@ def parse_body(body: bytes) -> list[Sample]:
 
         if type(sample_id) is not str or not sample_id:
             raise bad_request(f"samples[{index}].id: must be a non-empty string (got {_describe(sample_id)})")
-        start_key = _date_key(start, f"samples[{index}].startDate")
-        end_key = _date_key(end, f"samples[{index}].endDate")
+        start_key = _date_key(start, index, "startDate")
+        end_key = _date_key(end, index, "endDate")
         if end_key < start_key:
             raise bad_request(f"samples[{index}].endDate: must not be before startDate ({end} < {start})")
         if type(count) is not int:
@@ -243,26 +239,26 @@ def parse_body(body: bytes) -> list[Sample]:
         if device is not None and type(device) is not str:
             raise bad_request(f"samples[{index}].sourceDeviceName: must be a string or null (got {_describe(device)})")
 
-        id_json = _utf8(_json_string(sample_id), f"samples[{index}].id")
         try:
+            id_json = _json_string(sample_id).encode("utf-8")
             content = content_json(start, end, count, bundle, device).encode("utf-8")
         except UnicodeEncodeError:
-            field = "sourceBundleId"
-            if device is not None:
+            # Only the free-text fields can hold a lone surrogate (the dates matched an ASCII pattern).
+            for field, text in (("id", sample_id), ("sourceBundleId", bundle), ("sourceDeviceName", device or "")):
                 try:
-                    device.encode("utf-8")
+                    text.encode("utf-8")
                 except UnicodeEncodeError:
-                    field = "sourceDeviceName"
-            raise bad_request(
-                f"samples[{index}].{field}: contains an unpaired UTF-16 surrogate, which cannot be stored as UTF-8"
-            ) from None
+                    raise bad_request(
+                        f"samples[{index}].{field}: contains an unpaired UTF-16 surrogate, which cannot be stored as UTF-8"
+                    ) from None
+            raise
         append(Sample(sample_id, id_json, content))
     return samples
 
 
 def parse_stored_line(line: bytes) -> tuple[str, bytes]:
     """Returns (id, content digest) of one stored JSONL line (without its newline); ValueError if unusable."""
-    record = json.loads(line)  # raises ValueError (JSONDecodeError, UnicodeDecodeError) on bad bytes
+    record = json.loads(line.decode("utf-8"))  # ValueError (UnicodeDecodeError, JSONDecodeError) on bad bytes
     if type(record) is not dict:
         raise ValueError(f"not a JSON object ({_describe(record)})")
     sample_id = record.get("id")
@@ -506,6 +502,8 @@ class StepStore:
             meta = dict(self._db.execute("SELECT key, value FROM meta"))
             if meta.get("format") != INDEX_FORMAT:
                 reason = "missing" if not meta else f"format {meta.get('format')!r}, expected {INDEX_FORMAT}"
+            elif not {"covered", "records", "ids", "tail"} <= meta.keys():
+                reason = "incomplete (meta keys missing)"
         except sqlite3.DatabaseError as error:
             reason = f"unreadable ({error})"
             if self._db is not None:
@@ -524,13 +522,17 @@ class StepStore:
             self.size = int(meta["covered"])
             self.records = int(meta["records"])
             self.ids = int(meta["ids"])
-        else:
-            if jsonl_size > 0 or reason != "missing":
-                log(f"index {self.index_path} {reason}; rebuilding it from {self.path}")
-            self._db = self._fresh_index()
-            self.size = self.records = self.ids = 0
-
-        if self.size < jsonl_size:
+            try:
+                if self.size < jsonl_size:
+                    self._catch_up(jsonl_size)
+                return
+            except sqlite3.DatabaseError as error:  # e.g. "database disk image is malformed"
+                reason = f"failed while catching up ({error})"
+        if jsonl_size > 0 or reason != "missing":
+            log(f"index {self.index_path} {reason}; rebuilding it from {self.path}")
+        self._db = self._fresh_index()
+        self.size = self.records = self.ids = 0
+        if jsonl_size > 0:
             self._catch_up(jsonl_size)
 
     def _catch_up(self, end: int) -> None:
@@ -621,6 +623,18 @@ class StepStore:
         self.records = records + len(entries)
         self.ids += new_ids
 
+    def _drop_corrupt_index(self) -> None:
+        """The index is corrupt (not merely full or busy): delete it so that the next start rebuilds it
+        from the JSONL instead of finding a well-formed header and trusting it."""
+        log(f"index {self.index_path} is corrupt; removing it, it is rebuilt on restart")
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        try:
+            self._remove_index_files()
+        except OSError as error:
+            log(f"cannot remove {self.index_path}: {error}; delete it before restarting")
+
     def _fail(self, message: str) -> ApiError:
         self._failure = message
         log(f"store failed, refusing writes until restart: {message}")
@@ -668,7 +682,10 @@ class StepStore:
             try:
                 self._index_append(entries, known, offset)
             except sqlite3.Error as error:
-                raise self._fail(f"updating {self.index_path}: {error}") from None
+                failure = self._fail(f"updating {self.index_path}: {error}")
+                if isinstance(error, sqlite3.DatabaseError) and not isinstance(error, sqlite3.OperationalError):
+                    self._drop_corrupt_index()
+                raise failure from None
             return len(fresh)
 
     def read(self, offset: int, limit: int) -> tuple[list[bytes], int]:
@@ -676,7 +693,9 @@ class StepStore:
         while True:
             with self._lock:
                 total = self.records
-                if limit <= 0 or offset >= total or self._db is None:
+                if self._db is None:
+                    raise ApiError(503, f"index unavailable after an earlier failure: {self._failure}")
+                if limit <= 0 or offset >= total:
                     return [], total
                 stop = min(total, offset + limit)
                 generation = self._generation
@@ -905,8 +924,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except StartupError as error:
         log(f"error: {error}")
         return 1
-    except OSError as error:
-        log(f"error: cannot open {data_path}: {error}")
+    except (OSError, sqlite3.Error) as error:
+        log(f"error: cannot open {data_path}: {type(error).__name__}: {error}")
         return 1
 
     try:

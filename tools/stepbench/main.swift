@@ -1,1 +1,61 @@
-print("todo")
+// stepbench: the benchmarks behind tools/bench. Prints figures and ratios
+// against a peer measured in the same run; never a pass/fail test.
+import Foundation
+import StepLog
+
+let usage = """
+    usage: stepbench engine [--n N[,N…]] [--dir DIR] [--no-peer] [--json]
+           stepbench open DIR [--no-snapshots] [--repeat K]
+    """
+
+func parseSizes(_ text: String) -> [Int] {
+    text.split(separator: ",").compactMap { part -> Int? in
+        let s = part.lowercased()
+        if s.hasSuffix("m") { return Int(s.dropLast()).map { $0 * 1_000_000 } }
+        if s.hasSuffix("k") { return Int(s.dropLast()).map { $0 * 1_000 } }
+        return Int(s)
+    }
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+guard let command = arguments.first else {
+    FileHandle.standardError.write(Data((usage + "\n").utf8))
+    exit(2)
+}
+arguments.removeFirst()
+
+do {
+    switch command {
+    case "engine":
+        var bench = EngineBench()
+        var i = 0
+        while i < arguments.count {
+            switch arguments[i] {
+            case "--n": i += 1; bench.sizes = parseSizes(arguments[i])
+            case "--dir": i += 1; bench.directory = arguments[i]
+            case "--no-peer": bench.runPeer = false
+            case "--json": bench.json = true
+            case "--keep": bench.keep = true
+            default: FileHandle.standardError.write(Data("stepbench engine: unknown option \(arguments[i])\n\(usage)\n".utf8)); exit(2)
+            }
+            i += 1
+        }
+        _ = try bench.run()
+    case "open":
+        guard let dir = arguments.first else { FileHandle.standardError.write(Data((usage + "\n").utf8)); exit(2) }
+        var options = StoreOptions()
+        options.readOnly = true
+        options.useSnapshots = !arguments.contains("--no-snapshots")
+        let repeats = arguments.firstIndex(of: "--repeat").map { Int(arguments[$0 + 1])! } ?? 1
+        for _ in 0..<repeats {
+            let (store, seconds) = try measure { try StepLogStore.open(dir, options: options) }
+            print("open \(dir): \(fmt(seconds, 3)) s, \(store.counts.samples) samples, \(store.openReport.records) records replayed, \(store.openReport.segmentsFromSnapshots) segments from snapshots, index \(mib(store.indexMemoryBytes))")
+        }
+    default:
+        FileHandle.standardError.write(Data("stepbench: unknown benchmark \(command)\n\(usage)\n".utf8))
+        exit(2)
+    }
+} catch {
+    FileHandle.standardError.write(Data("stepbench: \(error)\n".utf8))
+    exit(1)
+}

@@ -132,25 +132,45 @@ public enum SamplePayload {
     static let flagsOffset = 44
     static let bundleLengthOffset = 45
 
-    /// Appends a framed sample-upsert record.
+    /// Appends a framed sample-upsert record. The hot path of every write:
+    /// sizes are computed first, the buffer is reserved once, and fields are
+    /// stored at their offsets.
     @inline(__always)
     public static func appendRecord(_ s: StepSample, fetchedAt: Int64, synced: Bool, to buffer: WriteBuffer) {
-        RecordFrame.append(type: .sampleUpsert, to: buffer) { b in
-            b.append(UUIDBytes(s.id))
-            b.append(s.startMilliseconds)
-            b.append(s.endMilliseconds)
-            b.append(UInt32(truncatingIfNeeded: s.count))
-            b.append(fetchedAt)
-            var flags: UInt8 = synced ? FormatConstants.sampleFlagSynced : 0
-            if s.sourceDeviceName != nil { flags |= FormatConstants.sampleFlagHasDeviceName }
-            b.append(flags)
-            b.append(UInt16(s.sourceBundleId.utf8.count))
-            b.appendUTF8(s.sourceBundleId)
-            if let name = s.sourceDeviceName {
-                b.append(UInt16(name.utf8.count))
-                b.appendUTF8(name)
-            }
+        var bundle = s.sourceBundleId
+        var device = s.sourceDeviceName
+        let bundleCount = bundle.utf8.count
+        let deviceCount = device.map { $0.utf8.count }
+        let payloadSize = FormatConstants.samplePayloadFixedSize + bundleCount + (deviceCount.map { 2 + $0 } ?? 0)
+        let size = FormatConstants.recordHeaderSize + payloadSize
+        buffer.reserve(size)
+        let frame = buffer.storage + buffer.count
+        let p = frame + FormatConstants.recordHeaderSize
+        frame.storeBytes(of: UInt32(payloadSize).littleEndian, as: UInt32.self)
+        frame.storeBytes(of: RecordType.sampleUpsert.rawValue, toByteOffset: 4, as: UInt8.self)
+        let id = UUIDBytes(s.id)
+        p.storeBytes(of: id.high.bigEndian, as: UInt64.self)
+        p.storeBytes(of: id.low.bigEndian, toByteOffset: 8, as: UInt64.self)
+        p.storeBytes(of: s.startMilliseconds.littleEndian, toByteOffset: startOffset, as: Int64.self)
+        p.storeBytes(of: s.endMilliseconds.littleEndian, toByteOffset: endOffset, as: Int64.self)
+        p.storeBytes(of: UInt32(truncatingIfNeeded: s.count).littleEndian, toByteOffset: countOffset, as: UInt32.self)
+        p.storeBytes(of: fetchedAt.littleEndian, toByteOffset: fetchedAtOffset, as: Int64.self)
+        var flags: UInt8 = synced ? FormatConstants.sampleFlagSynced : 0
+        if deviceCount != nil { flags |= FormatConstants.sampleFlagHasDeviceName }
+        p.storeBytes(of: flags, toByteOffset: flagsOffset, as: UInt8.self)
+        p.storeBytes(of: UInt16(bundleCount).littleEndian, toByteOffset: bundleLengthOffset, as: UInt16.self)
+        var at = FormatConstants.samplePayloadFixedSize
+        bundle.withUTF8 { if $0.count > 0 { (p + at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+        at += bundleCount
+        if let deviceCount {
+            p.storeBytes(of: UInt16(deviceCount).littleEndian, toByteOffset: at, as: UInt16.self)
+            at += 2
+            device!.withUTF8 { if $0.count > 0 { (p + at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
         }
+        var crc = CRC32C.extend(0, UnsafeRawBufferPointer(start: frame + 4, count: 1))
+        crc = CRC32C.extend(crc, UnsafeRawBufferPointer(start: p, count: payloadSize))
+        frame.storeBytes(of: CRC32C.mask(crc).littleEndian, toByteOffset: 5, as: UInt32.self)
+        buffer.count += size
     }
 
     /// The sample's UUID (payload must be at least 16 bytes; the replay checks

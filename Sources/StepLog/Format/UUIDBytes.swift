@@ -11,12 +11,9 @@ public struct UUIDBytes: Hashable, Sendable {
         self.low = low
     }
 
+    @inline(__always)
     public init(_ uuid: UUID) {
-        let u = uuid.uuid
-        high = UInt64(u.0) << 56 | UInt64(u.1) << 48 | UInt64(u.2) << 40 | UInt64(u.3) << 32
-            | UInt64(u.4) << 24 | UInt64(u.5) << 16 | UInt64(u.6) << 8 | UInt64(u.7)
-        low = UInt64(u.8) << 56 | UInt64(u.9) << 48 | UInt64(u.10) << 40 | UInt64(u.11) << 32
-            | UInt64(u.12) << 24 | UInt64(u.13) << 16 | UInt64(u.14) << 8 | UInt64(u.15)
+        self = withUnsafeBytes(of: uuid.uuid) { UUIDBytes(loadingFrom: $0, at: 0) }
     }
 
     @inline(__always)

@@ -15,7 +15,12 @@ public struct SegmentReader {
     private let fd: FileDescriptor
     /// Bytes of the file this reader looks at (the file may be longer).
     public let fileSize: Int64
-    private let window: WriteBuffer
+    /// Owns the window's memory; the hot path reads the fields below, which
+    /// live in this struct (no class property access per record).
+    private var allocation: WindowAllocation
+    private var windowBase: UnsafeMutableRawPointer
+    private var windowCapacity: Int
+    private var windowCount = 0
     private let windowSize: Int
     /// File offset of the window's first byte.
     private var windowStart: Int64
@@ -29,20 +34,27 @@ public struct SegmentReader {
         self.fileSize = fileSize
         self.offset = offset
         self.windowSize = windowSize
-        window = WriteBuffer(capacity: Int(max(64, min(Int64(windowSize), fileSize - offset))))
+        allocation = WindowAllocation(capacity: Int(max(64, min(Int64(windowSize), fileSize - offset))))
+        windowBase = allocation.base
+        windowCapacity = allocation.capacity
         windowStart = offset
     }
+
+    private var window: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: windowBase, count: windowCount) }
 
     /// Makes the window hold the bytes [offset, offset + minimum), or every byte
     /// up to `fileSize` when fewer remain. Returns the window offset of `offset`.
     private mutating func ensure(_ minimum: Int) throws -> Int {
         let wanted = Int(min(Int64(minimum), fileSize - offset))
         let at = Int(offset - windowStart)
-        if offset >= windowStart && at + wanted <= window.count { return at }
+        if offset >= windowStart && at + wanted <= windowCount { return at }
         let load = Int(min(Int64(max(windowSize, minimum)), fileSize - offset))
-        window.removeAll()
-        window.reserve(load)
-        window.count = try fd.read(into: window.storage, count: load, at: offset)
+        if load > windowCapacity {
+            allocation = WindowAllocation(capacity: load)
+            windowBase = allocation.base
+            windowCapacity = allocation.capacity
+        }
+        windowCount = try fd.read(into: windowBase, count: load, at: offset)
         windowStart = offset
         return 0
     }
@@ -50,10 +62,10 @@ public struct SegmentReader {
     public mutating func next() throws -> Item? {
         if stopped || offset >= fileSize { return nil }
         var at = try ensure(FormatConstants.recordHeaderSize)
-        var decoded = RecordFrame.decode(window.bytes, at: at)
+        var decoded = RecordFrame.decode(window, at: at)
         if case .truncatedPayload(let declared, _) = decoded {
             at = try ensure(FormatConstants.recordHeaderSize + declared)
-            decoded = RecordFrame.decode(window.bytes, at: at)
+            decoded = RecordFrame.decode(window, at: at)
         }
         let here = offset
         if case .record(let type, let payload, let size) = decoded {
@@ -109,4 +121,17 @@ public struct SegmentReader {
         if case .success = LogRecord.decodeShape(type: type, payload: payload) { return true }
         return false
     }
+}
+
+/// Memory of a reader's window, freed with the last reader copy.
+final class WindowAllocation {
+    let base: UnsafeMutableRawPointer
+    let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        base = .allocate(byteCount: capacity, alignment: 16)
+    }
+
+    deinit { base.deallocate() }
 }

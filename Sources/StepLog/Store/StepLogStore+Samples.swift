@@ -29,17 +29,19 @@ extension StepLogStore {
     /// becomes unsynced. Every sample is validated first, so a bad one rejects
     /// the whole call with nothing written. Durable after the next `sync()`.
     @discardableResult
-    public func upsert<C: Collection>(_ samples: C, fetchedAt: Date) throws -> UpsertSummary where C.Element == StepSample {
+    public func upsert(_ samples: [StepSample], fetchedAt: Date) throws -> UpsertSummary {
         for s in samples {
             if let problem = s.validationProblem { throw StepLogError.invalidSample(id: s.id.uuidString, reason: problem) }
         }
         let fetched = Milliseconds.from(fetchedAt)
         return try locked {
             _ = try writableWriter()
+            let index = state.index
+            for s in samples { index.prefetch(UUIDBytes(s.id)) }
             var summary = UpsertSummary()
             for s in samples {
                 let key = UUIDBytes(s.id)
-                if let existing = state.index.find(key) {
+                if let existing = index.find(key) {
                     let same = try withRecord(at: existing.position) { type, payload in
                         type == RecordType.sampleUpsert.rawValue && SamplePayload.hasSameContent(payload, as: s)
                     }
@@ -56,6 +58,12 @@ extension StepLogStore {
             }
             return summary
         }
+    }
+
+    /// `upsert` for any collection of samples.
+    @discardableResult
+    public func upsert<C: Collection>(_ samples: C, fetchedAt: Date) throws -> UpsertSummary where C.Element == StepSample {
+        try upsert(Array(samples), fetchedAt: fetchedAt)
     }
 
     /// The stored version of the sample with this UUID.

@@ -39,22 +39,23 @@ struct StoreOpener {
 
         let state = StoreState()
         listing.segments.removeAll()
-        var i = 0
-        while i < segments.count {
-            let isNewest = i == segments.count - 1
-            let outcome = try replay(segments[i], isNewest: isNewest, into: state, report: &report)
-            switch outcome {
-            case .clean:
-                i += 1
-            case .tornTail(let offset):
+        // Size the index for the sample records the segments can hold (about 80
+        // bytes each), so replay never rehashes; trimmed afterwards if generous.
+        state.index.reserve(Int(segments.reduce(Int64(0)) { $0 + $1.size } / 80))
+        let outcome = try ReplayPipeline(segments: segments).run(into: state, report: &report)
+        if case .damaged(let i, let offset, let reason, let mayBeTorn) = outcome {
+            let fd = try FileDescriptor.open(segments[i].path, O_RDONLY)
+            defer { fd.close() }
+            switch try damaged(segments[i], fd: fd, offset: offset, reason: reason, mayBeTorn: mayBeTorn,
+                               isNewest: i == segments.count - 1, report: &report) {
+            case .clean, .tornTail:
                 segments[i].size = offset
-                i += 1
-            case .salvaged(let offset):
+            case .salvaged:
                 segments[i].size = offset
                 segments.removeSubrange((i + 1)...)
-                i += 1
             }
         }
+        state.index.shrinkToFit()
         report.segments = segments.count
         report.seconds = Double((ContinuousClock.now - clock).components.attoseconds) / 1e18
             + Double((ContinuousClock.now - clock).components.seconds)
@@ -225,37 +226,8 @@ struct StoreOpener {
 
     private enum ReplayOutcome { case clean, tornTail(Int64), salvaged(Int64) }
 
-    private func replay(_ segment: SegmentInfo, isNewest: Bool, into state: StoreState,
-                        report: inout OpenReport) throws -> ReplayOutcome {
-        let fd = try FileDescriptor.open(segment.path, O_RDONLY)
-        defer { fd.close() }
-        fd.adviseSequential()
-        var reader = SegmentReader(fd: fd, fileSize: segment.size)
-        let base = segment.basePosition
-        var records = 0
-        defer {
-            report.records += records
-        }
-        while let item = try reader.next() {
-            switch item {
-            case .record(let offset, let type, let payload, _):
-                if let problem = state.apply(type: type, payload: payload, at: LogPosition(base + UInt64(offset))) {
-                    return try damaged(segment, fd: fd, offset: offset, reason: problem.description, mayBeTorn: false,
-                                       isNewest: isNewest, report: &report)
-                }
-                records += 1
-            case .damage(let offset, let damage):
-                return try damaged(segment, fd: fd, offset: offset, reason: damage.description, mayBeTorn: true,
-                                   isNewest: isNewest, report: &report)
-            }
-        }
-        report.bytesReplayed += segment.size
-        return .clean
-    }
-
     private func damaged(_ segment: SegmentInfo, fd: FileDescriptor, offset: Int64, reason: String, mayBeTorn: Bool,
                          isNewest: Bool, report: inout OpenReport) throws -> ReplayOutcome {
-        report.bytesReplayed += offset
         if isNewest, mayBeTorn, try !SegmentReader.validRecordExists(in: fd, after: offset, fileSize: segment.size) {
             if !options.readOnly {
                 let writable = try FileDescriptor.open(segment.path, O_RDWR)

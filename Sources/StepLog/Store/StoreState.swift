@@ -17,25 +17,44 @@ public final class StoreState {
     public var sampleCount: Int { index.count }
     public var syncedCount: Int { index.count - unsyncedCount }
 
-    /// Applies one checksummed record found at `position`. Returns a problem
-    /// when the payload does not have its type's shape (corruption).
+    /// Sample versions read by replay but not yet applied: replay prefetches
+    /// each one's index slot and applies them in groups, so the cache misses
+    /// overlap. Any other record, and `finishReplay`, applies them first.
+    private var queuedKeys: [UUIDBytes] = []
+    private var queuedEntries: [IndexEntry] = []
+    static let replayGroup = 32
+
+    /// Applies one checksummed record found at `position` during replay.
+    /// Returns a problem when the payload does not have its type's shape
+    /// (corruption). Call `finishReplay` after the last record.
     @inline(__always)
-    public func apply(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) -> PayloadProblem? {
+    public func replay(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) -> PayloadProblem? {
         if rawType == RecordType.sampleUpsert.rawValue {
             guard SamplePayload.isWellFormed(payload) else {
                 return PayloadProblem("sample-upsert payload of \(payload.count) bytes is malformed")
             }
-            let synced = SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0
-            applySampleVersion(SamplePayload.uuid(payload), position: position, synced: synced)
+            let key = SamplePayload.uuid(payload)
+            index.prefetch(key)
+            queuedKeys.append(key)
+            queuedEntries.append(IndexEntry(position: position,
+                                            synced: SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0))
+            if queuedKeys.count == Self.replayGroup { applyQueued() }
             return nil
         }
+        applyQueued()
         if rawType == RecordType.samplesSynced.rawValue {
             guard payload.count >= 4 else { return PayloadProblem("samples-synced payload of \(payload.count) bytes is too short") }
             let n = Int(UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt32.self)))
             guard payload.count == 4 + 16 * n else {
                 return PayloadProblem("samples-synced payload of \(payload.count) bytes does not match its count \(n)")
             }
-            for i in 0..<n { applySynced(UUIDBytes(loadingFrom: payload, at: 4 + 16 * i)) }
+            var i = 0
+            while i < n {
+                let end = min(n, i + Self.replayGroup)
+                for j in i..<end { index.prefetch(UUIDBytes(loadingFrom: payload, at: 4 + 16 * j)) }
+                for j in i..<end { applySynced(UUIDBytes(loadingFrom: payload, at: 4 + 16 * j)) }
+                i = end
+            }
             return nil
         }
         switch LogRecord.decode(type: rawType, payload: payload) {
@@ -45,6 +64,25 @@ public final class StoreState {
             apply(record, at: position)
             return nil
         }
+    }
+
+    /// Applies sample versions still queued by `replay`.
+    public func finishReplay() { applyQueued() }
+
+    @inline(__always)
+    private func applyQueued() {
+        guard !queuedKeys.isEmpty else { return }
+        var unsynced = unsyncedCount
+        for i in 0..<queuedKeys.count {
+            let entry = queuedEntries[i]
+            let old = index.set(queuedKeys[i], entry)
+            let wasUnsynced = old.map { !$0.isSynced } ?? false
+            if wasUnsynced && entry.isSynced { unsynced -= 1 }
+            if !wasUnsynced && !entry.isSynced { unsynced += 1 }
+        }
+        unsyncedCount = unsynced
+        queuedKeys.removeAll(keepingCapacity: true)
+        queuedEntries.removeAll(keepingCapacity: true)
     }
 
     /// Applies a decoded record (the slow path, for everything but samples).

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import requests
 
-from conftest import LINE_KEYS, make_sample, make_samples, read_lines, read_records, strip_received
+from conftest import LINE_KEYS, make_samples, read_lines, read_records, strip_received
 
 
 def index_path(server) -> Path:

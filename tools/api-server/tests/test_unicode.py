@@ -55,3 +55,17 @@ def test_unicode_dedupe_survives_index_rebuild(server):
     decomposed = make_sample(0, sourceDeviceName="Anna\u2019s\u00a0iPhone".replace("\u00a0", " "))
     assert server.post([decomposed]).json()["saved"] == 1
     assert len(read_records(server.data)) == len(samples) + 1
+
+
+def test_escaped_characters_match_json_dumps(server):
+    """Control characters are escaped, everything else non-ASCII is kept raw, exactly as
+    json.dumps(record, ensure_ascii=False, separators=(",", ":")) writes it."""
+    names = ["nul\x00 unit\x1f del\x7f", "line\u2028para\u2029", "slash/ back\\ quote\" nl\n cr\r"]
+    samples = [make_sample(n, sourceDeviceName=name, sourceBundleId="b\u00e9" + name) for n, name in enumerate(names)]
+    assert server.post(samples).json()["saved"] == 3
+    for line, sample in zip(read_lines(server.data), samples):
+        record = json.loads(line)
+        assert record["sourceDeviceName"] == sample["sourceDeviceName"]
+        assert line == json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    assert b"\\u0000" in read_lines(server.data)[0]
+    assert "\u2028".encode("utf-8") in read_lines(server.data)[1]

@@ -1,0 +1,146 @@
+import Foundation
+import StepLog
+
+/// `stepbench engine`: the storage engine's write, re-write and open figures,
+/// beside SQLite doing the same upserts in the same run.
+struct EngineBench {
+    var sizes: [Int] = [1_000_000, 10_000_000]
+    var directory = "bench-data"
+    var batchSize = 1_000
+    var runPeer = true
+    var json = false
+    var keep = false
+
+    struct Result: Codable {
+        var n: Int
+        var upsertSeconds: Double
+        var upsertPerSecond: Double
+        var upsertMBPerSecond: Double
+        var storeBytes: Int64
+        var reupsertPerSecond: Double
+        var openSeconds: Double
+        var openWithSnapshotsSeconds: Double
+        var indexBytesPerKey: Double
+        var peerVersion: String?
+        var peerUpsertPerSecond: Double?
+        var ratioToPeer: Double?
+    }
+
+    func run() throws -> [Result] {
+        var results: [Result] = []
+        for n in sizes {
+            results.append(try runOne(n))
+        }
+        if json {
+            let data = try JSONEncoder().encode(results)
+            print(String(decoding: data, as: UTF8.self))
+        }
+        return results
+    }
+
+    private func log(_ text: String) { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+
+    private func runOne(_ n: Int) throws -> Result {
+        let dir = directory + "/engine-\(n)"
+        removeTree(dir)
+        log("engine bench, N = \(n): upsert in batches of \(batchSize), one sync per batch")
+        var source = BenchSampleSource(seed: 42)
+        var changed: [StepSample] = []
+        changed.reserveCapacity(n / 10)
+        let store = try StepLogStore.open(dir)
+        var upsertSeconds = 0.0
+        var progress = ProgressLine("upsert", total: n)
+        var batch: [StepSample] = []
+        batch.reserveCapacity(batchSize)
+        var done = 0
+        while done < n {
+            batch.removeAll(keepingCapacity: true)
+            for i in done..<min(n, done + batchSize) {
+                let s = source.sample(i)
+                batch.append(s)
+                if i % 10 == 3 { var c = s; c.count += 1; changed.append(c) }
+            }
+            let (_, seconds) = try measure {
+                try store.upsert(batch, fetchedAt: Date(timeIntervalSince1970: 1))
+                try store.sync()
+            }
+            upsertSeconds += seconds
+            done += batch.count
+            progress.update(done)
+        }
+        let bytes = store.counts.bytes
+
+        log("re-upsert of \(changed.count) changed samples (10%)")
+        var reupsertSeconds = 0.0
+        var from = 0
+        while from < changed.count {
+            let slice = changed[from..<min(changed.count, from + batchSize)]
+            let (_, seconds) = try measure {
+                try store.upsert(slice, fetchedAt: Date(timeIntervalSince1970: 2))
+                try store.sync()
+            }
+            reupsertSeconds += seconds
+            from += batchSize
+        }
+        try store.close()
+        changed = []
+
+        log("open (index rebuild by full replay)")
+        var options = StoreOptions()
+        options.useSnapshots = false
+        let (reopened, openSeconds) = try measure { try StepLogStore.open(dir, options: options) }
+        let bytesPerKey = Double(reopened.indexMemoryBytes) / Double(reopened.counts.samples)
+        precondition(reopened.counts.samples == n, "reopened store has \(reopened.counts.samples) samples, expected \(n)")
+        try reopened.close()
+        let (withSnapshots, snapshotSeconds) = try measure { try StepLogStore.open(dir) }
+        try withSnapshots.close()
+
+        var peerRate: Double?
+        var peerVersion: String?
+        if runPeer, let peer = SQLitePeer() {
+            peerVersion = peer.version
+            log("peer: SQLite \(peer.version), same \(n) upserts")
+            let path = directory + "/sqlite-\(n).db"
+            for suffix in ["", "-wal", "-shm"] { removeTree(path + suffix) }
+            try peer.open(path)
+            var source = BenchSampleSource(seed: 42)
+            var seconds = 0.0
+            var done = 0
+            var progress = ProgressLine("sqlite upsert", total: n)
+            var rows: [(id: UUID, start: Int64, end: Int64, count: Int, bundle: String, device: String?)] = []
+            while done < n {
+                rows.removeAll(keepingCapacity: true)
+                for i in done..<min(n, done + batchSize) {
+                    let s = source.sample(i)
+                    rows.append((s.id, s.startMilliseconds, s.endMilliseconds, s.count, s.sourceBundleId, s.sourceDeviceName))
+                }
+                let (_, t) = try measure { try peer.upsert(rows, fetchedAt: 1) }
+                seconds += t
+                done += rows.count
+                progress.update(done)
+            }
+            peer.close()
+            peerRate = Double(n) / seconds
+            for suffix in ["", "-wal", "-shm"] { removeTree(path + suffix) }
+        }
+
+        let upsertRate = Double(n) / upsertSeconds
+        let result = Result(
+            n: n, upsertSeconds: upsertSeconds, upsertPerSecond: upsertRate,
+            upsertMBPerSecond: Double(bytes) / upsertSeconds / 1e6, storeBytes: bytes,
+            reupsertPerSecond: Double(n / 10) / reupsertSeconds, openSeconds: openSeconds,
+            openWithSnapshotsSeconds: snapshotSeconds, indexBytesPerKey: bytesPerKey,
+            peerVersion: peerVersion, peerUpsertPerSecond: peerRate, ratioToPeer: peerRate.map { upsertRate / $0 })
+        if !json {
+            print("""
+                engine N=\(n): upsert \(rate(n, upsertSeconds)) samples/s (\(fmt(result.upsertMBPerSecond, 1)) MB/s, \(fmt(upsertSeconds)) s, store \(mib(Int(bytes))))
+                  re-upsert 10% changed: \(fmt(result.reupsertPerSecond, 0)) samples/s
+                  open: full replay \(fmt(openSeconds, 3)) s, with index snapshots \(fmt(snapshotSeconds, 3)) s
+                  index: \(fmt(bytesPerKey, 1)) bytes/key
+                  peer SQLite \(peerVersion ?? "-"): \(peerRate.map { fmt($0, 0) } ?? "not run") upserts/s; StepLog/SQLite = \(result.ratioToPeer.map { fmt($0, 1) + "x" } ?? "-")
+                """)
+        }
+        if !keep { removeTree(dir) }
+        return result
+    }
+}

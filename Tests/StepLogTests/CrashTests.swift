@@ -30,7 +30,7 @@ import Testing
             // A random moment inside the next batch (a batch takes ~15 ms in a debug build).
             usleep(UInt32.random(in: 0...15_000, using: &rng))
             child.kill()
-            child.wait()
+            _ = child.wait()
             while let line = child.readLine() { take(line) } // acknowledged before the kill landed
 
             let store = try StepLogStore.open(dir, options: StoreOptions(segmentSize: 256 << 10))

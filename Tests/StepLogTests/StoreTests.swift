@@ -207,6 +207,7 @@ import Testing
         try store.sync()
         // Swap the writer's descriptor for an invalid one: the next write fails (EBADF).
         let real = store.writer!.fd
+        store.writer!.stopPreallocating()
         store.writer!.fd = FileDescriptor(rawValue: -1, path: real.path)
         real.close()
         try store.upsert([makeSample(2)], fetchedAt: Date())

@@ -222,22 +222,44 @@ func builtProduct(_ name: String) -> String {
     fatalError("\(name) not found next to the test bundle (looked in \(candidates))")
 }
 
-/// A child process whose stdout is read line by line.
+/// A child process whose stdout is read line by line. Spawned with
+/// posix_spawn so this code owns exactly two descriptors (the read end of the
+/// pipe, closed on deinit): tests run in parallel, and a descriptor closed
+/// twice would close another test's file.
 final class ChildProcess {
-    let process = Process()
-    private let pipe = Pipe()
+    let pid: pid_t
+    private let output: Int32
     private var buffer: [UInt8] = []
+    private var exitStatus: Int32?
 
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw StepLogError.io(operation: "pipe", path: executable, errno: errno) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+        posix_spawn_file_actions_addclose(&actions, fds[0])
+        posix_spawn_file_actions_addclose(&actions, fds[1])
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { argv.forEach { free($0) }; env.forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, executable, &actions, nil, argv, env)
+        close(fds[1])
+        guard result == 0 else {
+            close(fds[0])
+            throw StepLogError.io(operation: "spawn", path: executable, errno: result)
+        }
+        pid = child
+        output = fds[0]
     }
 
-    var pid: Int32 { process.processIdentifier }
+    deinit {
+        if exitStatus == nil { _ = Glibc_or_Darwin_kill(pid, SIGKILL); _ = wait() }
+        close(output)
+    }
 
     /// The next line of output, or nil at end of output.
     func readLine() -> String? {
@@ -247,22 +269,29 @@ final class ChildProcess {
                 buffer.removeSubrange(...newline)
                 return line
             }
-            let chunk = pipe.fileHandleForReading.availableData
-            if chunk.isEmpty {
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let n = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, 4096) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
                 if buffer.isEmpty { return nil }
                 defer { buffer.removeAll() }
                 return String(decoding: buffer, as: UTF8.self)
             }
-            buffer += chunk
+            buffer += chunk[0..<n]
         }
     }
 
     func kill(_ signal: Int32 = SIGKILL) { _ = Glibc_or_Darwin_kill(pid, signal) }
 
+    /// Waits for the child; returns its exit code, or 128 + signal when killed.
     @discardableResult
     func wait() -> Int32 {
-        process.waitUntilExit()
-        return process.terminationStatus
+        if let exitStatus { return exitStatus }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let code = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        exitStatus = code
+        return code
     }
 }
 

@@ -24,9 +24,11 @@ public struct SegmentReader {
     private let windowSize: Int
     /// File offset of the window's first byte.
     private var windowStart: Int64
-    /// File offset of the next record.
+    /// File offset of the next record; after the last one, where the data ends.
     public private(set) var offset: Int64
     private var stopped = false
+    /// Set when the data ended in zero-filled space (preallocated by the writer).
+    public private(set) var endedInZeros = false
 
     public init(fd: FileDescriptor, fileSize: Int64, from offset: Int64 = Int64(FormatConstants.segmentHeaderSize),
                 windowSize: Int = 4 << 20) {
@@ -73,7 +75,37 @@ public struct SegmentReader {
             return .record(offset: here, type: type, payload: payload, size: size)
         }
         stopped = true
+        // Zero-filled space the writer prepared ahead of itself is the end of
+        // the data, not damage: every byte from here to the end is zero.
+        if try Self.lastNonZeroByte(in: fd, from: here, to: fileSize) == nil {
+            endedInZeros = true
+            return nil
+        }
         return .damage(offset: here, SegmentDamage(decoded)!)
+    }
+
+    /// Offset of the last non-zero byte in [from, to), or nil when all are zero.
+    public static func lastNonZeroByte(in fd: FileDescriptor, from: Int64, to: Int64) throws -> Int64? {
+        let chunk = 1 << 20
+        let buffer = WindowAllocation(capacity: chunk)
+        var end = to
+        while end > from {
+            let start = max(from, end - Int64(chunk))
+            let n = try fd.read(into: buffer.base, count: Int(end - start), at: start)
+            let bytes = UnsafeRawBufferPointer(start: buffer.base, count: n)
+            // Eight bytes at a time, then the byte within.
+            var i = n
+            while i >= 8 {
+                if bytes.loadUnaligned(fromByteOffset: i - 8, as: UInt64.self) != 0 { break }
+                i -= 8
+            }
+            while i > 0 {
+                if bytes[i - 1] != 0 { return start + Int64(i - 1) }
+                i -= 1
+            }
+            end = start
+        }
+        return nil
     }
 
     /// True when a checksummed, well-shaped record starts anywhere in
@@ -81,16 +113,20 @@ public struct SegmentReader {
     /// corruption with intact data after it. Reads the rest of the file in
     /// windows; used only on the damaged path.
     public static func validRecordExists(in fd: FileDescriptor, after damageOffset: Int64, fileSize: Int64) throws -> Bool {
+        // A record's header holds a non-zero type byte, so no record starts
+        // after the last non-zero byte: zero-filled space is skipped at once.
+        guard let lastNonZero = try lastNonZeroByte(in: fd, from: damageOffset + 1, to: fileSize) else { return false }
+        let candidatesEnd = lastNonZero + 1
         let chunk = 1 << 20
         var start = damageOffset + 1
         let buffer = WriteBuffer(capacity: Int(min(Int64(chunk + 64 << 10), max(64, fileSize - start))))
-        while start < fileSize {
+        while start < candidatesEnd {
             // Load a chunk plus enough slack to decode small records straddling its end.
             let load = Int(min(Int64(chunk + 64 << 10), fileSize - start))
             buffer.removeAll()
             buffer.reserve(load)
             buffer.count = try fd.read(into: buffer.storage, count: load, at: start)
-            let limit = min(chunk, buffer.count)
+            let limit = min(chunk, buffer.count, Int(candidatesEnd - start))
             for i in 0..<limit {
                 let length = buffer.bytes.count - i >= 4
                     ? Int(UInt32(littleEndian: buffer.bytes.loadUnaligned(fromByteOffset: i, as: UInt32.self))) : -1

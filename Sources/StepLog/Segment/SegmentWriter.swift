@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -6,6 +7,12 @@ import Darwin
 
 /// Appends records to the newest segment. Records are encoded into `pending`
 /// and reach the file on `flush` (one pwrite) and stable storage on `sync`.
+///
+/// A background queue keeps zero-filled, synced space ahead of the write
+/// offset (`Preallocator`), so the writer's own syncs flush data only. The
+/// format says where data ends: at the first offset from which every byte is
+/// zero. `seal` and `close` trim the zeros, so only a writer that died leaves
+/// them behind.
 final class SegmentWriter {
     private(set) var info: SegmentInfo
     var fd: FileDescriptor
@@ -13,16 +20,21 @@ final class SegmentWriter {
     let pending = WriteBuffer(capacity: 1 << 20)
     /// File size known to be on stable storage.
     private(set) var syncedSize: Int64
+    private let preallocator: Preallocator?
 
-    private init(info: SegmentInfo, fd: FileDescriptor, syncedSize: Int64) {
+    private init(info: SegmentInfo, fd: FileDescriptor, syncedSize: Int64, physicalSize: Int64,
+                 preallocation: Int, limit: Int64) {
         self.info = info
         self.fd = fd
         self.syncedSize = syncedSize
+        preallocator = preallocation > 0
+            ? Preallocator(fd: fd, preparedEnd: physicalSize, ahead: Int64(preallocation), limit: limit) : nil
+        preallocator?.extendIfNeeded(writeOffset: info.size)
     }
 
     /// Creates a segment file holding only its header, durably: the file is
     /// written under a temporary name, synced, renamed, and the directory synced.
-    static func create(directory: String, header: SegmentHeader) throws -> SegmentWriter {
+    static func create(directory: String, header: SegmentHeader, preallocation: Int, limit: Int64) throws -> SegmentWriter {
         let name = SegmentName.fileName(sequence: header.sequence)
         let path = Directory.join(directory, name)
         let temporary = path + FormatConstants.temporarySuffix
@@ -40,13 +52,16 @@ final class SegmentWriter {
         try Directory.sync(directory)
         let fd = try FileDescriptor.open(path, O_RDWR)
         let size = Int64(bytes.count)
-        return SegmentWriter(info: SegmentInfo(header: header, path: path, size: size), fd: fd, syncedSize: size)
+        return SegmentWriter(info: SegmentInfo(header: header, path: path, size: size), fd: fd, syncedSize: size,
+                             physicalSize: size, preallocation: preallocation, limit: limit)
     }
 
-    /// Opens an existing segment to append after its last record.
-    static func reopen(_ info: SegmentInfo) throws -> SegmentWriter {
+    /// Opens an existing segment to append after its last record (`info.size`,
+    /// which may be before zero-filled space left by a writer that died).
+    static func reopen(_ info: SegmentInfo, preallocation: Int, limit: Int64) throws -> SegmentWriter {
         let fd = try FileDescriptor.open(info.path, O_RDWR)
-        return SegmentWriter(info: info, fd: fd, syncedSize: info.size)
+        return SegmentWriter(info: info, fd: fd, syncedSize: info.size, physicalSize: try fd.size(),
+                             preallocation: preallocation, limit: limit)
     }
 
     /// Offset in the file where the next record will start.
@@ -57,9 +72,11 @@ final class SegmentWriter {
     /// Writes `pending` to the file.
     func flush() throws {
         guard pending.count > 0 else { return }
+        preallocator?.waitIfFilling(before: info.size + Int64(pending.count))
         try fd.write(pending.bytes, at: info.size)
         info.size += Int64(pending.count)
         pending.removeAll()
+        preallocator?.extendIfNeeded(writeOffset: info.size)
     }
 
     /// Writes `pending` and makes the whole file durable.
@@ -71,5 +88,101 @@ final class SegmentWriter {
         }
     }
 
-    func close() { fd.close() }
+    /// Makes the segment final: everything written and synced, zero-filled
+    /// space trimmed (durably), so a sealed segment's size is its data.
+    func seal() throws {
+        try sync()
+        try trimZeroFill()
+    }
+
+    /// Stops preallocating and trims zero-filled space (clean shutdown).
+    func trimZeroFill() throws {
+        guard let preallocator else { return }
+        preallocator.stop()
+        if preallocator.preparedEnd > info.size {
+            try fd.truncate(to: info.size)
+            try fd.sync()
+        }
+    }
+
+    /// Waits for a running fill and starts no more (the file keeps its zeros).
+    func stopPreallocating() { preallocator?.stop() }
+
+    func close() {
+        preallocator?.stop()
+        fd.close()
+    }
+}
+
+/// Keeps zero-filled, synced space ahead of a segment writer on a background
+/// queue. The writer never writes into a range being filled: it waits for the
+/// fill when it catches up with it.
+final class Preallocator: @unchecked Sendable {
+    private let fd: FileDescriptor
+    private let ahead: Int64
+    private let limit: Int64
+    private let queue = DispatchQueue(label: "steplog.preallocate", qos: .utility)
+    private let lock = NSLock()
+    private var _preparedEnd: Int64
+    private var fillingFrom: Int64?
+    private var stopped = false
+    private static let zeros = [UInt8](repeating: 0, count: 1 << 20)
+
+    init(fd: FileDescriptor, preparedEnd: Int64, ahead: Int64, limit: Int64) {
+        self.fd = fd
+        _preparedEnd = preparedEnd
+        self.ahead = ahead
+        self.limit = limit
+    }
+
+    /// End of the zero-filled, synced space (the file's size once no fill runs).
+    var preparedEnd: Int64 { lock.lock(); defer { lock.unlock() }; return _preparedEnd }
+
+    /// Starts a fill when less than half of `ahead` is left before the writer.
+    func extendIfNeeded(writeOffset: Int64) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !stopped, fillingFrom == nil, _preparedEnd < limit, _preparedEnd - writeOffset < ahead / 2 else { return }
+        let start = max(_preparedEnd, writeOffset)
+        let end = min(limit, start + ahead)
+        guard end > start else { return }
+        fillingFrom = start
+        queue.async { self.fill(from: start, to: end) }
+    }
+
+    private func fill(from start: Int64, to end: Int64) {
+        var ok = true
+        var at = start
+        Self.zeros.withUnsafeBytes { zeros in
+            while ok && at < end {
+                let n = Int(min(Int64(zeros.count), end - at))
+                ok = (try? fd.write(UnsafeRawBufferPointer(rebasing: zeros[0..<n]), at: at)) != nil
+                at += Int64(n)
+            }
+        }
+        if ok { ok = (try? fd.sync()) != nil }
+        lock.lock()
+        // A failed fill (a full disk, say) only stops preallocating: the
+        // writer's own appends extend the file and report their own errors.
+        if ok { _preparedEnd = end } else { stopped = true; _preparedEnd = max(_preparedEnd, at) }
+        fillingFrom = nil
+        lock.unlock()
+    }
+
+    /// Waits for a running fill when the writer is about to write at or past
+    /// where that fill started.
+    func waitIfFilling(before writeEnd: Int64) {
+        lock.lock()
+        let busy = fillingFrom.map { writeEnd > $0 } ?? false
+        lock.unlock()
+        if busy { queue.sync {} }
+    }
+
+    /// Waits for a running fill and starts no more.
+    func stop() {
+        lock.lock()
+        stopped = true
+        lock.unlock()
+        queue.sync {}
+    }
 }

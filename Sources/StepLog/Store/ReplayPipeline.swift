@@ -19,7 +19,9 @@ struct ReplayPipeline {
     let segments: [SegmentInfo]
 
     enum Outcome {
-        case clean
+        /// Every segment replayed; `dataEnds` holds where each one's records end
+        /// (before any zero-filled space the writer had prepared).
+        case clean(dataEnds: [Int64])
         /// Damage in `segments[segmentIndex]` at `offset`; `mayBeTorn` is false
         /// for a checksummed record with a malformed payload.
         case damaged(segmentIndex: Int, offset: Int64, reason: String, mayBeTorn: Bool)
@@ -39,6 +41,7 @@ struct ReplayPipeline {
         reader.stackSize = 1 << 20
         reader.start()
         defer { queue.cancel() }
+        var dataEnds = segments.map(\.size)
         while true {
             switch queue.take() {
             case .chunk(let chunk):
@@ -50,14 +53,17 @@ struct ReplayPipeline {
                                     reason: problem.reason, mayBeTorn: false)
                 }
                 report.records += chunk.kinds.count
-                if chunk.endsSegment { report.bytesReplayed += segments[chunk.segmentIndex].size }
+                if let end = chunk.dataEnd {
+                    report.bytesReplayed += end
+                    dataEnds[chunk.segmentIndex] = end
+                }
             case .damage(let segmentIndex, let offset, let reason, let mayBeTorn):
                 report.bytesReplayed += offset
                 return .damaged(segmentIndex: segmentIndex, offset: offset, reason: reason, mayBeTorn: mayBeTorn)
             case .failed(let error):
                 throw error
             case .finished:
-                return .clean
+                return .clean(dataEnds: dataEnds)
             }
         }
     }
@@ -103,7 +109,7 @@ struct ReplayPipeline {
                         return
                     }
                 }
-                chunk.endsSegment = true
+                chunk.dataEnd = reader.offset
                 guard queue.put(.chunk(chunk)) else { return }
             }
             _ = queue.put(.finished)
@@ -155,8 +161,8 @@ struct Chunk: Sendable {
     var keys: [UUIDBytes] = []
     var entries: [IndexEntry] = []
     var others: [Other] = []
-    /// True for the last chunk of its segment.
-    var endsSegment = false
+    /// Set on the last chunk of its segment: where the segment's records end.
+    var dataEnd: Int64?
 
     init(segmentIndex: Int) {
         self.segmentIndex = segmentIndex

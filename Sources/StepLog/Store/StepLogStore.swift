@@ -49,9 +49,10 @@ public final class StepLogStore: @unchecked Sendable {
         openReport = opened.report
         if !options.readOnly {
             if let last = segments.last {
-                writer = try SegmentWriter.reopen(last)
+                writer = try SegmentWriter.reopen(last, preallocation: options.preallocationSize, limit: Int64(options.segmentSize))
             } else {
-                let w = try SegmentWriter.create(directory: directory, header: SegmentHeader(sequence: 1, basePosition: 0))
+                let w = try SegmentWriter.create(directory: directory, header: SegmentHeader(sequence: 1, basePosition: 0),
+                                                 preallocation: options.preallocationSize, limit: Int64(options.segmentSize))
                 writer = w
                 segments = [w.info]
             }
@@ -92,7 +93,10 @@ public final class StepLogStore: @unchecked Sendable {
                 readers.closeAll()
                 fileLock = nil
             }
-            if failure == nil, let w = writer { try w.sync() }
+            if failure == nil, let w = writer {
+                try w.sync()
+                try w.trimZeroFill()
+            }
         }
     }
 
@@ -179,12 +183,13 @@ public final class StepLogStore: @unchecked Sendable {
     /// Seals the current segment (synced) and starts the next.
     private func roll() throws -> SegmentWriter {
         let old = writer!
-        try old.sync()
+        try old.seal()
         segments[segments.count - 1] = old.info
         old.close()
         writer = nil
         let header = SegmentHeader(sequence: old.info.sequence + 1, basePosition: old.endPosition)
-        let next = try SegmentWriter.create(directory: directory, header: header)
+        let next = try SegmentWriter.create(directory: directory, header: header,
+                                            preallocation: options.preallocationSize, limit: Int64(options.segmentSize))
         writer = next
         segments.append(next.info)
         sealed(old.info)

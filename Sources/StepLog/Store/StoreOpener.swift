@@ -43,6 +43,9 @@ struct StoreOpener {
         // bytes each), so replay never rehashes; trimmed afterwards if generous.
         state.index.reserve(Int(segments.reduce(Int64(0)) { $0 + $1.size } / 80))
         let outcome = try ReplayPipeline(segments: segments).run(into: state, report: &report)
+        if case .clean(let dataEnds) = outcome {
+            for i in segments.indices { segments[i].size = dataEnds[i] }
+        }
         if case .damaged(let i, let offset, let reason, let mayBeTorn) = outcome {
             let fd = try FileDescriptor.open(segments[i].path, O_RDONLY)
             defer { fd.close() }
@@ -229,13 +232,15 @@ struct StoreOpener {
     private func damaged(_ segment: SegmentInfo, fd: FileDescriptor, offset: Int64, reason: String, mayBeTorn: Bool,
                          isNewest: Bool, report: inout OpenReport) throws -> ReplayOutcome {
         if isNewest, mayBeTorn, try !SegmentReader.validRecordExists(in: fd, after: offset, fileSize: segment.size) {
+            // Zero-filled space after the torn bytes was never data.
+            let garbageEnd = (try SegmentReader.lastNonZeroByte(in: fd, from: offset, to: segment.size) ?? offset - 1) + 1
             if !options.readOnly {
                 let writable = try FileDescriptor.open(segment.path, O_RDWR)
                 defer { writable.close() }
                 try writable.truncate(to: offset)
                 try writable.sync()
             }
-            report.tornTail = OpenReport.TornTail(segment: segment.path, offset: offset, bytesDropped: segment.size - offset)
+            report.tornTail = OpenReport.TornTail(segment: segment.path, offset: offset, bytesDropped: garbageEnd - offset)
             return .tornTail(offset)
         }
         guard options.salvage else { throw StepLogError.corruption(path: segment.path, offset: offset, reason: reason) }

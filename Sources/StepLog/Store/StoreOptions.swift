@@ -13,6 +13,12 @@ public struct StoreOptions: Sendable {
     /// (without sync). Larger buffers mean fewer system calls; nothing is
     /// durable before `sync()` either way.
     public var writeBufferSize = 1 << 20
+    /// Zero-filled, synced space the writer keeps ahead of its write offset in
+    /// the newest segment (never past `segmentSize`). Appends then never change
+    /// the file's size or block map, so `sync` flushes data only: about half
+    /// the latency of an append that grows the file (PostgreSQL zero-fills WAL
+    /// segments for the same reason). 0 turns it off.
+    public var preallocationSize = 8 << 20
     /// Create the directory when it does not exist (writers only).
     public var createIfMissing = true
     /// Load index snapshots of sealed segments instead of replaying them.

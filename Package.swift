@@ -27,14 +27,19 @@ let package = Package(
         // Layer 2: the pipeline (providers, layering, fetch, upload, today).
         .target(name: "StepSync", dependencies: ["StepLog", "CZlib", "CStepLogSupport"], path: "Sources/StepSync"),
 
-        // Layer 3: command-line tools (sources under tools/, as the design card asks).
-        .executableTarget(name: "steplog", dependencies: ["StepLog"], path: "tools/steplog"),
-        .executableTarget(name: "stepsync", dependencies: ["StepSync", "StepLog"], path: "tools/stepsync"),
-        .executableTarget(name: "stepbench", dependencies: ["StepSync", "StepLog"], path: "tools/stepbench"),
+        // Layer 3: command-line tools (sources under tools/, as the design card asks),
+        // sharing argument parsing, buffered output, progress lines and signals.
+        .target(name: "ToolSupport", dependencies: ["StepSync"], path: "tools/common"),
+        .executableTarget(name: "steplog", dependencies: ["StepLog", "ToolSupport"], path: "tools/steplog"),
+        .executableTarget(name: "stepsync", dependencies: ["StepSync", "StepLog", "ToolSupport"], path: "tools/stepsync"),
+        .executableTarget(name: "stepbench", dependencies: ["StepSync", "StepLog", "ToolSupport"], path: "tools/stepbench"),
 
         // A fixture program the SIGKILL tests start and kill.
         .executableTarget(name: "steplog-crash-writer", dependencies: ["StepLog"], path: "Tests/CrashWriter"),
-        .testTarget(name: "StepLogTests", dependencies: ["StepLog", "steplog-crash-writer"], path: "Tests/StepLogTests"),
-        .testTarget(name: "StepSyncTests", dependencies: ["StepSync", "StepLog"], path: "Tests/StepSyncTests"),
+        // Helpers shared by the test targets (temporary directories, child processes).
+        .target(name: "StepTestSupport", dependencies: ["StepLog"], path: "Tests/Support"),
+        .testTarget(name: "StepLogTests", dependencies: ["StepLog", "StepTestSupport", "steplog-crash-writer"], path: "Tests/StepLogTests"),
+        .testTarget(name: "StepSyncTests", dependencies: ["StepSync", "StepLog", "StepTestSupport", "stepsync"], path: "Tests/StepSyncTests",
+                    exclude: ["Fixtures"]),
     ]
 )

@@ -87,6 +87,10 @@ enum GoldenExample {
             + "40c4ab0c8d010000" + "4020d2118d010000" + "9426000000000000" + "03")
         #expect(GoldenExample.hex(GoldenExample.encoded(.intervalsCleared(atMilliseconds: 0))) ==
             "08000000" + "04" + "2db5a3f7" + "0000000000000000")
+        // FNV-1a 64 test vectors (the layering range's source fingerprint).
+        #expect(LayeringRange.fingerprint("") == 0xCBF2_9CE4_8422_2325)
+        #expect(LayeringRange.fingerprint("a") == 0xAF63_DC4C_8601_EC8C)
+        #expect(LayeringRange.fingerprint("foobar") == 0x85944171F73967E8)
     }
 
     @Test func everyRecordRoundTrips() throws {
@@ -99,7 +103,7 @@ enum GoldenExample {
             .samplesSynced([]), .samplesSynced((0..<300).map { UUID.test($0) }),
             .intervalStatus(SyncInterval(id: .test(9), startMilliseconds: 1, endMilliseconds: 2, stepCount: 0, status: .empty)),
             .intervalsCleared(atMilliseconds: 77),
-            .layeringRange(LayeringRange(startMilliseconds: -1, endMilliseconds: 1)),
+            .layeringRange(LayeringRange(startMilliseconds: -1, endMilliseconds: 1, sourceFingerprint: LayeringRange.fingerprint("mock"))),
             .dailyHighScore(DailyHighScore(day: 20261121, steps: 12_345, recordedAtMilliseconds: 9)),
         ]
         for record in records {

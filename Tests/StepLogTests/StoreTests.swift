@@ -251,7 +251,12 @@ import Testing
         let b = try StepLogStore.open(dir.path, options: options) // readers share
         #expect(a.counts.samples == 1 && b.counts.samples == 1)
         #expect(throws: StepLogError.readOnly(path: dir.path)) { try a.upsert([makeSample(2)], fetchedAt: Date()) }
-        #expect(throws: StepLogError.self) { _ = try StepLogStore.open(dir.path) } // no writer while reading
+        // Readers take no lock: a writer can open beside them, and a reader opened
+        // later sees what the writer synced.
+        let writer = try StepLogStore.open(dir.path)
+        try writer.upsert([makeSample(2)], fetchedAt: Date())
+        try writer.sync()
+        #expect(try StepLogStore.open(dir.path, options: options).counts.samples == 2)
     }
 
     @Test func intervalsClearAndRanges() throws {

@@ -1,39 +1,11 @@
 import Foundation
 @testable import StepLog
+@_exported import StepTestSupport
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// A fresh directory under the system temporary directory, removed on deinit.
-final class TemporaryDirectory {
-    let path: String
-
-    init(_ label: String = "steplog") {
-        var template = Array((NSTemporaryDirectory() + "/\(label)-XXXXXX").utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        precondition(made != nil, "mkdtemp failed")
-        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func sub(_ name: String) -> String { path + "/" + name }
-}
-
-/// A deterministic generator (SplitMix64): tests replay the same history every run.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 extension UUID {
     /// A UUID built from two numbers, for readable deterministic test data.
@@ -46,12 +18,6 @@ func makeSample(_ n: UInt64, start: Int64 = 1_700_000_000_000, count: Int = 42,
                 bundle: String = "com.apple.health", device: String? = "iPhone") -> StepSample {
     StepSample(id: .test(n), startMilliseconds: start + Int64(n) * 60_000, endMilliseconds: start + Int64(n) * 60_000 + 30_000,
                count: count, sourceBundleId: bundle, sourceDeviceName: device)
-}
-
-func readFile(_ path: String) -> [UInt8] { Array(FileManager.default.contents(atPath: path) ?? Data()) }
-
-func writeFile(_ path: String, _ bytes: [UInt8]) {
-    precondition(FileManager.default.createFile(atPath: path, contents: Data(bytes)), "cannot write \(path)")
 }
 
 func segmentFiles(_ dir: String) -> [String] {
@@ -210,93 +176,3 @@ func copyDirectory(_ from: String, to: String) throws {
     try FileManager.default.copyItem(atPath: from, toPath: to)
 }
 
-/// Path of an executable built alongside the test bundle (`swift build` puts
-/// products and the test bundle in one folder).
-func builtProduct(_ name: String) -> String {
-    let candidates = [
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path,
-        Bundle.main.bundleURL.deletingLastPathComponent().path,
-        Bundle.main.bundlePath,
-    ]
-    for dir in candidates where FileManager.default.isExecutableFile(atPath: dir + "/" + name) { return dir + "/" + name }
-    fatalError("\(name) not found next to the test bundle (looked in \(candidates))")
-}
-
-/// A child process whose stdout is read line by line. Spawned with
-/// posix_spawn so this code owns exactly two descriptors (the read end of the
-/// pipe, closed on deinit): tests run in parallel, and a descriptor closed
-/// twice would close another test's file.
-final class ChildProcess {
-    let pid: pid_t
-    private let output: Int32
-    private var buffer: [UInt8] = []
-    private var exitStatus: Int32?
-
-    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw StepLogError.io(operation: "pipe", path: executable, errno: errno) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
-        posix_spawn_file_actions_addclose(&actions, fds[0])
-        posix_spawn_file_actions_addclose(&actions, fds[1])
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { argv.forEach { free($0) }; env.forEach { free($0) } }
-        var child: pid_t = 0
-        let result = posix_spawn(&child, executable, &actions, nil, argv, env)
-        close(fds[1])
-        guard result == 0 else {
-            close(fds[0])
-            throw StepLogError.io(operation: "spawn", path: executable, errno: result)
-        }
-        pid = child
-        output = fds[0]
-    }
-
-    deinit {
-        if exitStatus == nil { _ = Glibc_or_Darwin_kill(pid, SIGKILL); _ = wait() }
-        close(output)
-    }
-
-    /// The next line of output, or nil at end of output.
-    func readLine() -> String? {
-        while true {
-            if let newline = buffer.firstIndex(of: 10) {
-                let line = String(decoding: buffer[..<newline], as: UTF8.self)
-                buffer.removeSubrange(...newline)
-                return line
-            }
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let n = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, 4096) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
-                if buffer.isEmpty { return nil }
-                defer { buffer.removeAll() }
-                return String(decoding: buffer, as: UTF8.self)
-            }
-            buffer += chunk[0..<n]
-        }
-    }
-
-    func kill(_ signal: Int32 = SIGKILL) { _ = Glibc_or_Darwin_kill(pid, signal) }
-
-    /// Waits for the child; returns its exit code, or 128 + signal when killed.
-    @discardableResult
-    func wait() -> Int32 {
-        if let exitStatus { return exitStatus }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let code = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-        exitStatus = code
-        return code
-    }
-}
-
-#if canImport(Glibc)
-private func Glibc_or_Darwin_kill(_ pid: Int32, _ signal: Int32) -> Int32 { Glibc.kill(pid, signal) }
-#else
-private func Glibc_or_Darwin_kill(_ pid: Int32, _ signal: Int32) -> Int32 { Darwin.kill(pid, signal) }
-#endif

@@ -936,13 +936,6 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 1
 
         host, port = sock.getsockname()[:2]
-        shown_host = f"[{host}]" if ":" in host else host
-        print(
-            f"api-server listening on http://{shown_host}:{port}, data {data_path} "
-            f"({store.records} records, {store.ids} ids)",
-            file=sys.stderr,
-            flush=True,
-        )
         config = uvicorn.Config(
             create_app(store),
             host=host,
@@ -955,11 +948,24 @@ def main(argv: Optional[list[str]] = None) -> int:
             server_header=False,
         )
         server = uvicorn.Server(config)
-        # uvicorn shuts down gracefully on SIGINT/SIGTERM, restores the previous handlers and re-raises
-        # the signal. These handlers absorb that re-raise so that a requested stop exits with status 0.
-        stop_signals: list[int] = []
+
+        # While serving, uvicorn handles SIGINT/SIGTERM itself (graceful shutdown); afterwards it restores
+        # the previous handlers and re-raises the signal. These handlers cover the moments before and after:
+        # a stop requested before serving starts makes uvicorn skip its main loop, and the re-raise is
+        # absorbed so that a requested stop exits with status 0.
+        def request_stop(number: int, frame: Any) -> None:
+            server.should_exit = True
+
         for stop_signal in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(stop_signal, lambda number, frame: stop_signals.append(number))
+            signal.signal(stop_signal, request_stop)
+
+        shown_host = f"[{host}]" if ":" in host else host
+        print(
+            f"api-server listening on http://{shown_host}:{port}, data {data_path} "
+            f"({store.records} records, {store.ids} ids)",
+            file=sys.stderr,
+            flush=True,
+        )
         with sock:
             server.run(sockets=[sock])
         return 0

@@ -58,6 +58,7 @@ public enum LogRecord: Hashable, Sendable {
             RecordFrame.append(type: .layeringRange, to: buffer) { b in
                 b.append(r.startMilliseconds)
                 b.append(r.endMilliseconds)
+                b.append(r.sourceFingerprint)
             }
         case .dailyHighScore(let s):
             RecordFrame.append(type: .dailyHighScore, to: buffer) { b in
@@ -100,10 +101,10 @@ public enum LogRecord: Hashable, Sendable {
             }
             return .success(.intervalsCleared(atMilliseconds: at))
         case .layeringRange:
-            guard payload.count == 16, let start = r.readInt64(), let end = r.readInt64() else {
-                return .failure(PayloadProblem("layering-range payload must be 16 bytes, found \(payload.count)"))
+            guard payload.count == 24, let start = r.readInt64(), let end = r.readInt64(), let source = r.readUInt64() else {
+                return .failure(PayloadProblem("layering-range payload must be 24 bytes, found \(payload.count)"))
             }
-            return .success(.layeringRange(LayeringRange(startMilliseconds: start, endMilliseconds: end)))
+            return .success(.layeringRange(LayeringRange(startMilliseconds: start, endMilliseconds: end, sourceFingerprint: source)))
         case .dailyHighScore:
             guard payload.count == 20, let day = r.readUInt32(), let steps = r.readInt64(), let at = r.readInt64() else {
                 return .failure(PayloadProblem("daily-high-score payload must be 20 bytes, found \(payload.count)"))

@@ -52,13 +52,25 @@ public struct SyncInterval: Hashable, Sendable {
     }
 }
 
-/// A range the layering set out to cover: the root of one layering tree.
+/// A range the layering set out to cover: the root of one layering tree,
+/// with a fingerprint of the source it was layered from.
 public struct LayeringRange: Hashable, Sendable {
     public var startMilliseconds: Int64
     public var endMilliseconds: Int64
+    /// 64-bit fingerprint of the source's identity (0 when unknown).
+    public var sourceFingerprint: UInt64
 
-    public init(startMilliseconds: Int64, endMilliseconds: Int64) {
+    public init(startMilliseconds: Int64, endMilliseconds: Int64, sourceFingerprint: UInt64 = 0) {
         self.startMilliseconds = startMilliseconds
         self.endMilliseconds = endMilliseconds
+        self.sourceFingerprint = sourceFingerprint
+    }
+
+    /// FNV-1a over the identity's UTF-8 bytes: stable across runs and platforms
+    /// (unlike `Hasher`, which is seeded per process).
+    public static func fingerprint(_ identity: String) -> UInt64 {
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        for b in identity.utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
+        return h
     }
 }

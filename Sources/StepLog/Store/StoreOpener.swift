@@ -79,15 +79,10 @@ struct StoreOpener {
         case .file, .other:
             throw StepLogError.notAStore(path: directory, reason: "it is a file, not a directory")
         }
-        let lockPath = Directory.join(directory, FormatConstants.lockFileName)
-        if options.readOnly {
-            do {
-                return try FileLock(path: lockPath, exclusive: false)
-            } catch StepLogError.io {
-                return nil // a read-only directory: nobody can be writing it either
-            }
-        }
-        return try FileLock(path: lockPath, exclusive: true)
+        // Readers take no lock: the log is append-only and files are replaced by
+        // rename, so a reader sees a consistent prefix even while a writer runs.
+        if options.readOnly { return nil }
+        return try FileLock(path: Directory.join(directory, FormatConstants.lockFileName), exclusive: true)
     }
 
     private struct Listing {

@@ -156,3 +156,22 @@ def test_second_server_on_same_data_is_refused(server, tmp_path):
     assert "in use by another api-server" in message and f"pid {server.proc.pid}" in message
     # The first server is unaffected.
     assert server.post(make_samples(1)).json()["saved"] == 1
+
+
+def test_stop_signal_right_after_the_listening_line_exits_zero(tmp_path):
+    """The start-up line is printed only once SIGTERM/SIGINT lead to a clean stop."""
+    import signal
+    import time
+
+    from conftest import ServerProcess
+
+    for number in (signal.SIGTERM, signal.SIGINT):
+        instance = ServerProcess(tmp_path / "steps.jsonl", tmp_path)
+        instance.start(wait=False)
+        deadline = time.monotonic() + 30
+        while "api-server listening on" not in instance.stderr():
+            assert instance.proc.poll() is None, instance.stderr()
+            assert time.monotonic() < deadline, "no start-up line"
+            time.sleep(0.001)
+        instance.proc.send_signal(number)
+        assert instance.proc.wait(timeout=30) == 0, instance.stderr()

@@ -1,0 +1,40 @@
+import Foundation
+
+/// What the built-in mock serves: `--source mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,latency=MS]`.
+public struct MockConfiguration: Hashable, Sendable {
+    public var seed: UInt64 = 42
+    /// Days with data, ending at `endDay` (exclusive).
+    public var days = 730
+    /// First day without data, as days since 1970-01-01 (UTC). Default: today.
+    public var endDay: Int64
+    /// Samples a day; nil for the seeds' 50–200 (with 5,000–15,000 steps a day).
+    /// Set, each day has exactly this many samples (about 75 steps each): the
+    /// knob benchmarks turn to reach 10 GB through the real pipeline.
+    public var samplesPerDay: Int?
+    /// Simulated query latency (the seeds use 50 ms aggregate, 100 ms raw):
+    /// aggregate queries wait this long, raw queries twice as long.
+    public var latencyMilliseconds = 0
+
+    public init(seed: UInt64 = 42, days: Int = 730, endDay: Int64, samplesPerDay: Int? = nil, latencyMilliseconds: Int = 0) {
+        self.seed = seed
+        self.days = days
+        self.endDay = endDay
+        self.samplesPerDay = samplesPerDay
+        self.latencyMilliseconds = latencyMilliseconds
+    }
+
+    /// Today (UTC) as days since 1970.
+    public static func today(_ now: Date = Date()) -> Int64 {
+        ISO8601.floorDivide(Int64(now.timeIntervalSince1970.rounded(.down)), 86_400).0
+    }
+
+    public var firstDay: Int64 { endDay - Int64(days) }
+
+    /// The canonical spelling, which is also the source's identity.
+    public var description: String {
+        let (y, m, d) = ISO8601.civil(fromDays: endDay)
+        var text = "mock:seed=\(seed),days=\(days),end=" + String(format: "%04lld-%02d-%02d", y, m, d)
+        if let samplesPerDay { text += ",perDay=\(samplesPerDay)" }
+        return text
+    }
+}

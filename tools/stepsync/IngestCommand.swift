@@ -1,0 +1,121 @@
+import Foundation
+import StepLog
+import StepSync
+import ToolSupport
+
+/// `stepsync ingest`: stage 1 (layering) then stage 2a (fetch), resuming
+/// whatever an earlier run left.
+enum IngestCommand {
+    static let usage = """
+        usage: stepsync ingest --store DIR [--source SOURCE] [--restart] [--json]
+
+        Layers the source's data into intervals of at most 10,000 steps (cheap aggregate
+        queries), then fetches each pending interval's samples into the store (upsert by
+        UUID, 1,000 a batch, synced before the interval is marked fetched). Running it
+        again resumes where the last run stopped; with nothing left it changes nothing.
+        Ctrl-C or SIGTERM pauses at a safe point (exit 130); run the same command to continue.
+
+        options:
+          --store DIR       the StepLog store (created when missing)
+          --source SOURCE   mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,latency=MS]
+                            (default: mock = seed 42, 730 days ending today, UTC)
+                            or a path to an Apple Health export.zip / export.xml
+          --restart         forget every interval (clearAllIntervals) and layer again;
+                            samples already stored are kept
+          --json            print the summary as JSON
+        """
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        if StepSyncTool.helpRequested(arguments, usage) { return 0 }
+        let args = try Arguments(arguments, options: ["store", "source"], flags: ["restart", "json"])
+        try args.expectPositionals(0, "")
+        let storePath = try args.required("store")
+        let sourceText = args.value("source") ?? "mock"
+        let spec = try SourceSpec.parse(sourceText)
+        let err = StepSyncTool.err
+        let trap = SignalTrap { _ in err.line("\nstepsync ingest: stopping after the current batch (again to quit at once)") }
+
+        let store = try StepLogStore.open(storePath)
+        defer { try? store.close() }
+        if let torn = store.openReport.tornTail {
+            err.line("stepsync ingest: recovered from an interrupted write: dropped \(torn.bytesDropped) bytes at the end of \(torn.segment)")
+        }
+        let provider = try SourceFactory.provider(for: spec, progress: ProgressLine())
+        let progress = ProgressLine()
+        let layering = LayeringService(provider: provider, store: store, stop: trap.stop)
+        if args.has("restart") { try layering.clearAllIntervals() }
+        layering.onProgress = { p in
+            progress.update("layering: \(Format.count(p.intervalsFound)) intervals, \(Format.count(p.queries)) queries, \(Format.percent(p.fractionDone)) of the range (\(p.status))",
+                            force: p.status == "done")
+        }
+        let resume = "stepsync ingest --store \(storePath)" + (args.value("source").map { " --source \($0)" } ?? "")
+        let layered: LayeringSummary
+        do {
+            layered = try await layering.performLayering()
+        } catch is StoppedByRequest {
+            progress.finish()
+            err.line("stepsync ingest: paused during layering; intervals found so far are saved. To continue: \(resume)")
+            return 130
+        }
+        progress.finish()
+        if layered.sourceChanged {
+            err.line("stepsync ingest: the store's intervals came from another source; layered again (stored samples are kept)")
+        }
+
+        let fetch = FetchService(provider: provider, store: store, stop: trap.stop)
+        fetch.onProgress = { p in
+            progress.update("fetching: \(ProgressLine.counts(p.intervalsFetched, of: p.intervalsTotal, elapsed: p.seconds, unit: " intervals")), \(Format.count(p.samples)) samples")
+        }
+        let fetched: FetchSummary
+        do {
+            fetched = try await fetch.fetchPending()
+        } catch is StoppedByRequest {
+            progress.finish()
+            err.line("stepsync ingest: paused during fetching; every sample fetched so far is saved. To continue: \(resume)")
+            return 130
+        }
+        progress.finish()
+        let counts = store.counts
+        try store.close()
+        printSummary(spec: provider.sourceIdentity, store: storePath, layered: layered, fetched: fetched, counts: counts, json: args.has("json"))
+        return 0
+    }
+
+    static func printSummary(spec: String, store: String, layered: LayeringSummary, fetched: FetchSummary,
+                             counts: StoreCounts, json: Bool) {
+        let out = StepSyncTool.out
+        let storeShare = fetched.seconds > 0 ? fetched.storeSeconds / fetched.seconds : 0
+        let rate = fetched.seconds > 0 ? Double(fetched.samplesSeen) / fetched.seconds : 0
+        if json {
+            var w = JSONWriter()
+            w.beginObject()
+            w.field("source", spec)
+            w.field("store", store)
+            w.key("layering"); w.beginObject()
+            w.field("intervalsRecorded", layered.intervalsRecorded)
+            w.field("intervalsKept", layered.intervalsKept)
+            w.field("queries", layered.queries)
+            w.field("sourceChanged", layered.sourceChanged)
+            w.key("seconds"); w.value(layered.seconds)
+            w.endObject()
+            w.key("fetch"); w.beginObject()
+            w.field("intervalsFetched", fetched.intervalsFetched)
+            w.field("samplesInserted", fetched.samples.inserted)
+            w.field("samplesUpdated", fetched.samples.updated)
+            w.field("samplesUnchanged", fetched.samples.unchanged)
+            w.field("batches", fetched.batches)
+            w.key("seconds"); w.value(fetched.seconds)
+            w.key("samplesPerSecond"); w.value(rate)
+            w.key("storeShare"); w.value(storeShare)
+            w.endObject()
+            StatusCommand.writeCounts(counts, into: &w)
+            w.endObject()
+            out.line(w.string)
+            return
+        }
+        out.line("ingest complete: \(spec)")
+        out.line("  layering: \(Format.count(layered.intervalsRecorded)) intervals recorded, \(Format.count(layered.intervalsKept)) kept from before, \(Format.count(layered.queries)) aggregate queries, \(Format.duration(layered.seconds))")
+        out.line("  fetch: \(Format.count(fetched.intervalsFetched)) intervals, \(Format.count(fetched.samplesSeen)) samples (\(Format.count(fetched.samples.inserted)) new, \(Format.count(fetched.samples.updated)) changed, \(Format.count(fetched.samples.unchanged)) unchanged) in \(Format.count(fetched.batches)) batches, \(Format.duration(fetched.seconds)) (\(Format.count(Int(rate))) samples/s, \(Format.percent(storeShare)) of it in StepLog)")
+        out.line("  store: \(store): \(Format.count(counts.samples)) samples (\(Format.count(counts.unsyncedSamples)) unsynced), \(Format.count(counts.intervalTotal)) intervals, \(Format.bytes(counts.bytes)) in \(counts.segments) segment\(counts.segments == 1 ? "" : "s")")
+    }
+}

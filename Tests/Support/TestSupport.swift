@@ -65,7 +65,10 @@ public final class ChildProcess {
     private var buffer: [UInt8] = []
     private var exitStatus: Int32?
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+    /// Starts `executable`. Its stdout is read with `readLine`; stderr goes to
+    /// /dev/null, or into the same pipe with `mergeStandardError`.
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                mergeStandardError: Bool = false) throws {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw StepLogError.io(operation: "pipe", path: executable, errno: errno) }
         var actions = posix_spawn_file_actions_t()
@@ -74,7 +77,11 @@ public final class ChildProcess {
         posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
         posix_spawn_file_actions_addclose(&actions, fds[0])
         posix_spawn_file_actions_addclose(&actions, fds[1])
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        if mergeStandardError {
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { argv.forEach { free($0) }; env.forEach { free($0) } }
@@ -133,3 +140,11 @@ private func Glibc_or_Darwin_kill(_ pid: Int32, _ signal: Int32) -> Int32 { Glib
 #else
 private func Glibc_or_Darwin_kill(_ pid: Int32, _ signal: Int32) -> Int32 { Darwin.kill(pid, signal) }
 #endif
+
+/// Runs a program to completion; returns its exit code and output lines.
+public func runProgram(_ executable: String, _ arguments: [String], mergeStandardError: Bool = false) throws -> (code: Int32, lines: [String]) {
+    let child = try ChildProcess(executable, arguments, mergeStandardError: mergeStandardError)
+    var lines: [String] = []
+    while let line = child.readLine() { lines.append(line) }
+    return (child.wait(), lines)
+}

@@ -19,6 +19,11 @@ import StepLog
 enum ExportRecordIdentity {
     static let namespace = "steplog-export-v1"
     static let absent: UInt32 = 0xFFFF_FFFF
+    /// The namespace as the first field: its u32 length, then its bytes.
+    private static let namespaceField: [UInt8] = {
+        let utf8 = Array(namespace.utf8)
+        return withUnsafeBytes(of: UInt32(utf8.count).littleEndian) { Array($0) } + utf8
+    }()
 
     /// Identity bytes of one record, built in a reused buffer.
     struct Encoder {
@@ -28,7 +33,7 @@ enum ExportRecordIdentity {
 
         mutating func start() {
             bytes.removeAll(keepingCapacity: true)
-            text(Array(namespace.utf8).withUnsafeBufferPointer { $0 })
+            bytes.append(contentsOf: ExportRecordIdentity.namespaceField)
         }
 
         mutating func text(_ field: UnsafeBufferPointer<UInt8>?) {

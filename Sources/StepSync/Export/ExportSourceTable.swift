@@ -1,0 +1,42 @@
+/// The distinct (sourceName, device name) pairs of an export's step records,
+/// interned: an export has millions of records but a handful of sources, so
+/// each record keeps a 4-byte index and each string exists once.
+struct ExportSourceTable: Sendable {
+    struct Source: Sendable, Equatable {
+        /// The record's `sourceName`, byte-exact after entity decoding.
+        var sourceBundleId: String
+        /// The `name:` field of the record's `device`, or nil.
+        var sourceDeviceName: String?
+    }
+
+    private(set) var sources: [Source] = []
+    private var indexByKey: [[UInt8]: UInt32] = [:]
+    /// Consecutive records usually share a source: the last key is checked
+    /// before the dictionary, which saves hashing and a key allocation.
+    private var lastKey: [UInt8] = []
+    private var lastIndex: UInt32 = .max
+    private var key: [UInt8] = []
+
+    mutating func intern(sourceName: UnsafeBufferPointer<UInt8>, deviceName: UnsafeBufferPointer<UInt8>?) -> UInt32 {
+        key.removeAll(keepingCapacity: true)
+        withUnsafeBytes(of: UInt32(sourceName.count).littleEndian) { key.append(contentsOf: $0) }
+        key.append(contentsOf: sourceName)
+        if let deviceName {
+            key.append(1)
+            key.append(contentsOf: deviceName)
+        }
+        if lastIndex != .max, key == lastKey { return lastIndex }
+        let index: UInt32
+        if let known = indexByKey[key] {
+            index = known
+        } else {
+            index = UInt32(sources.count)
+            sources.append(Source(sourceBundleId: String(decoding: sourceName, as: UTF8.self),
+                                  sourceDeviceName: deviceName.map { String(decoding: $0, as: UTF8.self) }))
+            indexByKey[key] = index
+        }
+        swap(&lastKey, &key)   // keeps both buffers uniquely owned: no copy, no allocation
+        lastIndex = index
+        return index
+    }
+}

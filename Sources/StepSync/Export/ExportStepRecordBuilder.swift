@@ -1,0 +1,162 @@
+import StepLog
+
+/// Turns the attributes of one top-level StepCount `<Record>` into an
+/// `ExportStepRecord` (or the reason it cannot be one) and collects them.
+///
+/// Mapping: `sourceBundleId` = `sourceName` (the export has no bundle id),
+/// `sourceDeviceName` = the `name:` field of `device`, `count` = the whole
+/// number `value`, start/end = `startDate`/`endDate`, id = the derived
+/// `ExportRecordIdentity`. Runs once per step record, so it works on the
+/// scanner's bytes and allocates nothing in the common case.
+final class ExportStepRecordBuilder {
+    static let stepCountType: StaticString = "HKQuantityTypeIdentifierStepCount"
+
+    enum Outcome: Equatable {
+        case kept
+        case malformed(String)
+    }
+
+    private(set) var records: [ExportStepRecord] = []
+    private(set) var sources = ExportSourceTable()
+    private var identity = ExportRecordIdentity.Encoder()
+    private var deviceWithoutAddress: [UInt8] = []
+    /// Room for the entity-decoded text fields of one record.
+    private var scratch: UnsafeMutablePointer<UInt8>
+    private var scratchCapacity = 4096
+
+    init() {
+        scratch = .allocate(capacity: scratchCapacity)
+        records.reserveCapacity(1 << 16)
+    }
+
+    deinit { scratch.deallocate() }
+
+    /// Hands the collected records over (the builder is done after this).
+    func takeRecords() -> [ExportStepRecord] {
+        defer { records = [] }
+        return records
+    }
+
+    func add(_ attributes: ExportRecordAttributes) -> Outcome {
+        if let problem = attributes.syntaxError { return .malformed(problem) }
+        // Dates first: a missing or bad date is the most common defect, and
+        // nothing needs decoding to find it.
+        guard let startText = attributes.startDate else { return .malformed("missing startDate") }
+        guard let start = Self.date(startText) else { return .malformed("bad startDate \(Self.quoted(startText))") }
+        guard let endText = attributes.endDate else { return .malformed("missing endDate") }
+        guard let end = Self.date(endText) else { return .malformed("bad endDate \(Self.quoted(endText))") }
+        guard end >= start else { return .malformed("endDate is before startDate") }
+        var creation: Int64?
+        if let creationText = attributes.creationDate {
+            guard let parsed = Self.date(creationText) else { return .malformed("bad creationDate \(Self.quoted(creationText))") }
+            creation = parsed
+        }
+        guard let sourceNameText = attributes.sourceName else { return .malformed("missing sourceName") }
+        guard let valueText = attributes.value else { return .malformed("missing value") }
+
+        // Decode the text fields into the scratch area, one after another.
+        let needed = sourceNameText.count + (attributes.sourceVersion?.count ?? 0) + (attributes.device?.count ?? 0)
+            + (attributes.unit?.count ?? 0) + valueText.count
+        if needed > scratchCapacity {
+            scratch.deallocate()
+            scratchCapacity = max(needed, scratchCapacity * 2)
+            scratch = .allocate(capacity: scratchCapacity)
+        }
+        var used = 0
+        func decoded(_ field: UnsafeBufferPointer<UInt8>?) -> UnsafeBufferPointer<UInt8>? {
+            guard let field, let base = field.baseAddress else { return field }
+            guard ExportByteSearch.find(UInt8(ascii: "&"), in: base, from: 0, to: field.count) != nil else { return field }
+            let length = ExportEntityDecoder.decode(base, count: field.count, into: scratch + used)
+            defer { used += length }
+            return UnsafeBufferPointer(start: scratch + used, count: length)
+        }
+        let sourceName = decoded(sourceNameText)!
+        let value = decoded(valueText)!
+        let sourceVersion = decoded(attributes.sourceVersion)
+        let device = decoded(attributes.device)
+        let unit = decoded(attributes.unit)
+
+        let count: UInt32
+        switch Self.wholeNumber(value) {
+        case .success(let n): count = n
+        case .failure(let problem): return .malformed(problem.reason)
+        }
+        guard sourceName.count <= FormatConstants.maxStringBytes else {
+            return .malformed("sourceName is longer than \(FormatConstants.maxStringBytes) bytes")
+        }
+        let deviceName = device.flatMap { ExportDeviceString.name($0) }
+        if let deviceName, deviceName.count > FormatConstants.maxStringBytes {
+            return .malformed("device name is longer than \(FormatConstants.maxStringBytes) bytes")
+        }
+
+        identity.start()
+        Self.stepCountType.withUTF8Buffer { identity.text($0) }
+        identity.text(sourceName)
+        identity.text(sourceVersion)
+        if let device {
+            deviceWithoutAddress.removeAll(keepingCapacity: true)
+            ExportDeviceString.withoutAddress(device, into: &deviceWithoutAddress)
+            deviceWithoutAddress.withUnsafeBufferPointer { identity.text($0) }
+        } else {
+            identity.text(nil)
+        }
+        identity.text(unit)
+        identity.instant(creation)
+        identity.instant(start)
+        identity.instant(end)
+        identity.text(value)
+        let id = identity.uuid()
+
+        let source = sources.intern(sourceName: sourceName, deviceName: deviceName)
+        records.append(ExportStepRecord(startMilliseconds: start, endMilliseconds: end, idHigh: id.high, idLow: id.low,
+                                        count: count, source: source))
+        return .kept
+    }
+
+    private static func date(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
+        guard let base = text.baseAddress else { return nil }
+        return ExportDateParser.milliseconds(base, count: text.count)
+    }
+
+    struct ValueProblem: Error {
+        var reason: String
+    }
+
+    /// "12", "12.0", "12." → 12. Anything else (a fraction, a sign, an
+    /// exponent, spaces, a count beyond UInt32) is a malformed record: steps
+    /// are whole, and guessing a rounding would invent data.
+    static func wholeNumber(_ text: UnsafeBufferPointer<UInt8>) -> Result<UInt32, ValueProblem> {
+        guard !text.isEmpty else { return .failure(ValueProblem(reason: "empty value")) }
+        var value: UInt64 = 0
+        var i = 0
+        while i < text.count, text[i] >= UInt8(ascii: "0"), text[i] <= UInt8(ascii: "9") {
+            value = value * 10 + UInt64(text[i] - UInt8(ascii: "0"))
+            if value > UInt64(UInt32.max) { return .failure(ValueProblem(reason: "value \(quoted(text)) is too large for a step count")) }
+            i += 1
+        }
+        let integerDigits = i
+        if i < text.count, text[i] == UInt8(ascii: ".") {
+            i += 1
+            var fractionIsZero = true
+            let fractionStart = i
+            while i < text.count, text[i] >= UInt8(ascii: "0"), text[i] <= UInt8(ascii: "9") {
+                if text[i] != UInt8(ascii: "0") { fractionIsZero = false }
+                i += 1
+            }
+            if i == text.count, integerDigits > 0 || i > fractionStart, !fractionIsZero {
+                return .failure(ValueProblem(reason: "value \(quoted(text)) is not a whole number"))
+            }
+        }
+        guard i == text.count, integerDigits > 0 else {
+            if text[0] == UInt8(ascii: "-") { return .failure(ValueProblem(reason: "value \(quoted(text)) is negative")) }
+            return .failure(ValueProblem(reason: "value \(quoted(text)) is not a number"))
+        }
+        return .success(UInt32(value))
+    }
+
+    /// A value for a message: quoted, at most 40 bytes of it.
+    static func quoted(_ text: UnsafeBufferPointer<UInt8>) -> String {
+        let shown = String(decoding: text.prefix(40), as: UTF8.self)
+        return "\"" + shown + (text.count > 40 ? "…\"" : "\"")
+    }
+}

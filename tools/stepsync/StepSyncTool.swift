@@ -39,6 +39,7 @@ enum StepSyncTool {
             case "status": return try StatusCommand.run(rest)
             case "intervals": return try IntervalsCommand.run(rest)
             case "export": return try ExportCommand.run(rest)
+            case "upload": return try await UploadCommand.run(rest)
             default:
                 err.line("stepsync: unknown command '\(command)'\n" + usage)
                 return 2

@@ -1,0 +1,34 @@
+import Foundation
+import StepLog
+
+/// The API the upload talks to (seed 002's `APIClient`).
+///
+/// Conforming types guarantee: `postSteps` returns only after the server
+/// acknowledged the batch (HTTP 200), so a caller may then mark the samples
+/// synced; anything else throws an `APIError`. Posting the same samples again
+/// is safe (the server is idempotent by sample id).
+public protocol APIClient: Sendable {
+    /// `POST /steps` with the samples in the API's JSON shape.
+    func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse
+
+    /// `GET /steps?limit=&offset=`: stored samples in the order received.
+    func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse
+
+    /// `GET /health`: true when the server answers `{"status":"ok"}`.
+    func healthCheck() async throws -> Bool
+}
+
+/// The request body of `POST /steps`: `{"samples":[…]}`, built without
+/// Foundation's encoder (an upload of 10 GB builds it 100,000 times).
+public enum StepsRequestBody {
+    public static func encode(_ samples: [StepSample]) -> Data {
+        var w = JSONWriter(capacity: samples.count * 200 + 16)
+        w.beginObject()
+        w.key("samples")
+        w.beginArray()
+        for s in samples { SampleJSON.write(s, into: &w) }
+        w.endArray()
+        w.endObject()
+        return Data(w.bytes)
+    }
+}

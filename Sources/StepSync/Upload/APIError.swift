@@ -1,0 +1,53 @@
+import Foundation
+
+/// Seed 002's `APIError`, with retry classification: connection problems,
+/// timeouts and 5xx are worth retrying; 4xx means the request itself is wrong.
+public enum APIError: Error, CustomStringConvertible {
+    case invalidURL(String)
+    case networkError(underlying: Error)
+    case serverError(statusCode: Int, message: String?)
+    case decodingError(underlying: Error)
+    case serverUnreachable(url: String, reason: String)
+
+    public var isRetryable: Bool {
+        switch self {
+        case .networkError, .serverUnreachable: return true
+        case .serverError(let code, _): return code >= 500 || code == 408 || code == 429
+        case .invalidURL, .decodingError: return false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .invalidURL(let text): return "invalid API URL '\(text)'"
+        case .networkError(let error): return "network error: \(Self.describe(error))"
+        case .serverError(let code, let message):
+            return "server error \(code): \(message.map(Self.oneLine) ?? "no message")"
+        case .decodingError(let error): return "cannot decode the server's response: \(error)"
+        case .serverUnreachable(let url, let reason): return "cannot reach the API at \(url) (\(reason))"
+        }
+    }
+
+    /// The server's `{"error": "…"}` message when it sent one, else the body.
+    static func oneLine(_ body: String) -> String {
+        if let data = body.data(using: .utf8),
+           let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+           let error = object["error"] as? String {
+            return error
+        }
+        return body.split(whereSeparator: \.isNewline).joined(separator: " ").prefix(300).description
+    }
+
+    static func describe(_ error: Error) -> String {
+        if let urlError = error as? URLError {
+            switch urlError.code {
+            case .timedOut: return "timed out"
+            case .cannotConnectToHost: return "connection refused"
+            case .networkConnectionLost: return "connection lost"
+            case .cannotFindHost: return "unknown host"
+            default: return urlError.localizedDescription
+            }
+        }
+        return String(describing: error)
+    }
+}

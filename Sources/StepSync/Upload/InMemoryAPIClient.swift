@@ -1,0 +1,68 @@
+import Foundation
+import StepLog
+
+/// An in-memory server for tests (seed 002's `MockAPIClient`): idempotent by
+/// sample id like the real one, with faults that can be scripted.
+public final class InMemoryAPIClient: APIClient, @unchecked Sendable {
+    /// What the next calls to `postSteps` do, consumed in order.
+    public enum Fault: Sendable {
+        case status(Int, String)
+        case network
+        /// Store the batch, then fail as if the answer was lost.
+        case acceptThenNetwork
+    }
+
+    private let lock = NSLock()
+    private var stored: [StepSampleDTO] = []
+    private var latest: [String: StepSampleDTO] = [:]
+    private var faults: [Fault] = []
+    public private(set) var postCount = 0
+
+    public init() {}
+
+    public func inject(_ faults: [Fault]) { lock.withLock { self.faults += faults } }
+
+    /// Every record written, in order (a changed sample appears again).
+    public var records: [StepSampleDTO] { lock.withLock { stored } }
+
+    public func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse {
+        let fault: Fault? = lock.withLock {
+            postCount += 1
+            return faults.isEmpty ? nil : faults.removeFirst()
+        }
+        switch fault {
+        case .status(let code, let message)?: throw APIError.serverError(statusCode: code, message: message)
+        case .network?: throw APIError.networkError(underlying: URLError(.timedOut))
+        case .acceptThenNetwork?:
+            _ = save(samples)
+            throw APIError.networkError(underlying: URLError(.networkConnectionLost))
+        case nil:
+            return StepSampleResponse(saved: save(samples), message: samples.isEmpty ? "No samples provided" : "Success")
+        }
+    }
+
+    private func save(_ samples: [StepSample]) -> Int {
+        lock.withLock {
+            var saved = 0
+            for s in samples {
+                let dto = StepSampleDTO(id: s.id.uuidString, startDate: ISO8601.format(milliseconds: s.startMilliseconds),
+                                        endDate: ISO8601.format(milliseconds: s.endMilliseconds), count: s.count,
+                                        sourceBundleId: s.sourceBundleId, sourceDeviceName: s.sourceDeviceName)
+                if latest[dto.id] == dto { continue }
+                latest[dto.id] = dto
+                stored.append(dto)
+                saved += 1
+            }
+            return saved
+        }
+    }
+
+    public func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse {
+        lock.withLock {
+            let page = stored.dropFirst(offset).prefix(limit)
+            return StepSampleListResponse(samples: Array(page), total: stored.count)
+        }
+    }
+
+    public func healthCheck() async throws -> Bool { true }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+@testable import StepLog
+@testable import StepSync
+
+/// APISyncService against the in-memory server: exactly-once under faults.
+@Suite struct UploadTests {
+    let now = Milliseconds.date(testEndDay * day + 12 * 3_600_000)
+
+    func ingested(days: Int = 30) async throws -> (TemporaryDirectory, StepLogStore) {
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path)
+        try await LayeringService(provider: mock(days: days), store: store, now: { self.now }).performLayering()
+        try await FetchService(provider: mock(days: days), store: store).fetchPending()
+        return (dir, store)
+    }
+
+    func service(_ store: StepLogStore, _ client: APIClient, attempts: Int = 8, stop: StopSignal? = nil) -> APISyncService {
+        APISyncService(store: store, client: client, retry: RetryPolicy(maxAttempts: attempts, initialDelay: 0.001, maxDelay: 0.002),
+                       stop: stop, sleep: { _ in })
+    }
+
+    @Test func everySampleArrivesOnceAndIntervalsBecomeSynced() async throws {
+        let (dir, store) = try await ingested(); defer { withExtendedLifetime(dir) {} }
+        let server = InMemoryAPIClient()
+        let summary = try await service(store, server).syncAll()
+        let samples = try SampleExport.sortedByStart(store)
+        #expect(summary.samplesSynced == samples.count && summary.samplesSavedByServer == samples.count)
+        #expect(summary.batches == (samples.count + 999) / 1_000)
+        #expect(server.records.count == samples.count)
+        #expect(Set(server.records.map(\.id)) == Set(samples.map(\.id.uuidString)))
+        #expect(store.counts.unsyncedSamples == 0)
+        #expect(store.counts.intervals[.fetched] == 0 && (store.counts.intervals[.synced] ?? 0) > 0)
+        // The JSON shape on the wire.
+        let first = try #require(server.records.first)
+        #expect(first.startDate.hasSuffix("Z") && first.id == first.id.uppercased())
+        // Nothing left: a second run sends nothing.
+        let again = try await service(store, server).syncAll()
+        #expect(again.batches == 0 && server.postCount == summary.batches)
+    }
+
+    @Test func serverErrorsAndLostAnswersAreRetriedWithoutDuplicates() async throws {
+        let (dir, store) = try await ingested(); defer { withExtendedLifetime(dir) {} }
+        let server = InMemoryAPIClient()
+        server.inject([.status(500, "boom"), .network, .acceptThenNetwork, .status(503, "busy"), .acceptThenNetwork])
+        let summary = try await service(store, server).syncAll()
+        #expect(summary.retries == 5)
+        #expect(server.records.count == store.counts.samples) // each once, though two batches were sent twice
+        #expect(store.counts.unsyncedSamples == 0)
+    }
+
+    @Test func aClientErrorStopsWithTheServersMessageAndMarksNothing() async throws {
+        let (dir, store) = try await ingested(); defer { withExtendedLifetime(dir) {} }
+        let server = InMemoryAPIClient()
+        server.inject([.status(400, "{\"error\":\"samples[3].count: must be an integer\"}")])
+        await #expect(throws: APIError.self) { try await service(store, server).syncAll() }
+        #expect(store.counts.syncedSamples == 0)
+        #expect(APIError.serverError(statusCode: 400, message: "{\"error\":\"samples[3].count: must be an integer\"}").description
+            == "server error 400: samples[3].count: must be an integer")
+        #expect(!APIError.serverError(statusCode: 400, message: nil).isRetryable)
+    }
+
+    @Test func retriesAreBoundedAndNothingUnacknowledgedIsMarked() async throws {
+        let (dir, store) = try await ingested(); defer { withExtendedLifetime(dir) {} }
+        let server = InMemoryAPIClient()
+        server.inject([Fault](repeating: .status(500, "down"), count: 3))
+        await #expect(throws: APIError.self) { try await service(store, server, attempts: 3).syncAll() }
+        #expect(server.postCount == 3)
+        #expect(store.counts.syncedSamples == 0)
+        try await service(store, server, attempts: 3).syncAll() // the server is back
+        #expect(store.counts.unsyncedSamples == 0 && server.records.count == store.counts.samples)
+    }
+
+    @Test func syncedMarksSurviveReopenAndAChangedSampleIsSentAgain() async throws {
+        let (dir, store) = try await ingested(days: 10)
+        let server = InMemoryAPIClient()
+        try await service(store, server).syncAll()
+        try store.close()
+        let reopened = try StepLogStore.open(dir.path)
+        #expect(reopened.counts.unsyncedSamples == 0)
+        var changed = try SampleExport.sortedByStart(reopened)[5]
+        changed.count += 1
+        try reopened.upsert([changed], fetchedAt: Date())
+        let summary = try await service(reopened, server).syncAll()
+        #expect(summary.samplesSynced == 1 && summary.samplesSavedByServer == 1)
+        #expect(server.records.last?.count == changed.count && server.records.last?.id == changed.id.uuidString)
+    }
+
+    @Test func aStopFinishesTheBatchInFlight() async throws {
+        let (dir, store) = try await ingested(); defer { withExtendedLifetime(dir) {} }
+        let stop = StopSignal()
+        let server = InMemoryAPIClient()
+        let upload = service(store, server, stop: stop)
+        upload.onProgress = { p in if p.batches == 2 { stop.request() } }
+        await #expect(throws: StoppedByRequest.self) { try await upload.syncAll() }
+        #expect(store.counts.syncedSamples == 2_000 && server.records.count == 2_000)
+    }
+
+    @Test func backoffGrowsAndIsBounded() {
+        let policy = RetryPolicy(maxAttempts: 10, initialDelay: 0.5, maxDelay: 4)
+        #expect((2...10).map { policy.ceiling(beforeAttempt: $0) } == [0.5, 1, 2, 4, 4, 4, 4, 4, 4])
+        var rng = SeededGenerator(seed: 1)
+        let waits = (0..<200).map { _ in policy.delay(beforeAttempt: 4, using: &rng) }
+        #expect(waits.allSatisfy { $0 >= 0 && $0 <= 2 })
+        #expect(Set(waits).count > 100) // jittered
+    }
+}
+
+typealias Fault = InMemoryAPIClient.Fault

@@ -1,0 +1,107 @@
+import Foundation
+import StepLog
+import StepSync
+import ToolSupport
+
+/// `stepsync upload`: stage 2b, unsynced samples to the API server.
+enum UploadCommand {
+    static let defaultURL = "http://127.0.0.1:8000"
+
+    static let usage = """
+        usage: stepsync upload --store DIR [--api-url URL] [--timeout SECONDS] [--max-attempts N] [--json]
+
+        Sends unsynced samples to the API server (POST /steps), 1,000 at a time in the
+        order they were stored, and marks each batch synced (durably) once the server
+        acknowledged it. Connection errors, timeouts and 5xx are retried with exponential
+        backoff and jitter; a 4xx stops with the server's message. Ctrl-C or SIGTERM
+        finishes the batch in flight and exits 130; run the same command to continue.
+
+        options:
+          --store DIR         the StepLog store
+          --api-url URL       the API server (default: $STEPSYNC_API_URL, else \(defaultURL))
+          --timeout SECONDS   per request (default 30)
+          --max-attempts N    attempts per batch before giving up (default 8)
+          --json              print the summary as JSON
+        """
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        if StepSyncTool.helpRequested(arguments, usage) { return 0 }
+        let args = try Arguments(arguments, options: ["store", "api-url", "timeout", "max-attempts"], flags: ["json"])
+        try args.expectPositionals(0, "")
+        let storePath = try args.required("store")
+        let url = args.value("api-url") ?? ProcessInfo.processInfo.environment["STEPSYNC_API_URL"] ?? defaultURL
+        let timeout = try args.integer("timeout", default: 30, in: 1...3_600)
+        let attempts = try args.integer("max-attempts", default: 8, in: 1...1_000)
+        let client: LiveAPIClient
+        do {
+            client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout))
+        } catch let error as APIError {
+            throw Arguments.UsageError("--api-url: \(error)")
+        }
+        let err = StepSyncTool.err
+        let trap = SignalTrap { _ in err.line("\nstepsync upload: stopping after the batch in flight (again to quit at once)") }
+
+        let store = try StepLogStore.open(storePath, options: StoreOptions(createIfMissing: false))
+        defer { try? store.close() }
+        if let torn = store.openReport.tornTail {
+            err.line("stepsync upload: recovered from an interrupted write: dropped \(torn.bytesDropped) bytes at the end of \(torn.segment)")
+        }
+        do {
+            guard try await client.healthCheck() else {
+                throw APIError.serverUnreachable(url: url, reason: "GET /health did not answer {\"status\":\"ok\"}")
+            }
+        } catch let error as APIError {
+            err.line("stepsync upload: \(error); is the server running? (python3 tools/api-server/main.py --port PORT)")
+            return 1
+        }
+
+        let progress = ProgressLine()
+        let service = APISyncService(store: store, client: client, retry: RetryPolicy(maxAttempts: attempts), stop: trap.stop)
+        service.onProgress = { p in
+            progress.update("uploading: \(Format.count(p.batches)) batches, \(ProgressLine.counts(p.samplesSynced, of: p.samplesTotal, elapsed: p.seconds, unit: " samples"))" + (p.retries > 0 ? ", \(p.retries) retries" : ""))
+        }
+        service.onRetry = { attempt, wait, error in
+            progress.finish()
+            err.line("stepsync upload: \(error); retrying in \(String(format: "%.1f", wait)) s (attempt \(attempt) of \(attempts))")
+        }
+        let summary: UploadSummary
+        do {
+            summary = try await service.syncAll()
+        } catch is StoppedByRequest {
+            progress.finish()
+            err.line("stepsync upload: paused; every acknowledged batch is marked synced. To continue: stepsync upload --store \(storePath) --api-url \(url)")
+            return 130
+        } catch let error as APIError {
+            progress.finish()
+            let left = store.counts.unsyncedSamples
+            err.line("stepsync upload: \(error); \(Format.count(left)) samples still unsynced" + (error.isRetryable ? " (gave up after \(attempts) attempts; run again to resume)" : ""))
+            return 1
+        }
+        progress.finish()
+        let counts = store.counts
+        try store.close()
+        let rate = summary.seconds > 0 ? Double(summary.samplesSynced) / summary.seconds : 0
+        if args.has("json") {
+            var w = JSONWriter()
+            w.beginObject()
+            w.field("store", storePath)
+            w.field("apiURL", url)
+            w.field("batches", summary.batches)
+            w.field("samplesSynced", summary.samplesSynced)
+            w.field("samplesSavedByServer", summary.samplesSavedByServer)
+            w.field("retries", summary.retries)
+            w.field("intervalsSynced", summary.intervalsSynced)
+            w.key("seconds"); w.value(summary.seconds)
+            w.key("samplesPerSecond"); w.value(rate)
+            StatusCommand.writeCounts(counts, into: &w)
+            w.endObject()
+            StepSyncTool.out.line(w.string)
+        } else {
+            let out = StepSyncTool.out
+            out.line("upload complete: \(url)")
+            out.line("  \(Format.count(summary.samplesSynced)) samples in \(Format.count(summary.batches)) batches (\(Format.count(summary.samplesSavedByServer)) new to the server), \(summary.retries) retries, \(Format.duration(summary.seconds)) (\(Format.count(Int(rate))) samples/s)")
+            out.line("  store: \(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced; \(Format.count(summary.intervalsSynced)) intervals now synced")
+        }
+        return 0
+    }
+}

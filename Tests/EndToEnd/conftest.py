@@ -1,0 +1,140 @@
+"""End-to-end tests: the real `stepsync` binary against the real API server on
+loopback. Each test starts its own server (and stops it); nothing is shared."""
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+STEPSYNC = os.environ.get("STEPSYNC_BIN", str(ROOT / ".build" / "debug" / "stepsync"))
+PYTHON = os.environ.get("API_SERVER_PYTHON", sys.executable)
+SERVER_MAIN = ROOT / "tools" / "api-server" / "main.py"
+# A fixed end date keeps every run's data identical.
+MOCK_END = "2026-11-21"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, what, timeout=60.0):
+    """Polls `predicate` until it is true; fails the test after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class Server:
+    """The API server as a child process, on a fixed port so it can be restarted."""
+
+    def __init__(self, data: pathlib.Path, port: int):
+        self.data = data
+        self.port = port
+        self.process = None
+        self.log = data.parent / f"server-{port}.log"
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        log = open(self.log, "ab")
+        self.process = subprocess.Popen(
+            [PYTHON, str(SERVER_MAIN), "--host", "127.0.0.1", "--port", str(self.port), "--data", str(self.data)],
+            stdout=log, stderr=log)
+        log.close()
+        wait_until(self.healthy, f"the API server on port {self.port} (log {self.log})", timeout=60)
+
+    def healthy(self):
+        if self.process.poll() is not None:
+            pytest.fail(f"the API server exited with {self.process.returncode}: {self.log.read_text()}")
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=1) as response:
+                return json.load(response) == {"status": "ok"}
+        except OSError:
+            return False
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def records(self):
+        if not self.data.exists():
+            return []
+        with open(self.data, encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle]
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = Server(tmp_path / "steps.jsonl", free_port())
+    s.start()
+    yield s
+    s.stop()
+
+
+def stepsync(*args, check=True, timeout=900):
+    result = subprocess.run([STEPSYNC, *args], capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        pytest.fail(f"stepsync {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
+    return result
+
+
+def ingest(store, days):
+    stepsync("ingest", "--store", str(store), "--source", f"mock:days={days},end={MOCK_END}")
+
+
+def status(store):
+    return json.loads(stepsync("status", "--store", str(store), "--json").stdout)
+
+
+def export_ids(store):
+    return [json.loads(line)["id"] for line in stepsync("export", "--store", str(store)).stdout.splitlines()]
+
+
+def assert_exactly_once(server, store):
+    """The server's JSONL holds every sample of the store, each exactly once,
+    and the store says nothing is left to upload."""
+    ids = [r["id"] for r in server.records()]
+    expected = export_ids(store)
+    assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} duplicate lines in the JSONL"
+    assert set(ids) == set(expected), f"{len(set(expected) - set(ids))} samples missing, {len(set(ids) - set(expected))} unexpected"
+    assert status(store)["unsyncedSamples"] == 0
+
+
+class LineReader:
+    """Collects a child's stderr lines on a thread, so a test can wait for one."""
+
+    def __init__(self, stream):
+        self.lines = []
+        self.thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _run(self, stream):
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def contains(self, text):
+        return any(text in line for line in self.lines)

@@ -1,0 +1,56 @@
+"""Ingest the mock, upload it, and find every sample at the server exactly once."""
+import json
+import subprocess
+
+from conftest import STEPSYNC, assert_exactly_once, export_ids, ingest, status, stepsync
+
+KEYS = ["id", "startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName", "receivedAt"]
+
+
+def test_ingest_upload_every_sample_exactly_once(server, tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=60)
+    summary = json.loads(stepsync("upload", "--store", str(store), "--api-url", server.url, "--json").stdout)
+    records = server.records()
+    assert summary["samplesSynced"] == len(records) == summary["samples"]
+    assert_exactly_once(server, store)
+    # The seeds' JSONL line format, exactly.
+    first = open(server.data, encoding="utf-8").readline()
+    assert list(json.loads(first).keys()) == KEYS
+    assert first.startswith('{"id":"') and ", " not in first
+    # Samples carry what the store has.
+    exported = {json.loads(l)["id"]: json.loads(l) for l in stepsync("export", "--store", str(store)).stdout.splitlines()}
+    for record in records[:200]:
+        assert {k: record[k] for k in KEYS[:-1]} == exported[record["id"]]
+    # Intervals follow their samples.
+    counts = status(store)["intervals"]
+    assert counts["fetched"] == 0 and counts["synced"] > 0
+    # Nothing left: a second upload sends nothing.
+    again = json.loads(stepsync("upload", "--store", str(store), "--api-url", server.url, "--json").stdout)
+    assert again["batches"] == 0 and len(server.records()) == len(records)
+
+
+def test_upload_from_the_environment_url(server, tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=5)
+    result = subprocess.run([STEPSYNC, "upload", "--store", str(store)], capture_output=True, text=True,
+                            env={"STEPSYNC_API_URL": server.url, "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert_exactly_once(server, store)
+
+
+def test_no_server_is_a_clear_error(tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=3)
+    result = stepsync("upload", "--store", str(store), "--api-url", "http://127.0.0.1:9", check=False)
+    assert result.returncode == 1
+    assert "cannot reach the API at http://127.0.0.1:9" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert status(store)["syncedSamples"] == 0
+
+
+def test_bad_api_url_is_a_usage_error(tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=3)
+    result = stepsync("upload", "--store", str(store), "--api-url", "not a url", check=False)
+    assert result.returncode == 2 and "invalid API URL" in result.stderr

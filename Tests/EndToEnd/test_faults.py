@@ -1,0 +1,86 @@
+"""Faults during upload: the server killed and restarted, answering 500 or too
+late for a while, and the uploader killed at random moments. In every case the
+final JSONL holds every sample exactly once and nothing is left unsynced."""
+import json
+import random
+import signal
+import subprocess
+import time
+
+from conftest import STEPSYNC, LineReader, assert_exactly_once, ingest, status, stepsync, wait_until
+from fault_proxy import FaultProxy
+
+
+def start_upload(store, url, *extra):
+    return subprocess.Popen([STEPSYNC, "upload", "--store", str(store), "--api-url", url, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_server_killed_and_restarted_mid_upload(server, tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=400)
+    upload = start_upload(store, server.url, "--max-attempts", "60")
+    errors = LineReader(upload.stderr)
+    wait_until(lambda: len(server.records()) >= 5_000, "the first batches to arrive")
+    server.kill()
+    wait_until(lambda: errors.contains("retrying"), "the uploader to notice and retry")
+    server.start()
+    out, _ = upload.communicate(timeout=600)
+    assert upload.returncode == 0, "\n".join(errors.lines)
+    assert_exactly_once(server, store)
+
+
+def test_server_errors_and_timeouts_for_a_while(server, tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=30)
+    proxy = FaultProxy(server.port)
+    try:
+        # Three 500s, then two answers that come after the client gave up (the
+        # server stored those batches), then normal service.
+        proxy.plan = ["500", "500", "500", ("late", 3), ("late", 3)]
+        result = stepsync("upload", "--store", str(store), "--api-url", proxy.url, "--timeout", "1", "--json")
+        summary = json.loads(result.stdout)
+        assert summary["retries"] >= 5
+        assert "server error 500: injected failure" in result.stderr
+        assert "timed out" in result.stderr
+        assert_exactly_once(server, store)
+    finally:
+        proxy.close()
+
+
+def test_uploader_killed_at_random_moments(server, tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=400)
+    rng = random.Random(7)
+    kills = 0
+    while kills < 12:
+        upload = start_upload(store, server.url)
+        time.sleep(rng.uniform(0.05, 0.6))  # a random moment: the point of the test
+        upload.send_signal(signal.SIGKILL)
+        upload.wait()
+        upload.stdout.close()
+        upload.stderr.close()
+        kills += 1
+        if status(store)["unsyncedSamples"] == 0:
+            break
+    assert kills >= 10, "the upload finished too early to be killed 10 times; make the data larger"
+    stepsync("upload", "--store", str(store), "--api-url", server.url)
+    assert_exactly_once(server, store)
+
+
+def test_sigterm_finishes_the_batch_in_flight_and_the_next_run_continues(server, tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=300)
+    upload = start_upload(store, server.url)
+    errors = LineReader(upload.stderr)
+    wait_until(lambda: len(server.records()) >= 2_000, "a few batches")
+    upload.send_signal(signal.SIGTERM)
+    upload.wait(timeout=120)
+    errors.thread.join(timeout=10)
+    assert upload.returncode == 130
+    assert errors.contains("paused; every acknowledged batch is marked synced")
+    synced = status(store)["syncedSamples"]
+    # Everything marked synced is at the server (nothing marked before its 200).
+    assert synced <= len(server.records())
+    stepsync("upload", "--store", str(store), "--api-url", server.url)
+    assert_exactly_once(server, store)

@@ -146,20 +146,20 @@ enum SegmentHeaderProbe {
             let isLastRecord = number == records.count - 1
             if isLastRecord {
                 // Indistinguishable from a torn write: dropped and reported.
-                let store = try StepLogStore.open(work)
+                let store = try StepLogStore.open(work, options: .fullReplay)
                 #expect(store.openReport.tornTail?.offset == record.offset)
                 #expect(try StoreDigest.of(store) == digests[number])
                 try store.close()
                 continue
             }
             do {
-                _ = try StepLogStore.open(work)
+                _ = try StepLogStore.open(work, options: .fullReplay)
                 Issue.record("flip at byte \(byte) of \(path) (record at \(record.offset)) was not reported")
             } catch let StepLogError.corruption(errorPath, offset, reason) {
                 #expect(errorPath == path)
                 #expect(offset == record.offset, "\(reason)")
             }
-            var salvage = StoreOptions()
+            var salvage = StoreOptions.fullReplay
             salvage.salvage = true
             let store = try StepLogStore.open(work, options: salvage)
             #expect(store.openReport.salvage?.offset == record.offset)
@@ -182,8 +182,8 @@ enum SegmentHeaderProbe {
             var bytes = readFile(work + "/" + files[1])
             bytes[byte] ^= 0x10
             writeFile(work + "/" + files[1], bytes)
-            #expect(throws: StepLogError.self) { _ = try StepLogStore.open(work) }
-            do { _ = try StepLogStore.open(work) } catch let StepLogError.corruption(path, offset, _) {
+            #expect(throws: StepLogError.self) { _ = try StepLogStore.open(work, options: .fullReplay) }
+            do { _ = try StepLogStore.open(work, options: .fullReplay) } catch let StepLogError.corruption(path, offset, _) {
                 #expect(path == work + "/" + files[1])
                 #expect(offset == 0 || offset == Int64(FormatConstants.headerSequenceOffset))
             }
@@ -193,7 +193,7 @@ enum SegmentHeaderProbe {
         try FileManager.default.removeItem(atPath: work + "/" + files[2])
         #expect(throws: StepLogError.corruption(path: work + "/" + files[2], offset: 0,
                                                 reason: "segment \(files[2]) is missing (sequence jumps from 2 to 4)")) {
-            _ = try StepLogStore.open(work)
+            _ = try StepLogStore.open(work, options: .fullReplay)
         }
     }
 
@@ -219,7 +219,7 @@ enum SegmentHeaderProbe {
             let firstDamaged = records.firstIndex {
                 $0.segmentIndex == index && $0.end > Int64(start) && $0.offset < Int64(start + length)
             } ?? records.count
-            var salvage = StoreOptions()
+            var salvage = StoreOptions.fullReplay
             salvage.salvage = true
             let store = try StepLogStore.open(work, options: salvage)
             let digest = try StoreDigest.of(store)
@@ -232,5 +232,21 @@ enum SegmentHeaderProbe {
             try store.close()
             if let aside = store.openReport.salvage?.setAsidePath { try? FileManager.default.removeItem(atPath: aside) }
         }
+    }
+}
+
+extension StoreOptions {
+    /// Opening by replaying every record, ignoring index snapshots: what the
+    /// corruption tests exercise (a valid snapshot lets open skip a segment).
+    static var fullReplay: StoreOptions {
+        var o = StoreOptions()
+        o.useSnapshots = false
+        return o
+    }
+
+    static var fullReplayReadOnly: StoreOptions {
+        var o = fullReplay
+        o.readOnly = true
+        return o
     }
 }

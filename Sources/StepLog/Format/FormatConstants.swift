@@ -72,6 +72,22 @@ public enum FormatConstants {
     public static let temporarySuffix = ".tmp"
     /// Index snapshot ("hint") file of a sealed segment: same number, this extension.
     public static let snapshotExtension = "hint"
+
+    // MARK: Index snapshots (see docs/FORMAT.md, "Index snapshots")
+
+    /// First 8 bytes of a snapshot file: ASCII "STEPHINT".
+    public static let snapshotMagic: [UInt8] = [0x53, 0x54, 0x45, 0x50, 0x48, 0x49, 0x4E, 0x54]
+    public static let snapshotVersion: UInt16 = 1
+    public static let snapshotHeaderSize = 64
+    /// Bytes at the end of a segment whose checksum ties a snapshot to it.
+    public static let snapshotTailBytes = 4096
+    /// Snapshot sample entry: uuid (16) + offset u32 + flags u8.
+    public static let snapshotEntrySize = 21
+    /// Snapshot entry flag: the segment holds a version of this sample, at `offset`.
+    public static let snapshotEntryHasVersion: UInt8 = 1 << 0
+    /// Snapshot entry flag: after the segment, that version (or, without a
+    /// version, the version current before the segment) is synced.
+    public static let snapshotEntrySynced: UInt8 = 1 << 1
 }
 
 /// The record type codes. Stored as one byte; 0 is never valid, so zero-filled

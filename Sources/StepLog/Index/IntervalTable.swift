@@ -13,6 +13,8 @@ public struct IntervalTable {
     private var entries: [UUID: Entry] = [:]
     private var countsByStatus = [Int](repeating: 0, count: 5)
     public private(set) var ranges: [LayeringRange] = []
+    /// Position of the record that set each of `ranges`.
+    public private(set) var rangePositions: [LogPosition] = []
     /// Cached `entries` sorted by start; rebuilt after the set of ids changes.
     private var sortedCache: [UUID]?
 
@@ -34,14 +36,18 @@ public struct IntervalTable {
         countsByStatus[Int(interval.status.rawValue)] += 1
     }
 
-    public mutating func applyRange(_ range: LayeringRange) {
-        if !ranges.contains(range) { ranges.append(range) }
+    public mutating func applyRange(_ range: LayeringRange, at position: LogPosition) {
+        if !ranges.contains(range) {
+            ranges.append(range)
+            rangePositions.append(position)
+        }
     }
 
     public mutating func clear() {
         entries.removeAll()
         countsByStatus = [Int](repeating: 0, count: 5)
         ranges.removeAll()
+        rangePositions.removeAll()
         sortedCache = nil
     }
 

@@ -60,6 +60,10 @@ public final class SampleIndex {
                   memory != MAP_FAILED else { fatalError("cannot map \(bytes) bytes for the index") }
             #if canImport(Glibc)
             _ = madvise(memory, bytes, MADV_HUGEPAGE)
+            // Fault the whole table in with one call (MADV_POPULATE_WRITE, Linux
+            // 5.14+): cheaper than a fault per page during the first probes.
+            // Older kernels answer EINVAL and pages fault in lazily.
+            _ = madvise(memory, bytes, 23)
             #endif
             return memory
         }
@@ -179,10 +183,20 @@ public final class SampleIndex {
         Self.freeSlots(oldSlots, oldCapacity)
     }
 
-    /// Grows the table now, if needed, so `expectedKeys` keys fit without
-    /// growing again (a rebuild of known size never rehashes).
+    /// Makes room for `expectedKeys` keys, so a rebuild of known size never
+    /// rehashes. An empty index allocates the final size at once.
     public func reserve(_ expectedKeys: Int) {
-        while capacity - capacity / 5 < expectedKeys { grow() }
+        let wanted = Self.capacity(for: expectedKeys)
+        guard wanted > capacity else { return }
+        if count == 0 {
+            Self.freeSlots(slots, capacity)
+            capacity = wanted
+            shift = UInt64(64 - capacity.trailingZeroBitCount)
+            threshold = capacity - capacity / 5
+            slots = Self.allocateSlots(capacity)
+            return
+        }
+        while capacity < wanted { grow() }
     }
 
     /// Calls `body` for every key and entry, in slot order.

@@ -17,11 +17,15 @@ import Darwin
 /// replay would.
 struct ReplayPipeline {
     let segments: [SegmentInfo]
+    /// Indices of sealed segments whose snapshot file should be tried first.
+    var snapshots: Set<Int> = []
+    var directory = ""
 
     enum Outcome {
         /// Every segment replayed; `dataEnds` holds where each one's records end
-        /// (before any zero-filled space the writer had prepared).
-        case clean(dataEnds: [Int64])
+        /// (before any zero-filled space the writer had prepared), `replayed` the
+        /// sealed segments that were read record by record (no usable snapshot).
+        case clean(dataEnds: [Int64], replayed: [Int])
         /// Damage in `segments[segmentIndex]` at `offset`; `mayBeTorn` is false
         /// for a checksummed record with a malformed payload.
         case damaged(segmentIndex: Int, offset: Int64, reason: String, mayBeTorn: Bool)
@@ -34,14 +38,18 @@ struct ReplayPipeline {
     /// How many sample versions ahead the applier prefetches.
     static let prefetchDistance = 16
 
-    func run(into state: StoreState, report: inout OpenReport) throws -> Outcome {
+    /// Replays into `state`, whose index is first sized for `expectedKeys`
+    /// (on this thread, while the reader thread already reads).
+    func run(into state: StoreState, expectedKeys: Int, report: inout OpenReport) throws -> Outcome {
         let queue = ChunkQueue(depth: Self.queueDepth)
-        let segments = self.segments
-        let reader = Thread { ReplayPipeline.read(segments, into: queue) }
+        let segments = self.segments, snapshots = self.snapshots, directory = self.directory
+        let reader = Thread { ReplayPipeline.read(segments, snapshots: snapshots, directory: directory, into: queue) }
         reader.stackSize = 1 << 20
         reader.start()
         defer { queue.cancel() }
+        state.index.reserve(expectedKeys)
         var dataEnds = segments.map(\.size)
+        var replayed: [Int] = []
         while true {
             switch queue.take() {
             case .chunk(let chunk):
@@ -52,27 +60,47 @@ struct ReplayPipeline {
                     return .damaged(segmentIndex: chunk.segmentIndex, offset: problem.offset,
                                     reason: problem.reason, mayBeTorn: false)
                 }
-                report.records += chunk.kinds.count
-                if let end = chunk.dataEnd {
-                    report.bytesReplayed += end
-                    dataEnds[chunk.segmentIndex] = end
+                if chunk.fromSnapshot {
+                    if chunk.dataEnd != nil { report.segmentsFromSnapshots += 1 }
+                } else {
+                    report.records += chunk.kinds.count
+                    if let end = chunk.dataEnd {
+                        report.bytesReplayed += end
+                        dataEnds[chunk.segmentIndex] = end
+                        if chunk.segmentIndex < segments.count - 1 { replayed.append(chunk.segmentIndex) }
+                    }
                 }
             case .damage(let segmentIndex, let offset, let reason, let mayBeTorn):
                 report.bytesReplayed += offset
                 return .damaged(segmentIndex: segmentIndex, offset: offset, reason: reason, mayBeTorn: mayBeTorn)
             case .failed(let error):
                 throw error
+            case .snapshotIgnored(let name, let reason):
+                report.snapshotsIgnored.append("\(name): \(reason)")
             case .finished:
-                return .clean(dataEnds: dataEnds)
+                return .clean(dataEnds: dataEnds, replayed: replayed)
             }
         }
     }
 
     // MARK: Reader thread
 
-    private static func read(_ segments: [SegmentInfo], into queue: ChunkQueue) {
+    private static func read(_ segments: [SegmentInfo], snapshots: Set<Int>, directory: String, into queue: ChunkQueue) {
         do {
             for (index, segment) in segments.enumerated() {
+                if snapshots.contains(index) && index < segments.count - 1 {
+                    switch SegmentSnapshot.map(for: segment, directory: directory) {
+                    case .success(let snapshot):
+                        var chunk = Chunk(segmentIndex: index, reserve: false)
+                        chunk.fromSnapshot = true
+                        chunk.snapshot = snapshot
+                        chunk.dataEnd = segment.size
+                        guard queue.put(.chunk(chunk)) else { return }
+                        continue
+                    case .failure(let problem):
+                        guard queue.put(.snapshotIgnored(SegmentName.snapshotFileName(sequence: segment.sequence), problem.description)) else { return }
+                    }
+                }
                 let fd = try FileDescriptor.open(segment.path, O_RDONLY)
                 defer { fd.close() }
                 fd.adviseSequential()
@@ -120,9 +148,42 @@ struct ReplayPipeline {
 
     // MARK: Applying thread
 
+    /// Applies a mapped snapshot: each sample entry read in place (they are in
+    /// hash order, so the index is written almost sequentially), then the
+    /// segment's other records.
+    private func apply(_ snapshot: SegmentSnapshot.Mapped, to state: StoreState) -> (offset: Int64, reason: String, applied: Int)? {
+        let entries = snapshot.entries
+        let size = FormatConstants.snapshotEntrySize
+        let base = snapshot.header.basePosition
+        let index = state.index
+        for i in 0..<snapshot.header.sampleCount {
+            let at = i &* size
+            let key = UUIDBytes(loadingFrom: entries, at: at)
+            let offset = UInt64(UInt32(littleEndian: entries.loadUnaligned(fromByteOffset: at + 16, as: UInt32.self)))
+            let flags = entries[at + 20]
+            if i + Self.prefetchDistance < snapshot.header.sampleCount {
+                index.prefetch(UUIDBytes(loadingFrom: entries, at: at + Self.prefetchDistance * size))
+            }
+            if flags & FormatConstants.snapshotEntryHasVersion != 0 {
+                state.applySampleVersion(key, position: LogPosition(base + offset),
+                                         synced: flags & FormatConstants.snapshotEntrySynced != 0)
+            } else if flags & FormatConstants.snapshotEntrySynced != 0 {
+                state.applySynced(key)
+            }
+        }
+        for (n, other) in snapshot.others.enumerated() {
+            let problem = other.payload.withUnsafeBytes {
+                state.replay(type: other.type, payload: $0, at: LogPosition(base + UInt64(other.offset)))
+            }
+            if let problem { return (Int64(other.offset), problem.description, n) }
+        }
+        return nil
+    }
+
     /// Applies a chunk in order. Returns the first record whose payload does
     /// not have its type's shape (and how many records came before it).
     private func apply(_ chunk: Chunk, to state: StoreState) -> (offset: Int64, reason: String, applied: Int)? {
+        if let snapshot = chunk.snapshot { return apply(snapshot, to: state) }
         let keys = chunk.keys
         let distance = Self.prefetchDistance
         for i in 0..<min(distance, keys.count) { state.index.prefetch(keys[i]) }
@@ -133,6 +194,10 @@ struct ReplayPipeline {
                 if sample + distance < keys.count { state.index.prefetch(keys[sample + distance]) }
                 let entry = chunk.entries[sample]
                 state.applySampleVersion(keys[sample], position: entry.position, synced: entry.isSynced)
+                sample += 1
+            } else if kind == Chunk.syncedMarkKind {
+                if sample + distance < keys.count { state.index.prefetch(keys[sample + distance]) }
+                state.applySynced(keys[sample])
                 sample += 1
             } else {
                 let record = chunk.others[other]
@@ -163,9 +228,16 @@ struct Chunk: Sendable {
     var others: [Other] = []
     /// Set on the last chunk of its segment: where the segment's records end.
     var dataEnd: Int64?
+    /// The chunk comes from the segment's snapshot, not its records.
+    var fromSnapshot = false
+    /// The mapped snapshot this chunk applies (instead of the arrays above).
+    var snapshot: SegmentSnapshot.Mapped?
+    /// Kind of a snapshot entry that only marks the current version synced.
+    static let syncedMarkKind: UInt8 = 0xFE
 
-    init(segmentIndex: Int) {
+    init(segmentIndex: Int, reserve: Bool = true) {
         self.segmentIndex = segmentIndex
+        guard reserve else { return }
         kinds.reserveCapacity(ReplayPipeline.chunkRecords)
         keys.reserveCapacity(ReplayPipeline.chunkRecords)
         entries.reserveCapacity(ReplayPipeline.chunkRecords)
@@ -177,6 +249,7 @@ final class ChunkQueue: @unchecked Sendable {
     enum Item: Sendable {
         case chunk(Chunk)
         case damage(segmentIndex: Int, offset: Int64, reason: String, mayBeTorn: Bool)
+        case snapshotIgnored(String, String)
         case failed(Error)
         case finished
     }

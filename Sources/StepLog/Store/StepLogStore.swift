@@ -28,6 +28,7 @@ public final class StepLogStore: @unchecked Sendable {
     var segments: [SegmentInfo]
     var writer: SegmentWriter?
     let readers = SegmentFileCache()
+    let snapshots: SnapshotWorker
     let state: StoreState
     var failure: StepLogError?
     var isClosed = false
@@ -47,6 +48,10 @@ public final class StepLogStore: @unchecked Sendable {
         segments = opened.segments
         state = opened.state
         openReport = opened.report
+        snapshots = SnapshotWorker(directory: directory)
+        if !options.readOnly && options.writeSnapshots {
+            for segment in opened.segmentsWithoutSnapshot { snapshots.enqueue(segment) }
+        }
         if !options.readOnly {
             if let last = segments.last {
                 writer = try SegmentWriter.reopen(last, preallocation: options.preallocationSize, limit: Int64(options.segmentSize))
@@ -62,6 +67,7 @@ public final class StepLogStore: @unchecked Sendable {
     deinit {
         if !isClosed, failure == nil { try? writer?.flush() }
         writer?.close()
+        snapshots.wait()
     }
 
     @inline(__always)
@@ -91,6 +97,7 @@ public final class StepLogStore: @unchecked Sendable {
                 writer?.close()
                 writer = nil
                 readers.closeAll()
+                snapshots.wait()
                 fileLock = nil
             }
             if failure == nil, let w = writer {
@@ -196,8 +203,13 @@ public final class StepLogStore: @unchecked Sendable {
         return next
     }
 
-    /// Called after a segment is sealed (index snapshots hook in here).
-    func sealed(_ segment: SegmentInfo) {}
+    /// Called after a segment is sealed: its index snapshot is built in the background.
+    func sealed(_ segment: SegmentInfo) {
+        if options.writeSnapshots { snapshots.enqueue(segment) }
+    }
+
+    /// Waits for index snapshots being written in the background.
+    public func waitForSnapshots() { snapshots.wait() }
 
     /// The live segment holding `position`, with its current size.
     func segment(containing position: LogPosition) -> (index: Int, info: SegmentInfo)? {

@@ -24,13 +24,15 @@ struct StoreOpener {
         var state: StoreState
         var report: OpenReport
         var lock: FileLock?
+        /// Sealed segments with no usable snapshot (a writer builds them).
+        var segmentsWithoutSnapshot: [SegmentInfo]
     }
 
     func run() throws -> Result {
-        let clock = ContinuousClock.now
+        let started = Date()
         var report = OpenReport()
         let lock = try prepareDirectory()
-        var listing = try list()
+        let listing = try list()
         if !options.readOnly { try removeTemporaryFiles(listing.temporary, report: &report) }
 
         var segments = try readHeaders(listing.segments, report: &report)
@@ -38,13 +40,27 @@ struct StoreOpener {
         try checkSequence(&segments, report: &report)
 
         let state = StoreState()
-        listing.segments.removeAll()
-        // Size the index for the sample records the segments can hold (about 80
-        // bytes each), so replay never rehashes; trimmed afterwards if generous.
-        state.index.reserve(Int(segments.reduce(Int64(0)) { $0 + $1.size } / 80))
-        let outcome = try ReplayPipeline(segments: segments).run(into: state, report: &report)
-        if case .clean(let dataEnds) = outcome {
+        var pipeline = ReplayPipeline(segments: segments)
+        pipeline.directory = directory
+        if options.useSnapshots {
+            pipeline.snapshots = Set(segments.indices.filter { listing.snapshots.contains(segments[$0].sequence) })
+        }
+        // Size the index so replay never rehashes: a snapshot's header says how
+        // many samples it holds; a segment can hold one per ~80 bytes. (Trimmed
+        // afterwards if that was generous.)
+        var expectedKeys = 0
+        for (i, segment) in segments.enumerated() {
+            if pipeline.snapshots.contains(i), let n = SegmentSnapshot.sampleCount(sequence: segment.sequence, directory: directory) {
+                expectedKeys += n
+            } else {
+                expectedKeys += Int(segment.size / 80)
+            }
+        }
+        var withoutSnapshot: [SegmentInfo] = []
+        let outcome = try pipeline.run(into: state, expectedKeys: expectedKeys, report: &report)
+        if case .clean(let dataEnds, let replayed) = outcome {
             for i in segments.indices { segments[i].size = dataEnds[i] }
+            withoutSnapshot = replayed.map { segments[$0] }
         }
         if case .damaged(let i, let offset, let reason, let mayBeTorn) = outcome {
             let fd = try FileDescriptor.open(segments[i].path, O_RDONLY)
@@ -60,9 +76,9 @@ struct StoreOpener {
         }
         state.index.shrinkToFit()
         report.segments = segments.count
-        report.seconds = Double((ContinuousClock.now - clock).components.attoseconds) / 1e18
-            + Double((ContinuousClock.now - clock).components.seconds)
-        return Result(segments: segments, state: state, report: report, lock: lock)
+        report.seconds = Date().timeIntervalSince(started)
+        if !options.readOnly { try removeOrphanSnapshots(listing.snapshots, keeping: Set(segments.map(\.sequence))) }
+        return Result(segments: segments, state: state, report: report, lock: lock, segmentsWithoutSnapshot: withoutSnapshot)
     }
 
     // MARK: Directory and lock
@@ -88,6 +104,7 @@ struct StoreOpener {
     private struct Listing {
         var segments: [(sequence: UInt64, name: String)] = []
         var temporary: [String] = []
+        var snapshots: Set<UInt64> = []
     }
 
     private func list() throws -> Listing {
@@ -97,7 +114,7 @@ struct StoreOpener {
             if name == FormatConstants.lockFileName { continue }
             if name.hasSuffix(FormatConstants.temporarySuffix) { listing.temporary.append(name); continue }
             if let sequence = SegmentName.sequence(of: name) { listing.segments.append((sequence, name)); continue }
-            if SegmentName.snapshotSequence(of: name) != nil { continue }
+            if let sequence = SegmentName.snapshotSequence(of: name) { listing.snapshots.insert(sequence); continue }
             strangers.append(name)
         }
         if listing.segments.isEmpty, let first = strangers.sorted().first {
@@ -105,6 +122,14 @@ struct StoreOpener {
         }
         listing.segments.sort { $0.sequence < $1.sequence }
         return listing
+    }
+
+    /// Snapshots whose segment is gone (compaction, salvage) are deleted.
+    private func removeOrphanSnapshots(_ snapshots: Set<UInt64>, keeping live: Set<UInt64>) throws {
+        let orphans = snapshots.subtracting(live)
+        guard !orphans.isEmpty else { return }
+        for sequence in orphans { try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))) }
+        try Directory.sync(directory)
     }
 
     private func removeTemporaryFiles(_ names: [String], report: inout OpenReport) throws {

@@ -8,6 +8,8 @@ public final class StoreState {
     public internal(set) var unsyncedCount = 0
     public internal(set) var intervals = IntervalTable()
     public internal(set) var highScores: [UInt32: DailyHighScore] = [:]
+    /// Position of the record that set each day's high score.
+    var highScorePositions: [UInt32: LogPosition] = [:]
     /// Positions below this hold no unsynced current version (a lower bound the
     /// unsynced scan raises as it goes).
     var unsyncedFloor = LogPosition.zero
@@ -97,9 +99,10 @@ public final class StoreState {
         case .intervalsCleared:
             intervals.clear()
         case .layeringRange(let range):
-            intervals.applyRange(range)
+            intervals.applyRange(range, at: position)
         case .dailyHighScore(let score):
             highScores[score.day] = score
+            highScorePositions[score.day] = position
         }
     }
 
@@ -123,5 +126,30 @@ public final class StoreState {
         }
         if changed { unsyncedCount -= 1 }
         return changed
+    }
+}
+
+extension StoreState {
+    /// True when the record at `position` still means something: the current
+    /// version of a sample, the latest status of a current interval, a current
+    /// layering range, the latest high score of a day. Everything else (older
+    /// versions, synced markers, superseded statuses, clears) is dead: what
+    /// compaction drops and `steplog stats` counts as dead bytes.
+    public func isLive(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) -> Bool {
+        switch RecordType(rawValue: rawType) {
+        case .sampleUpsert:
+            return SamplePayload.isWellFormed(payload) && index.find(SamplePayload.uuid(payload))?.position == position
+        case .intervalStatus:
+            guard payload.count >= 16 else { return false }
+            return intervals.entry(id: UUIDBytes(loadingFrom: payload, at: 0).uuid)?.position == position
+        case .layeringRange:
+            return intervals.rangePositions.contains(position)
+        case .dailyHighScore:
+            guard payload.count >= 4 else { return false }
+            let day = UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
+            return highScorePositions[day] == position
+        case .samplesSynced, .intervalsCleared, nil:
+            return false
+        }
     }
 }

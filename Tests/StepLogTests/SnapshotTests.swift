@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+@testable import StepLog
+
+/// Index snapshots: written for sealed segments, the same state as a full
+/// replay, ignored (and the segment replayed) when damaged or stale.
+@Suite struct SnapshotTests {
+    func history(_ dir: String) throws -> StoreDigest {
+        try writeKnownHistory(dir, segmentSize: 16 << 10, batches: 120, seed: 11)
+        return try StoreDigest.of(try StepLogStore.open(dir, options: .fullReplayReadOnly))
+    }
+
+    func hints(_ dir: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".hint") }.sorted()
+    }
+
+    @Test func sealedSegmentsGetSnapshotsAndOpeningFromThemGivesTheSameState() throws {
+        let tmp = TemporaryDirectory()
+        let expected = try history(tmp.path)
+        let sealed = segmentFiles(tmp.path).count - 1
+        #expect(sealed >= 4)
+        #expect(hints(tmp.path).count == sealed)
+        let store = try StepLogStore.open(tmp.path)
+        #expect(store.openReport.segmentsFromSnapshots == sealed)
+        #expect(store.openReport.snapshotsIgnored.isEmpty)
+        #expect(try StoreDigest.of(store) == expected)
+        #expect(store.counts.unsyncedSamples == (try StepLogStore.open(tmp.path, options: .fullReplayReadOnly)).counts.unsyncedSamples)
+        // Writing continues on top of a snapshot-opened store.
+        try store.upsert([makeSample(77_777)], fetchedAt: Date())
+        try store.close()
+        #expect(try StepLogStore.open(tmp.path).sample(id: .test(77_777)) != nil)
+    }
+
+    @Test func snapshotsRoundTripAndMatchAFreshBuild() throws {
+        let tmp = TemporaryDirectory()
+        _ = try history(tmp.path)
+        let store = try StepLogStore.open(tmp.path, options: .fullReplayReadOnly)
+        for segment in store.segmentInfos.dropLast() {
+            let built = try SegmentSnapshot.build(from: segment)
+            let bytes = built.encoded()
+            #expect(try bytes.withUnsafeBytes { try SegmentSnapshot.decode($0).get() } == built)
+            #expect(try SegmentSnapshot.load(for: segment, directory: tmp.path).get() == built)
+        }
+    }
+
+    @Test func damagedTruncatedOrStaleSnapshotsAreIgnored() throws {
+        let tmp = TemporaryDirectory()
+        let expected = try history(tmp.path)
+        let names = hints(tmp.path)
+        // A flipped bit, a truncation, and a snapshot copied over another segment's.
+        var flipped = readFile(tmp.sub(names[0]))
+        flipped[flipped.count / 2] ^= 0x04
+        writeFile(tmp.sub(names[0]), flipped)
+        let truncated = readFile(tmp.sub(names[1]))
+        writeFile(tmp.sub(names[1]), Array(truncated.prefix(truncated.count - 7)))
+        writeFile(tmp.sub(names[2]), readFile(tmp.sub(names[3])))
+        let store = try StepLogStore.open(tmp.path)
+        #expect(store.openReport.snapshotsIgnored.count == 3)
+        #expect(store.openReport.snapshotsIgnored.contains { $0.hasPrefix(names[0]) && $0.contains("checksum") })
+        #expect(store.openReport.snapshotsIgnored.contains { $0.hasPrefix(names[2]) && $0.contains("segment") })
+        #expect(try StoreDigest.of(store) == expected)
+        // The writer rebuilds them.
+        store.waitForSnapshots()
+        try store.close()
+        let again = try StepLogStore.open(tmp.path)
+        #expect(again.openReport.snapshotsIgnored.isEmpty)
+        #expect(again.openReport.segmentsFromSnapshots == names.count)
+    }
+
+    @Test func aDamagedRecordBehindAValidSnapshotIsNeverReturned() throws {
+        let tmp = TemporaryDirectory()
+        try writeKnownHistory(tmp.path, segmentSize: 16 << 10, batches: 60, seed: 12)
+        let records = try readAllRecords(tmp.path)
+        // A sample whose current version sits in the first segment.
+        let store0 = try StepLogStore.open(tmp.path, options: .fullReplay)
+        let victim = try #require(records.first { r in
+            guard r.segmentIndex == 0, case .sampleUpsert(let s) = r.record else { return false }
+            return (try? store0.sample(id: s.sample.id))??.position.rawValue == UInt64(r.offset)
+        })
+        try store0.close()
+        let path = victim.segment
+        var bytes = readFile(path)
+        bytes[Int(victim.offset) + 30] ^= 0x01 // inside the payload, far from the tail
+        writeFile(path, bytes)
+        guard case .sampleUpsert(let s) = victim.record else { return }
+        let store = try StepLogStore.open(tmp.path) // opens from the snapshot
+        #expect(store.openReport.segmentsFromSnapshots > 0)
+        #expect(throws: StepLogError.self) { _ = try store.sample(id: s.sample.id) }
+        #expect(throws: StepLogError.self) { try store.forEachSample { _ in } }
+        try store.close()
+        #expect(throws: StepLogError.self) { _ = try StepLogStore.open(tmp.path, options: .fullReplay) }
+    }
+}

@@ -83,6 +83,21 @@ import Testing
             (code, text) = try run([command, "--help"])
             #expect(code == 0 && text.hasPrefix("usage: stepsync \(command)"))
         }
+        // Bad export input: one line naming the file, nothing stored is touched.
+        let kept = tmp.sub("kept")
+        #expect(try run(["ingest", "--store", kept, "--source", "mock:days=5,end=2026-11-21"]).0 == 0)
+        let before = try runProgram(stepsync, ["export", "--store", kept]).lines
+        (code, text) = try run(["ingest", "--store", kept, "--source", tmp.sub("nope.zip")])
+        #expect(code == 2 && text.contains("no such file"))
+        writeFile(tmp.sub("junk.zip"), Array("this is not an export".utf8))
+        (code, text) = try run(["ingest", "--store", kept, "--source", tmp.sub("junk.zip")])
+        #expect(code == 1 && text.contains(tmp.sub("junk.zip")) && text.split(separator: "\n").count == 1)
+        var truncated = Array(repeating: UInt8(0), count: 0)
+        truncated += Array("PK\u{03}\u{04}".utf8) + Array(repeating: 7, count: 100)
+        writeFile(tmp.sub("cut.zip"), truncated)
+        (code, text) = try run(["ingest", "--store", kept, "--source", tmp.sub("cut.zip")])
+        #expect(code == 1 && text.contains(tmp.sub("cut.zip")))
+        #expect(try runProgram(stepsync, ["export", "--store", kept]).lines == before)
         // A store another process writes is refused with its pid.
         let store = tmp.sub("locked")
         let holder = try StepLogStore.open(store)

@@ -2,8 +2,9 @@ import Foundation
 
 /// Progress on stderr: a line redrawn in place when stderr is a terminal,
 /// plain lines every few seconds otherwise (logs, pipes, tests). Shows counts,
-/// a rate and an ETA.
-public final class ProgressLine {
+/// a rate and an ETA. Thread-safe (a source may report from its own thread).
+public final class ProgressLine: @unchecked Sendable {
+    private let lock = NSLock()
     private let sink: OutputSink
     private let interactive: Bool
     private let interval: Double
@@ -21,6 +22,8 @@ public final class ProgressLine {
 
     /// Shows `text` if enough time passed since the last line (or `force`).
     public func update(_ text: @autoclosure () -> String, force: Bool = false) {
+        lock.lock()
+        defer { lock.unlock() }
         let now = elapsed
         guard force || now - last >= interval else { return }
         last = now
@@ -35,6 +38,8 @@ public final class ProgressLine {
 
     /// Ends an interactive line so later output starts on a fresh one.
     public func finish() {
+        lock.lock()
+        defer { lock.unlock() }
         if interactive && drawn { sink.write("\n"); sink.flush() }
         drawn = false
     }

@@ -6,6 +6,7 @@ import StepLog
 let usage = """
     usage: stepbench engine [--n N[,N…]] [--dir DIR] [--no-peer] [--json]
            stepbench open DIR [--no-snapshots] [--repeat K]
+           stepbench export generate --out PATH.zip --size-mb N [--seed S] | import PATH.zip
     """
 
 func parseSizes(_ text: String) -> [Int] {
@@ -50,6 +51,13 @@ do {
         for _ in 0..<repeats {
             let (store, seconds) = try measure { try StepLogStore.open(dir, options: options) }
             print("open \(dir): \(fmt(seconds, 3)) s, \(store.counts.samples) samples, \(store.openReport.records) records replayed, \(store.openReport.segmentsFromSnapshots) segments from snapshots, index \(mib(store.indexMemoryBytes))")
+        }
+    case "export":
+        do {
+            try ExportBench.run(arguments: arguments)
+        } catch let error as ExportBenchUsageError {
+            FileHandle.standardError.write(Data("stepbench export: \(error)\n".utf8))
+            exit(2)
         }
     default:
         FileHandle.standardError.write(Data("stepbench: unknown benchmark \(command)\n\(usage)\n".utf8))

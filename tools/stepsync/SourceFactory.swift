@@ -3,14 +3,36 @@ import StepLog
 import StepSync
 import ToolSupport
 
-/// Builds the provider a `--source` names.
+/// Builds the provider a `--source` names; reading an export shows progress
+/// (bytes, MB/s, ETA) and reports what was skipped.
 enum SourceFactory {
     static func provider(for spec: SourceSpec, progress: ProgressLine) throws -> StepDataProvider {
         switch spec {
         case .mock(let configuration):
             return MockStepDataProvider(configuration: configuration)
         case .export(let path):
-            throw SourceSpecError("--source \(path): Apple Health exports are not readable yet")
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw SourceSpecError("--source \(path): no such file (give mock[:…] or an Apple Health export.zip / export.xml)")
+            }
+            let provider = try AppleHealthExportProvider(path: path) { p in
+                let seconds = progress.elapsed
+                let rate = seconds > 0 ? Double(p.bytesRead) / seconds : 0
+                let eta = rate > 0 ? " ETA " + Format.duration(Double(p.totalBytes - p.bytesRead) / rate) : ""
+                progress.update("reading export: \(Format.bytes(p.bytesRead)) of \(Format.bytes(p.totalBytes)) (\(Format.bytes(Int64(rate)))/s\(eta)), \(Format.bytes(p.xmlBytes)) of XML, \(Format.count(p.stepRecordsKept)) step records")
+            }
+            progress.finish()
+            report(provider.summary)
+            return provider
         }
+    }
+
+    /// One summary line on stderr, plus the first malformed records skipped.
+    static func report(_ s: ExportReadSummary) {
+        let err = StepSyncTool.err
+        let rate = s.seconds > 0 ? Double(s.xmlBytes) / s.seconds : 0
+        err.line("read \(s.input): \(Format.count(s.recordsKept)) step records from \(Format.bytes(s.xmlBytes)) of XML in \(Format.duration(s.seconds)) (\(Format.bytes(Int64(rate)))/s)"
+                 + (s.duplicatesCollapsed > 0 ? ", \(Format.count(s.duplicatesCollapsed)) duplicates collapsed" : "")
+                 + (s.malformedStepRecords > 0 ? ", \(Format.count(s.malformedStepRecords)) malformed step records skipped" : ""))
+        for example in s.malformedExamples { err.line("  skipped: \(example)") }
     }
 }

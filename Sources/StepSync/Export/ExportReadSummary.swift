@@ -13,7 +13,8 @@ public struct ExportReadSummary: Sendable, Equatable {
     public var duplicatesCollapsed = 0
     /// Step records nested in a `<Correlation>` (they also appear at top level; not taken twice).
     public var nestedStepRecordsSkipped = 0
-    /// Bytes of the input file read (the compressed entry for a zip).
+    /// How far into the input file reading got: its size for an XML file,
+    /// the end of the export entry's compressed data for a zip.
     public var bytesRead: Int64 = 0
     /// Bytes of XML scanned.
     public var xmlBytes: Int64 = 0

@@ -39,8 +39,9 @@ enum ZipCentralDirectory {
             let locator = try file.readBytes(at: locatorOffset, count: zip64LocatorLength)
             if locator.count == zip64LocatorLength, le32(locator, 0) == zip64LocatorSignature {
                 let zip64EndOffset = Int64(bitPattern: le64(locator, 8))
-                let record = try file.readBytes(at: zip64EndOffset, count: 56)
-                guard zip64EndOffset >= 0, record.count == 56, le32(record, 0) == zip64EndSignature else {
+                let record = zip64EndOffset >= 0 && zip64EndOffset < locatorOffset
+                    ? try file.readBytes(at: zip64EndOffset, count: 56) : []
+                guard record.count == 56, le32(record, 0) == zip64EndSignature else {
                     throw ExportError.damagedZip(path: path, offset: locatorOffset,
                         detail: "the ZIP64 locator points at byte offset \(zip64EndOffset), where there is no ZIP64 end record")
                 }
@@ -57,7 +58,7 @@ enum ZipCentralDirectory {
             throw ExportError.damagedZip(path: path, offset: endOffset,
                 detail: "central directory of \(directorySize) bytes is larger than any export's")
         }
-        guard directoryOffset + directorySize <= directoryLimit else {
+        guard directoryOffset <= directoryLimit - directorySize else {   // (no overflow: both are bounded above)
             throw ExportError.truncatedZip(path: path, offset: directoryOffset,
                 detail: "the central directory (\(directorySize) bytes) does not fit before its end record at byte offset \(directoryLimit)")
         }

@@ -47,10 +47,12 @@ final class ZipEntryReader: ExportByteStream {
         let nameLength = Int64(ZipCentralDirectory.le16(header, 26))
         let extraLength = Int64(ZipCentralDirectory.le16(header, 28))
         dataOffset = entry.localHeaderOffset + 30 + nameLength + extraLength
-        let dataEnd = dataOffset + entry.compressedSize
-        guard dataEnd <= file.size else {
+        // Compared without forming dataOffset + size, which a hostile ZIP64
+        // field could overflow.
+        guard entry.compressedSize <= file.size - dataOffset else {
+            let needed = entry.compressedSize.addingReportingOverflow(dataOffset)
             throw ExportError.truncatedZip(path: path, offset: file.size,
-                detail: "entry '\(entry.name)' needs bytes up to offset \(dataEnd) but the file ends at \(file.size)")
+                detail: "entry '\(entry.name)' needs bytes up to offset \(needed.overflow ? Int64.max : needed.partialValue) but the file ends at \(file.size)")
         }
         if entry.method == 0, entry.compressedSize != entry.uncompressedSize {
             throw ExportError.damagedZip(path: path, offset: entry.localHeaderOffset,

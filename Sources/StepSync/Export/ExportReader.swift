@@ -1,0 +1,158 @@
+import Foundation
+
+/// One streaming pass over an export: detects zip or XML, picks the export
+/// entry of a zip, and runs two threads — this one scanning, a second one
+/// reading (and for a zip, inflating and checksumming) — joined by a bounded
+/// queue of chunks. Memory is the chunks, one carried-over element, and the
+/// kept step records (40 bytes each), whatever the file size.
+enum ExportReader {
+    static let chunkCapacity = 2 << 20
+    static let chunkCount = 6
+    static let progressIntervalNanoseconds: UInt64 = 250_000_000
+
+    struct Result {
+        /// Sorted by (start, UUID), exact duplicates collapsed.
+        var records: [ExportStepRecord]
+        var sources: [ExportSourceTable.Source]
+        var summary: ExportReadSummary
+    }
+
+    /// Where the XML bytes come from; opened on the reading thread.
+    private enum Origin: Sendable {
+        case xml
+        case zip(ZipEntry)
+    }
+
+    static func read(path: String, progress: (@Sendable (ExportReadProgress) -> Void)?) throws -> Result {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let file = try ExportInputFile(path: path)
+        var summary = ExportReadSummary()
+        let origin: Origin
+        switch try ExportInputKind.detect(file) {
+        case .xml:
+            origin = .xml
+            summary.input = "xml"
+        case .zip:
+            let entries = try ZipCentralDirectory.entries(of: file)
+            let choice = try ExportZipEntryFinder.find(in: file, entries: entries)
+            origin = .zip(choice.entry)
+            summary.input = "zip:" + choice.entry.name
+        }
+
+        let queue = ExportChunkQueue(chunks: chunkCount, chunkCapacity: chunkCapacity)
+        let producer = Thread {
+            do {
+                let stream: ExportByteStream
+                switch origin {
+                case .xml: stream = ExportXMLFileStream(file: file)
+                case .zip(let entry): stream = try ZipEntryReader(file: file, entry: entry)
+                }
+                while let chunk = queue.takeFree() {
+                    var filled = 0
+                    while filled < chunk.capacity {
+                        let n = try stream.read(into: chunk.data + filled, capacity: chunk.capacity - filled)
+                        if n == 0 { break }
+                        filled += n
+                    }
+                    chunk.count = filled
+                    chunk.inputPosition = stream.inputPosition
+                    if filled == 0 {
+                        queue.recycle(chunk)
+                        break
+                    }
+                    queue.publish(chunk)
+                    if filled < chunk.capacity { break }
+                }
+                queue.finish(error: nil)
+            } catch {
+                queue.finish(error: error)
+            }
+        }
+        producer.name = "steplog-export-reader"
+        producer.start()
+        // Whatever happens below, the reading thread is stopped and gone
+        // before this returns.
+        defer { queue.cancelAndWait() }
+
+        let scanner = HealthXMLScanner(path: path)
+        var carry = ExportCarryBuffer()
+        var lines = ExportLineCounter()
+        var lineAtCarry = 1
+        var xmlBytes: Int64 = 0
+        var inputPosition: Int64 = 0
+        // While one element is larger than a chunk, bytes are gathered until
+        // the carry has doubled before it is scanned again, so a huge element
+        // costs linear, not quadratic, time.
+        var gatherUntil = 0
+        var lastReport = started
+        func report() {
+            progress?(ExportReadProgress(bytesRead: inputPosition, totalBytes: file.size, xmlBytes: xmlBytes,
+                                         stepRecordsKept: scanner.stepRecordsKept))
+        }
+
+        while let chunk = try queue.next() {
+            xmlBytes += Int64(chunk.count)
+            inputPosition = chunk.inputPosition
+            if gatherUntil == 0 {
+                // Put the carried bytes right before the chunk's data and scan both as one run.
+                let start = chunk.data - carry.count
+                start.update(from: carry.base, count: carry.count)
+                let total = carry.count + chunk.count
+                lines.reset(base: start, lineAtBase: lineAtCarry)
+                let consumed = try scanner.scan(start, count: total, atEnd: false, lines: &lines)
+                lineAtCarry = lines.line(at: consumed)
+                carry.replace(with: start + consumed, count: total - consumed)
+                queue.recycle(chunk)
+            } else {
+                carry.append(chunk.data, count: chunk.count)
+                queue.recycle(chunk)
+                if carry.count >= gatherUntil {
+                    lines.reset(base: carry.base, lineAtBase: lineAtCarry)
+                    let consumed = try scanner.scan(carry.base, count: carry.count, atEnd: false, lines: &lines)
+                    lineAtCarry = lines.line(at: consumed)
+                    carry.removeFirst(consumed)
+                }
+            }
+            if carry.count > ExportChunk.prefixCapacity {
+                gatherUntil = max(gatherUntil, 2 * carry.count)
+            } else {
+                gatherUntil = 0
+            }
+            if progress != nil {
+                let now = DispatchTime.now().uptimeNanoseconds
+                if now - lastReport >= progressIntervalNanoseconds {
+                    lastReport = now
+                    report()
+                }
+            }
+        }
+        lines.reset(base: carry.base, lineAtBase: lineAtCarry)
+        _ = try scanner.scan(carry.base, count: carry.count, atEnd: true, lines: &lines)
+        report()
+
+        var records = scanner.builder.takeRecords()
+        records.sort(by: ExportStepRecord.precedes)
+        // Identical identities sort next to each other (the start is part of
+        // the identity): keep the first of each run.
+        var kept = 0
+        for i in records.indices {
+            if kept > 0, records[kept - 1].idHigh == records[i].idHigh, records[kept - 1].idLow == records[i].idLow {
+                summary.duplicatesCollapsed += 1
+                continue
+            }
+            records[kept] = records[i]
+            kept += 1
+        }
+        records.removeLast(records.count - kept)
+
+        summary.recordsKept = records.count
+        summary.malformedStepRecords = scanner.malformedStepRecords
+        summary.malformedExamples = scanner.malformedExamples
+        summary.nestedStepRecordsSkipped = scanner.nestedStepRecordsSkipped
+        summary.exportDateMilliseconds = scanner.exportDateMilliseconds
+        summary.bytesRead = inputPosition
+        summary.xmlBytes = xmlBytes
+        summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        return Result(records: records, sources: scanner.builder.sources.sources, summary: summary)
+    }
+}

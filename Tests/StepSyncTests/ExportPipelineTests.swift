@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+@testable import StepLog
+@testable import StepSync
+
+/// An Apple Health export through the whole pipeline: layering over the
+/// export's own range, fetch, upload, and re-imports of the same or a newer export.
+@Suite struct ExportPipelineTests {
+    /// `n` step records a few hours apart over ~`n/8` days, offset `offset`.
+    func records(_ range: Range<Int>, offset: String = "-0800") -> [ExportTestRecord] {
+        range.map { ExportTestRecord.step(minute: $0 * 180, count: 100 + $0 % 400, offset: offset) }
+    }
+
+    func ingest(_ path: String, into store: StepLogStore) async throws -> FetchSummary {
+        let provider = try AppleHealthExportProvider(path: path)
+        try await LayeringService(provider: provider, store: store).performLayering()
+        return try await FetchService(provider: provider, store: store).fetchPending()
+    }
+
+    @Test func theSameExportTwiceLeavesTheStoreUnchanged() async throws {
+        let tmp = try ExportTemporaryDirectory()
+        var zip = ExportTestZip()
+        zip.add("apple_health_export/export.xml", ExportTestDocument.xml(records: records(0..<400)))
+        let path = try tmp.write("export.zip", zip.finished())
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path)
+        let first = try await ingest(path, into: store)
+        #expect(first.samples.inserted == 400)
+        // Layering used the export's own range, not "10 years back from now".
+        let range = try #require(store.layeringRanges.first)
+        #expect(range.startMilliseconds > ExportTestDates.base - 86_400_000 && range.startMilliseconds <= ExportTestDates.base)
+        let bytes = store.counts.bytes
+        let again = try await ingest(path, into: store)
+        #expect(again.samplesSeen == 0 && store.counts.bytes == bytes)
+    }
+
+    @Test func aNewerExportAddsExactlyTheNewSamplesAndKeepsUploadedOnesSynced() async throws {
+        let tmp = try ExportTemporaryDirectory()
+        let older = try tmp.write("older.xml", ExportTestDocument.xml(records: records(0..<300)))
+        // The newer export prints the same records with another UTC offset and
+        // another HKDevice address, and has 120 more.
+        var newerRecords = records(0..<300, offset: "+0100").map { r -> ExportTestRecord in
+            var r = r
+            r.device = r.device?.replacingOccurrences(of: "0x282a45810", with: "0x7fe3b1c04")
+            return r
+        }
+        newerRecords += records(300..<420)
+        let newer = try tmp.write("newer.xml", ExportTestDocument.xml(records: newerRecords))
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path)
+        _ = try await ingest(older, into: store)
+        let server = InMemoryAPIClient()
+        try await APISyncService(store: store, client: server, sleep: { _ in }).syncAll()
+        #expect(store.counts.syncedSamples == 300)
+
+        let summary = try await ingest(newer, into: store)
+        #expect(summary.samples.inserted == 120 && summary.samples.updated == 0 && summary.samples.unchanged == 300)
+        #expect(store.counts.samples == 420 && store.counts.syncedSamples == 300 && store.counts.unsyncedSamples == 120)
+        let upload = try await APISyncService(store: store, client: server, sleep: { _ in }).syncAll()
+        #expect(upload.samplesSynced == 120 && server.records.count == 420)
+    }
+}

@@ -38,7 +38,8 @@ let package = Package(
         .executableTarget(name: "steplog-crash-writer", dependencies: ["StepLog"], path: "Tests/CrashWriter"),
         // Helpers shared by the test targets (temporary directories, child processes).
         .target(name: "StepTestSupport", dependencies: ["StepLog"], path: "Tests/Support"),
-        .testTarget(name: "StepLogTests", dependencies: ["StepLog", "StepTestSupport", "steplog-crash-writer"], path: "Tests/StepLogTests"),
+        .testTarget(name: "StepLogTests", dependencies: ["StepLog", "StepTestSupport", "steplog-crash-writer", "steplog"],
+                    path: "Tests/StepLogTests"),
         .testTarget(name: "StepSyncTests", dependencies: ["StepSync", "StepLog", "StepTestSupport", "stepsync", "CZlib"], path: "Tests/StepSyncTests",
                     exclude: ["Fixtures"]),
     ]

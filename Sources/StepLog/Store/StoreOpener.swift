@@ -178,70 +178,42 @@ struct StoreOpener {
         return result
     }
 
-    /// A compaction writes its outputs above every input's sequence, each
-    /// flagged with the highest input sequence it replaces; the last output
-    /// carries the "final" flag and appears under its name last: the commit
-    /// point. With the final output present the inputs are obsolete; without
-    /// it the outputs are.
+    /// Finishes a committed compaction (deletes its inputs left behind) or
+    /// discards an uncommitted one (deletes its outputs): see `SegmentSet`.
     private func resolveCompaction(_ segments: inout [SegmentInfo], report: inout OpenReport) throws {
-        guard let through = segments.filter({ $0.header.isCompactionOutput }).map(\.header.compactedThrough).max() else { return }
-        let run = segments.filter { $0.header.isCompactionOutput && $0.header.compactedThrough == through }
-        let committed = run.contains { $0.header.isCompactionFinal }
-        let doomed: [SegmentInfo]
-        if committed {
-            doomed = segments.filter { $0.sequence <= through }
-            report.compactionFinished = doomed.map(\.name)
-        } else {
-            doomed = run
-            report.compactionDiscarded = doomed.map(\.name)
+        let set = SegmentSet(resolving: segments)
+        report.compactionFinished = set.obsoleteInputs.map(\.name)
+        report.compactionDiscarded = set.uncommittedOutputs.map(\.name)
+        let doomed = set.obsoleteInputs + set.uncommittedOutputs
+        segments = set.live
+        guard !doomed.isEmpty, !options.readOnly else { return }
+        for segment in doomed {
+            try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence)))
+            try Directory.remove(segment.path)
         }
-        guard !doomed.isEmpty else { return }
-        let doomedSequences = Set(doomed.map(\.sequence))
-        segments.removeAll { doomedSequences.contains($0.sequence) }
-        if !options.readOnly {
-            for segment in doomed {
-                try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence)))
-                try Directory.remove(segment.path)
-            }
-            try Directory.sync(directory)
-        }
+        try Directory.sync(directory)
     }
 
     /// Live segments have consecutive sequence numbers and each starts at the
     /// position where the previous one ends; anything else means a segment
     /// file is missing or was cut short.
     private func checkSequence(_ segments: inout [SegmentInfo], report: inout OpenReport) throws {
-        guard segments.count > 1 else { return }
-        for i in 1..<segments.count {
-            let a = segments[i - 1], b = segments[i]
-            var problem: (path: String, offset: Int64, reason: String)?
-            if b.sequence != a.sequence + 1 {
-                let missing = SegmentName.fileName(sequence: a.sequence + 1)
-                problem = (Directory.join(directory, missing), 0,
-                           "segment \(missing) is missing (sequence jumps from \(a.sequence) to \(b.sequence))")
-            } else if b.basePosition != a.endPosition {
-                let gap = Int64(b.basePosition) - Int64(a.endPosition)
-                problem = (a.path, a.size, gap > 0
-                    ? "segment ends at position \(a.endPosition) but the next starts at \(b.basePosition): \(gap) bytes are missing"
-                    : "segment ends at position \(a.endPosition), after the next one starts (\(b.basePosition))")
+        guard let problem = SegmentSet.firstBreak(in: segments, directory: directory) else { return }
+        let i = problem.index
+        guard options.salvage else { throw StepLogError.corruption(path: problem.path, offset: problem.offset, reason: problem.reason) }
+        // Keep the segments before the break; set aside the rest.
+        let dropped = Array(segments[i...])
+        let setAside = try setAside(from: nil, segments: dropped)
+        report.salvage = OpenReport.Salvage(segment: problem.path, offset: problem.offset, reason: problem.reason,
+                                            bytesDropped: dropped.reduce(0) { $0 + $1.size },
+                                            segmentsDropped: dropped.count, setAsidePath: setAside)
+        segments.removeSubrange(i...)
+        if !options.readOnly {
+            for s in dropped {
+                try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: s.sequence)))
+                try Directory.remove(s.path)
             }
-            guard let problem else { continue }
-            guard options.salvage else { throw StepLogError.corruption(path: problem.path, offset: problem.offset, reason: problem.reason) }
-            // Keep segments up to `a`; set aside the rest.
-            let dropped = Array(segments[i...])
-            let setAside = try setAside(from: nil, segments: dropped)
-            report.salvage = OpenReport.Salvage(segment: problem.path, offset: problem.offset, reason: problem.reason,
-                                                bytesDropped: dropped.reduce(0) { $0 + $1.size },
-                                                segmentsDropped: dropped.count, setAsidePath: setAside)
-            segments.removeSubrange(i...)
-            if !options.readOnly {
-                for s in dropped {
-                    try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: s.sequence)))
-                    try Directory.remove(s.path)
-                }
-                try Directory.sync(directory)
-            }
-            return
+            try Directory.sync(directory)
         }
     }
 

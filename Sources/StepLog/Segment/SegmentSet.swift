@@ -1,0 +1,49 @@
+/// Which segment files make up the store, given every segment found in the
+/// directory (sorted by sequence): the compaction rule in one place, for the
+/// opener and for `steplog verify`.
+///
+/// Compaction outputs carry the highest input sequence they replace; the last
+/// one also carries the final flag and appears last. With the final output
+/// present, the compaction committed and its inputs are obsolete; without it,
+/// its outputs are.
+public struct SegmentSet {
+    public var live: [SegmentInfo]
+    /// Inputs of a committed compaction that were not deleted yet.
+    public var obsoleteInputs: [SegmentInfo] = []
+    /// Outputs of a compaction that never committed.
+    public var uncommittedOutputs: [SegmentInfo] = []
+
+    public init(resolving segments: [SegmentInfo]) {
+        live = segments
+        guard let through = segments.filter({ $0.header.isCompactionOutput }).map(\.header.compactedThrough).max() else { return }
+        let run = segments.filter { $0.header.isCompactionOutput && $0.header.compactedThrough == through }
+        if run.contains(where: { $0.header.isCompactionFinal }) {
+            obsoleteInputs = segments.filter { $0.sequence <= through }
+        } else {
+            uncommittedOutputs = run
+        }
+        let doomed = Set((obsoleteInputs + uncommittedOutputs).map(\.sequence))
+        live.removeAll { doomed.contains($0.sequence) }
+    }
+
+    /// The first break in the live segments' chain: a missing sequence number,
+    /// or a segment that does not start where the previous one ends.
+    public static func firstBreak(in live: [SegmentInfo], directory: String) -> (index: Int, path: String, offset: Int64, reason: String)? {
+        guard live.count > 1 else { return nil }
+        for i in 1..<live.count {
+            let a = live[i - 1], b = live[i]
+            if b.sequence != a.sequence + 1 {
+                let missing = SegmentName.fileName(sequence: a.sequence + 1)
+                return (i, Directory.join(directory, missing), 0,
+                        "segment \(missing) is missing (sequence jumps from \(a.sequence) to \(b.sequence))")
+            }
+            if b.basePosition != a.endPosition {
+                let gap = Int64(b.basePosition) - Int64(a.endPosition)
+                return (i, a.path, a.size, gap > 0
+                    ? "segment ends at position \(a.endPosition) but the next starts at \(b.basePosition): \(gap) bytes are missing"
+                    : "segment ends at position \(a.endPosition), after the next one starts (\(b.basePosition))")
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension StepLogStore {
+    /// Compacts the store in `directory`: rewrites only what is live (the
+    /// current version of each sample with its synced state folded in, the
+    /// latest status of each interval, current layering ranges, each day's high
+    /// score) into new segments, switches to them atomically and deletes the old.
+    ///
+    /// Offline: it takes the writer lock (another writer gets `.locked`).
+    /// Streaming: it reads the input through a bounded window and writes
+    /// through a 1 MiB buffer; beyond the index it holds a few MiB.
+    /// Crash-safe at every step: outputs are written as temporary files and the
+    /// last one, flagged final, is renamed into place last (the commit); opening
+    /// finishes a committed compaction (deletes the inputs left) and discards an
+    /// uncommitted one. `stop` (tests) can end it after any `CompactionStep`.
+    public static func compact(directory: String, options: StoreOptions = StoreOptions(),
+                               progress: ((_ read: Int64, _ total: Int64) -> Void)? = nil,
+                               stop: ((CompactionStep) throws -> Void)? = nil) throws -> CompactionReport {
+        let started = Date()
+        let store = try StepLogStore.open(directory, options: options)
+        var report = CompactionReport()
+        do {
+            try store.locked { try store.compactLocked(report: &report, progress: progress, stop: stop) }
+        } catch {
+            store.abandon()
+            throw error
+        }
+        store.abandon()
+        // The figures after, from the store as it now is.
+        let reopened = try StepLogStore.open(directory, options: StoreOptions(readOnly: true))
+        report.after = try reopened.figures()
+        report.seconds = Date().timeIntervalSince(started)
+        return report
+    }
+
+    /// Gives up the store object without touching its files again (after a
+    /// compaction replaced them, or a simulated crash): the lock goes with it.
+    func abandon() {
+        locked {
+            snapshots.wait()
+            writer?.stopPreallocating()
+            writer?.close()
+            writer = nil
+            readers.closeAll()
+            isClosed = true
+        }
+    }
+
+    private func compactLocked(report: inout CompactionReport, progress: ((Int64, Int64) -> Void)?,
+                               stop: ((CompactionStep) throws -> Void)?) throws {
+        let w = try writableWriter()
+        try w.sync()
+        try w.trimZeroFill()
+        snapshots.wait()
+        var inputs = segments
+        inputs[inputs.count - 1] = w.info
+        let total = inputs.reduce(Int64(0)) { $0 + $1.size }
+        try stop?(.started)
+
+        let output = try CompactionOutput(
+            directory: directory, firstSequence: inputs.last!.sequence + 1, basePosition: inputs.last!.endPosition,
+            compactedThrough: inputs.last!.sequence, segmentSize: options.segmentSize,
+            onSegmentWritten: { n in try stop?(.outputWritten(n)) })
+        var before = StoreFigures()
+        let frame = WriteBuffer(capacity: 4096)
+        var read: Int64 = 0
+        for segment in inputs {
+            before.segments += 1
+            before.bytes += segment.size
+            before.headerBytes += Int64(FormatConstants.segmentHeaderSize)
+            let fd = try FileDescriptor.open(segment.path, O_RDONLY)
+            defer { fd.close() }
+            fd.adviseSequential()
+            var reader = SegmentReader(fd: fd, fileSize: segment.size)
+            while let item = try reader.next() {
+                guard case .record(let offset, let type, let payload, let size) = item else {
+                    if case .damage(let offset, let damage) = item {
+                        throw StepLogError.corruption(path: segment.path, offset: offset, reason: damage.description)
+                    }
+                    continue
+                }
+                before.records += 1
+                let position = LogPosition(segment.basePosition + UInt64(offset))
+                guard state.isLive(type: type, payload: payload, at: position) else { continue }
+                before.liveRecords += 1
+                before.liveBytes += Int64(size)
+                frame.removeAll()
+                if type == RecordType.sampleUpsert.rawValue, state.index.find(SamplePayload.uuid(payload))?.isSynced == true {
+                    // Fold the synced marker into the version: same bytes, flag set, new checksum.
+                    let record = try SamplePayload.decode(payload).get()
+                    SamplePayload.appendRecord(record.sample, fetchedAt: record.fetchedAtMilliseconds, synced: true, to: frame)
+                } else {
+                    frame.append(UInt32(payload.count))
+                    frame.append(type)
+                    var crc = withUnsafeBytes(of: type) { CRC32C.extend(0, $0) }
+                    crc = CRC32C.extend(crc, payload)
+                    frame.append(CRC32C.mask(crc))
+                    frame.append(payload)
+                }
+                try output.append(frame.bytes)
+            }
+            read += segment.size
+            progress?(read, total)
+        }
+        report.before = before
+        report.bytesRead = read
+        let outputs = try output.finish()
+
+        // Switch: every output but the last under its final name, then the
+        // last, flagged final, as the commit point.
+        for (n, out) in outputs.dropLast().enumerated() {
+            try Directory.rename(out.temporaryPath, to: out.finalPath)
+            try stop?(.outputRenamed(n))
+        }
+        try Directory.sync(directory)
+        let last = outputs.last!
+        var finalHeader = last.header
+        finalHeader.flags |= FormatConstants.segmentFlagCompactionFinal
+        let fd = try FileDescriptor.open(last.temporaryPath, O_WRONLY)
+        try finalHeader.encoded().withUnsafeBytes { try fd.write($0, at: 0) }
+        try fd.sync()
+        fd.close()
+        try stop?(.finalHeaderWritten)
+        try Directory.rename(last.temporaryPath, to: last.finalPath)
+        try Directory.sync(directory)
+        try stop?(.committed)
+
+        // The inputs are now obsolete (a crash from here on is finished by the next open).
+        for (n, input) in inputs.enumerated() {
+            try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: input.sequence)))
+            try Directory.remove(input.path)
+            try stop?(.inputRemoved(n))
+        }
+        try Directory.sync(directory)
+        // Snapshots of the sealed outputs, so the next open is fast.
+        if options.writeSnapshots {
+            for out in outputs.dropLast() {
+                try SegmentSnapshot.build(from: SegmentInfo(header: out.header, path: out.finalPath, size: out.size)).write(directory: directory)
+            }
+        }
+        try stop?(.finished)
+    }
+
+    /// Segments, bytes, records and live records of the store as it is,
+    /// from one pass over every record.
+    public func figures() throws -> StoreFigures {
+        try locked {
+            var f = StoreFigures()
+            for (i, s) in segments.enumerated() {
+                f.segments += 1
+                f.bytes += (i == segments.count - 1 && writer != nil) ? writer!.endOffset : s.size
+                f.headerBytes += Int64(FormatConstants.segmentHeaderSize)
+            }
+            try scan(from: .zero) { position, type, payload in
+                let size = Int64(FormatConstants.recordHeaderSize + payload.count)
+                let live = state.isLive(type: type, payload: payload, at: position)
+                f.records += 1
+                if live {
+                    f.liveRecords += 1
+                    f.liveBytes += size
+                }
+                if let t = RecordType(rawValue: type) {
+                    f.byType[t, default: StoreFigures.TypeFigures()].records += 1
+                    f.byType[t]!.bytes += size
+                    if live {
+                        f.byType[t]!.liveRecords += 1
+                        f.byType[t]!.liveBytes += size
+                    }
+                }
+                return true
+            }
+            return f
+        }
+    }
+}

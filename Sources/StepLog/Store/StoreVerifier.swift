@@ -1,0 +1,178 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `steplog verify`: checks a store without changing it, and keeps going
+/// after a problem wherever it can, so one run lists every problem it can reach.
+///
+/// Checks: segment headers and the chain of segments (no missing sequence, no
+/// gap); every record's framing, checksum and payload shape; every index
+/// snapshot's checksums, that it matches its segment, and that it equals a
+/// fresh build from the segment; and the index's invariants after a replay
+/// (each entry points at a sample record with its UUID, the unsynced count
+/// adds up, each interval's status record is an interval status for its id).
+/// How intervals tile the data range is the pipeline's invariant, not the
+/// store's, and is checked by StepSync's tests.
+public enum StoreVerifier {
+    public struct Problem: Equatable, Sendable, CustomStringConvertible {
+        public var file: String
+        public var offset: Int64?
+        public var what: String
+
+        public var description: String {
+            let name = (file as NSString).lastPathComponent
+            return offset.map { "\(name) @ \($0): \(what)" } ?? "\(name): \(what)"
+        }
+    }
+
+    public struct Result: Sendable {
+        public var problems: [Problem] = []
+        /// Findings that are not damage (a torn tail the next writer truncates,
+        /// a compaction the next open finishes, a missing snapshot).
+        public var notes: [String] = []
+        public var segments = 0
+        public var records = 0
+        public var snapshots = 0
+    }
+
+    public static func verify(directory: String) throws -> Result {
+        guard Directory.kind(of: directory) == .directory else {
+            throw StepLogError.notAStore(path: directory, reason: "no such directory")
+        }
+        var result = Result()
+        var found: [SegmentInfo] = []
+        var snapshotSequences: Set<UInt64> = []
+        for name in try Directory.names(in: directory).sorted() {
+            let path = Directory.join(directory, name)
+            if name.hasSuffix(FormatConstants.temporarySuffix) {
+                result.notes.append("\(name) is a leftover temporary file (removed by the next writer)")
+            } else if let sequence = SegmentName.snapshotSequence(of: name) {
+                snapshotSequences.insert(sequence)
+            } else if let sequence = SegmentName.sequence(of: name) {
+                let fd = try FileDescriptor.open(path, O_RDONLY)
+                defer { fd.close() }
+                let size = try fd.size()
+                var bytes = [UInt8](repeating: 0, count: FormatConstants.segmentHeaderSize)
+                let n = try bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }
+                switch bytes.withUnsafeBytes({ SegmentHeader.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) {
+                case .success(let header) where header.sequence == sequence:
+                    found.append(SegmentInfo(header: header, path: path, size: size))
+                case .success(let header):
+                    result.problems.append(Problem(file: path, offset: 12, what: "header says sequence \(header.sequence) but the file is named for \(sequence)"))
+                case .failure(let problem):
+                    result.problems.append(Problem(file: path, offset: 0, what: problem.description))
+                }
+            }
+        }
+        found.sort { $0.sequence < $1.sequence }
+        let set = SegmentSet(resolving: found)
+        for s in set.obsoleteInputs { result.notes.append("\(s.name) was replaced by a committed compaction (deleted by the next open)") }
+        for s in set.uncommittedOutputs { result.notes.append("\(s.name) is output of a compaction that did not commit (deleted by the next open)") }
+        var live = set.live
+        result.segments = live.count
+        // The chain: report every break, not only the first.
+        var rest = live
+        while let gap = SegmentSet.firstBreak(in: rest, directory: directory) {
+            result.problems.append(Problem(file: gap.path, offset: gap.offset, what: gap.reason))
+            rest.removeFirst(gap.index)
+        }
+
+        // Records, and a replay for the invariants.
+        let state = StoreState()
+        for (i, segment) in live.enumerated() {
+            let fd = try FileDescriptor.open(segment.path, O_RDONLY)
+            defer { fd.close() }
+            var reader = SegmentReader(fd: fd, fileSize: segment.size)
+            while let item = try reader.next() {
+                switch item {
+                case .record(let offset, let type, let payload, _):
+                    result.records += 1
+                    if let problem = state.replay(type: type, payload: payload, at: LogPosition(segment.basePosition + UInt64(offset))) {
+                        result.problems.append(Problem(file: segment.path, offset: offset, what: problem.description))
+                    }
+                case .damage(let offset, let damage):
+                    let isNewest = i == live.count - 1
+                    if isNewest, try !SegmentReader.validRecordExists(in: fd, after: offset, fileSize: segment.size) {
+                        result.notes.append("\(segment.name) ends with \(segment.size - offset) bytes of an unfinished record at offset \(offset) (a writer died mid-append; the next writer truncates it)")
+                    } else {
+                        result.problems.append(Problem(file: segment.path, offset: offset,
+                                                       what: "\(damage) (\(segment.size - offset) bytes from here on not checked)"))
+                    }
+                }
+            }
+            state.finishReplay()
+            live[i].size = reader.offset
+        }
+        checkInvariants(state, segments: live, directory: directory, into: &result)
+
+        // Snapshots.
+        for sequence in snapshotSequences.sorted() {
+            let name = SegmentName.snapshotFileName(sequence: sequence)
+            let path = Directory.join(directory, name)
+            guard let segment = live.first(where: { $0.sequence == sequence }) else {
+                result.notes.append("\(name) has no live segment (removed by the next writer)")
+                continue
+            }
+            result.snapshots += 1
+            if sequence == live.last?.sequence {
+                result.notes.append("\(name) belongs to the newest segment, which is always replayed")
+                continue
+            }
+            switch SegmentSnapshot.load(for: segment, directory: directory) {
+            case .failure(let problem):
+                result.problems.append(Problem(file: path, offset: nil, what: problem.description))
+            case .success(let snapshot):
+                if let fresh = try? SegmentSnapshot.build(from: segment), fresh != snapshot {
+                    result.problems.append(Problem(file: path, offset: nil, what: "snapshot does not match its segment's records"))
+                }
+            }
+        }
+        for segment in live.dropLast() where !snapshotSequences.contains(segment.sequence) {
+            result.notes.append("\(segment.name) has no index snapshot (the next writer builds it)")
+        }
+        return result
+    }
+
+    private static func checkInvariants(_ state: StoreState, segments: [SegmentInfo], directory: String, into result: inout Result) {
+        // Each index entry points at a sample record carrying its UUID.
+        var unsynced = 0
+        let files = SegmentFileCache()
+        state.index.forEach { key, entry in
+            if !entry.isSynced { unsynced += 1 }
+            guard let segment = segments.last(where: { $0.basePosition <= entry.position.rawValue }) else {
+                result.problems.append(Problem(file: directory, offset: nil, what: "index entry \(key.uuid) points before the first segment"))
+                return
+            }
+            let offset = Int64(entry.position.rawValue - segment.basePosition)
+            guard let fd = try? files.descriptor(for: segment) else { return }
+            var bytes = [UInt8](repeating: 0, count: FormatConstants.recordHeaderSize + FormatConstants.samplePayloadFixedSize)
+            let n = (try? bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: offset) }) ?? 0
+            let ok = n == bytes.count && bytes[4] == RecordType.sampleUpsert.rawValue
+                && bytes.withUnsafeBytes { UUIDBytes(loadingFrom: $0, at: FormatConstants.recordHeaderSize) } == key
+            if !ok {
+                result.problems.append(Problem(file: segment.path, offset: offset, what: "index entry for \(key.uuid) does not point at a sample record with that UUID"))
+            }
+        }
+        if unsynced != state.unsyncedCount {
+            result.problems.append(Problem(file: directory, offset: nil, what: "unsynced count \(state.unsyncedCount) disagrees with the index (\(unsynced))"))
+        }
+        var table = state.intervals
+        let entries = table.sortedEntries()
+        // Each interval's status record is an interval status with its id.
+        for e in entries {
+            guard let segment = segments.last(where: { $0.basePosition <= e.position.rawValue }),
+                  let fd = try? files.descriptor(for: segment) else { continue }
+            let offset = Int64(e.position.rawValue - segment.basePosition)
+            var bytes = [UInt8](repeating: 0, count: FormatConstants.recordHeaderSize + 16)
+            let n = (try? bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: offset) }) ?? 0
+            let ok = n == bytes.count && bytes[4] == RecordType.intervalStatus.rawValue
+                && bytes.withUnsafeBytes { UUIDBytes(loadingFrom: $0, at: FormatConstants.recordHeaderSize) } == UUIDBytes(e.interval.id)
+            if !ok {
+                result.problems.append(Problem(file: segment.path, offset: offset, what: "interval \(e.interval.id) does not point at its status record"))
+            }
+        }
+    }
+}

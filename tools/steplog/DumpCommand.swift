@@ -1,0 +1,132 @@
+import Foundation
+import StepLog
+import StepSync
+import ToolSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `steplog dump DIR`.
+enum DumpCommand {
+    static let usage = """
+        usage: steplog dump DIR [--segment N] [--json]
+
+        Every record in log order with its segment, offset and log position (one line
+        each; JSON lines with --json). Damage is printed where it is found, and the
+        dump goes on with the next segment. --segment N dumps only segment N.
+        """
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, options: ["segment"], flags: ["json"]) else { return 0 }
+        guard Directory.kind(of: dir) == .directory else { throw StepLogError.notAStore(path: dir, reason: "no such directory") }
+        var only: UInt64?
+        if let text = args.value("segment") {
+            guard let n = UInt64(text) else { throw Arguments.UsageError("--segment must be a segment number, found '\(text)'") }
+            only = n
+        }
+        let json = args.has("json")
+        let out = SteplogTool.out
+        let names = try Directory.names(in: dir).compactMap { name in SegmentName.sequence(of: name).map { ($0, name) } }.sorted { $0.0 < $1.0 }
+        if let only, !names.contains(where: { $0.0 == only }) { throw StepLogError.notAStore(path: dir, reason: "it has no segment \(only)") }
+        for (sequence, name) in names where only == nil || only == sequence {
+            let path = Directory.join(dir, name)
+            let fd = try FileDescriptor.open(path, O_RDONLY)
+            defer { fd.close() }
+            let size = try fd.size()
+            var headerBytes = [UInt8](repeating: 0, count: FormatConstants.segmentHeaderSize)
+            let n = try headerBytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }
+            guard case .success(let header) = headerBytes.withUnsafeBytes({ SegmentHeader.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else {
+                out.line(json ? "{\"segment\":\"\(name)\",\"offset\":0,\"damage\":\"bad header\"}" : "\(name) @ 0: damage: bad segment header")
+                continue
+            }
+            if !json { out.line("\(name): sequence \(header.sequence), base position \(header.basePosition), \(size) bytes" + (header.isCompactionOutput ? ", compaction output (through \(header.compactedThrough))\(header.isCompactionFinal ? ", final" : "")" : "")) }
+            var reader = SegmentReader(fd: fd, fileSize: size)
+            while let item = try reader.next() {
+                switch item {
+                case .record(let offset, let type, let payload, let recordSize):
+                    out.write(line(name: name, offset: offset, position: header.basePosition + UInt64(offset), size: recordSize,
+                                   type: type, payload: payload, json: json) + "\n")
+                case .damage(let offset, let damage):
+                    if json {
+                        var w = JSONWriter()
+                        w.beginObject(); w.field("segment", name); w.field("offset", offset); w.field("damage", damage.description); w.endObject()
+                        out.line(w.string)
+                    } else {
+                        out.line("\(name) @ \(offset): damage: \(damage)")
+                    }
+                }
+            }
+        }
+        return 0
+    }
+
+    /// One field of a dumped record.
+    enum Value {
+        case text(String?), number(Int64), flag(Bool), time(Int64), list([String])
+    }
+
+    static func fields(type: UInt8, payload: UnsafeRawBufferPointer) -> (String, [(String, Value)]) {
+        switch LogRecord.decode(type: type, payload: payload) {
+        case .failure(let problem):
+            return ("type-\(type)", [("problem", .text(problem.description))])
+        case .success(let record):
+            let name = SteplogTool.typeName(record.type)
+            switch record {
+            case .sampleUpsert(let r):
+                return (name, [("id", .text(r.sample.id.uuidString)), ("start", .time(r.sample.startMilliseconds)),
+                               ("end", .time(r.sample.endMilliseconds)), ("count", .number(Int64(r.sample.count))),
+                               ("sourceBundleId", .text(r.sample.sourceBundleId)), ("sourceDeviceName", .text(r.sample.sourceDeviceName)),
+                               ("fetchedAt", .time(r.fetchedAtMilliseconds)), ("synced", .flag(r.isSynced))])
+            case .samplesSynced(let ids):
+                return (name, [("ids", .list(ids.map(\.uuidString)))])
+            case .intervalStatus(let i):
+                return (name, [("id", .text(i.id.uuidString)), ("start", .time(i.startMilliseconds)), ("end", .time(i.endMilliseconds)),
+                               ("stepCount", .number(i.stepCount)), ("status", .text(i.status.description))])
+            case .intervalsCleared(let at):
+                return (name, [("at", .time(at))])
+            case .layeringRange(let r):
+                return (name, [("start", .time(r.startMilliseconds)), ("end", .time(r.endMilliseconds)),
+                               ("source", .text(String(r.sourceFingerprint, radix: 16)))])
+            case .dailyHighScore(let h):
+                return (name, [("day", .number(Int64(h.day))), ("steps", .number(h.steps)), ("recordedAt", .time(h.recordedAtMilliseconds))])
+            }
+        }
+    }
+
+    static func line(name: String, offset: Int64, position: UInt64, size: Int, type: UInt8, payload: UnsafeRawBufferPointer, json: Bool) -> String {
+        let (typeName, values) = fields(type: type, payload: payload)
+        if json {
+            var w = JSONWriter()
+            w.beginObject()
+            w.field("segment", name)
+            w.field("offset", offset)
+            w.field("position", Int64(position))
+            w.field("size", size)
+            w.field("type", typeName)
+            for (key, value) in values {
+                w.key(key)
+                switch value {
+                case .text(let t): w.value(t)
+                case .number(let n): w.value(n)
+                case .flag(let b): w.value(b)
+                case .time(let ms): w.timestamp(milliseconds: ms)
+                case .list(let items): w.beginArray(); for i in items { w.value(i) }; w.endArray()
+                }
+            }
+            w.endObject()
+            return w.string
+        }
+        let rendered = values.map { key, value -> String in
+            switch value {
+            case .text(let t): return "\(key)=\(t.map { "\"\($0)\"" } ?? "null")"
+            case .number(let n): return "\(key)=\(n)"
+            case .flag(let b): return "\(key)=\(b)"
+            case .time(let ms): return "\(key)=\(ISO8601.format(milliseconds: ms))"
+            case .list(let items): return "\(key)=[\(items.count)] " + items.prefix(3).joined(separator: ",") + (items.count > 3 ? ",…" : "")
+            }
+        }
+        return "\(name) @ \(offset) (position \(position), \(size) bytes) \(typeName) " + rendered.joined(separator: " ")
+    }
+}

@@ -1,0 +1,63 @@
+import StepLog
+import StepSync
+import ToolSupport
+
+/// `steplog stats DIR`.
+enum StatsCommand {
+    static let usage = """
+        usage: steplog stats DIR [--json]
+
+        Segments, bytes, records and live records by type, live and dead bytes (what
+        compaction would reclaim), samples synced and unsynced, intervals by status.
+        """
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, flags: ["json"]) else { return 0 }
+        let store = try SteplogTool.openReadOnly(dir)
+        let f = try store.figures()
+        let counts = store.counts
+        let out = SteplogTool.out
+        if args.has("json") {
+            var w = JSONWriter()
+            w.beginObject()
+            w.field("store", dir)
+            w.field("segments", f.segments)
+            w.field("bytes", f.bytes)
+            w.field("liveBytes", f.liveBytes)
+            w.field("deadBytes", f.deadBytes)
+            w.field("headerBytes", f.headerBytes)
+            w.field("records", f.records)
+            w.field("liveRecords", f.liveRecords)
+            w.key("recordsByType"); w.beginObject()
+            for t in RecordType.allCases {
+                let x = f.byType[t] ?? StoreFigures.TypeFigures()
+                w.key(SteplogTool.typeName(t)); w.beginObject()
+                w.field("records", x.records)
+                w.field("liveRecords", x.liveRecords)
+                w.field("bytes", x.bytes)
+                w.field("liveBytes", x.liveBytes)
+                w.endObject()
+            }
+            w.endObject()
+            w.field("samples", counts.samples)
+            w.field("syncedSamples", counts.syncedSamples)
+            w.field("unsyncedSamples", counts.unsyncedSamples)
+            w.key("intervals"); w.beginObject()
+            for s in IntervalStatus.allCases { w.field(s.description, counts.intervals[s] ?? 0) }
+            w.endObject()
+            w.endObject()
+            out.line(w.string)
+            return 0
+        }
+        out.line("store \(dir): \(f.segments) segment\(f.segments == 1 ? "" : "s"), \(Format.bytes(f.bytes))")
+        out.line("  live \(Format.bytes(f.liveBytes)), dead \(Format.bytes(f.deadBytes)) (\(Format.percent(f.bytes > 0 ? Double(f.deadBytes) / Double(f.bytes) : 0)) reclaimable by compaction), headers \(Format.bytes(f.headerBytes))")
+        out.line("  records: \(Format.count(f.records)) (\(Format.count(f.liveRecords)) live)")
+        for t in RecordType.allCases {
+            let x = f.byType[t] ?? StoreFigures.TypeFigures()
+            out.line("    \(SteplogTool.typeName(t)): \(Format.count(x.records)) (\(Format.count(x.liveRecords)) live), \(Format.bytes(x.bytes))")
+        }
+        out.line("  samples: \(Format.count(counts.samples)) (\(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced)")
+        out.line("  intervals: " + IntervalStatus.allCases.map { "\(Format.count(counts.intervals[$0] ?? 0)) \($0)" }.joined(separator: ", "))
+        return 0
+    }
+}

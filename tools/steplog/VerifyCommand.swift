@@ -1,0 +1,30 @@
+import StepLog
+import ToolSupport
+
+/// `steplog verify DIR`.
+enum VerifyCommand {
+    static let usage = """
+        usage: steplog verify DIR
+
+        Checks every segment header and the chain of segments, every record's framing,
+        checksum and payload, every index snapshot (against a fresh build from its
+        segment), and the index's invariants. Read-only, works on a damaged store, and
+        keeps going after a problem. Prints each problem (file @ offset: what), then
+        'N problems found' (exit 1) or 'OK' (exit 0). Notes (a torn tail the next writer
+        truncates, a missing snapshot) are printed but are not problems.
+        """
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        guard let (dir, _) = try SteplogTool.parse(arguments, usage: usage) else { return 0 }
+        let result = try StoreVerifier.verify(directory: dir)
+        let out = SteplogTool.out
+        for note in result.notes { out.line("note: \(note)") }
+        for problem in result.problems { out.line(problem.description) }
+        if result.problems.isEmpty {
+            out.line("OK (\(Format.count(result.segments)) segments, \(Format.count(result.records)) records, \(result.snapshots) snapshots)")
+            return 0
+        }
+        out.line("\(result.problems.count) problem\(result.problems.count == 1 ? "" : "s") found")
+        return 1
+    }
+}

@@ -6,6 +6,7 @@ import StepLog
 let usage = """
     usage: stepbench engine [--n N[,N…]] [--dir DIR] [--no-peer] [--json]
            stepbench open DIR [--no-snapshots] [--repeat K]
+           stepbench compact [--n N] [--dir DIR] [--keep]
            stepbench export generate --out PATH.zip --size-mb N [--seed S] | import PATH.zip
     """
 
@@ -52,6 +53,19 @@ do {
             let (store, seconds) = try measure { try StepLogStore.open(dir, options: options) }
             print("open \(dir): \(fmt(seconds, 3)) s, \(store.counts.samples) samples, \(store.openReport.records) records replayed, \(store.openReport.segmentsFromSnapshots) segments from snapshots, index \(mib(store.indexMemoryBytes))")
         }
+    case "compact":
+        var bench = CompactionBench()
+        var i = 0
+        while i < arguments.count {
+            switch arguments[i] {
+            case "--n": i += 1; bench.n = parseSizes(arguments[i]).first ?? bench.n
+            case "--dir": i += 1; bench.directory = arguments[i]
+            case "--keep": bench.keep = true
+            default: FileHandle.standardError.write(Data("stepbench compact: unknown option \(arguments[i])\n\(usage)\n".utf8)); exit(2)
+            }
+            i += 1
+        }
+        try bench.run()
     case "export":
         do {
             try ExportBench.run(arguments: arguments)

@@ -78,7 +78,7 @@ public enum FormatConstants {
     /// First 8 bytes of a snapshot file: ASCII "STEPHINT".
     public static let snapshotMagic: [UInt8] = [0x53, 0x54, 0x45, 0x50, 0x48, 0x49, 0x4E, 0x54]
     public static let snapshotVersion: UInt16 = 1
-    public static let snapshotHeaderSize = 64
+    public static let snapshotHeaderSize = 72
     /// Bytes at the end of a segment whose checksum ties a snapshot to it.
     public static let snapshotTailBytes = 4096
     /// Snapshot sample entry: uuid (16) + offset u32 + flags u8.

@@ -13,14 +13,14 @@ import Darwin
 /// sequentially; plus the segment's other records verbatim, in order. Bound
 /// to its segment by sequence, base position, size and a checksum of the
 /// segment's last 4 KiB: anything that does not match is stale and ignored.
-public struct SegmentSnapshot: Equatable {
-    public struct SampleEntry: Equatable {
+public struct SegmentSnapshot: Equatable, Sendable {
+    public struct SampleEntry: Equatable, Sendable {
         public var uuid: UUIDBytes
         public var offset: UInt32
         public var flags: UInt8
     }
 
-    public struct OtherRecord: Equatable {
+    public struct OtherRecord: Equatable, Sendable {
         public var offset: UInt32
         public var type: UInt8
         public var payload: [UInt8]
@@ -30,18 +30,25 @@ public struct SegmentSnapshot: Equatable {
     public var basePosition: UInt64
     public var segmentSize: UInt64
     public var tailChecksum: UInt32
+    /// Samples in the index after this segment (all segments up to it): lets
+    /// opening size the index exactly instead of from overlapping counts.
+    public var keysAfter: UInt64
     public var samples: [SampleEntry]
     public var others: [OtherRecord]
 
     // MARK: Building from a segment
 
     /// Reads a sealed segment and computes its snapshot. Throws on any damage
-    /// (a snapshot is only ever made of a clean segment).
-    public static func build(from segment: SegmentInfo) throws -> SegmentSnapshot {
+    /// (a snapshot is only ever made of a clean segment). `keysAfter` is the
+    /// index's size after the segment, which the caller knows.
+    public static func build(from segment: SegmentInfo, keysAfter: Int) throws -> SegmentSnapshot {
         let fd = try FileDescriptor.open(segment.path, O_RDONLY)
         defer { fd.close() }
         fd.adviseSequential()
-        var effects: [UUIDBytes: (offset: UInt32, flags: UInt8)] = [:]
+        // Every sample event in log order; sorted by (hash, uuid, order) and
+        // collapsed per uuid below. No Dictionary: its hashing (SipHash) cost
+        // more than the sort.
+        var events: [(hash: UInt64, uuid: UUIDBytes, order: Int, offset: UInt32, flags: UInt8)] = []
         var others: [OtherRecord] = []
         var reader = SegmentReader(fd: fd, fileSize: segment.size)
         while let item = try reader.next() {
@@ -55,18 +62,16 @@ public struct SegmentSnapshot: Equatable {
                     }
                     var flags = FormatConstants.snapshotEntryHasVersion
                     if SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0 { flags |= FormatConstants.snapshotEntrySynced }
-                    effects[SamplePayload.uuid(payload)] = (UInt32(offset), flags)
+                    let uuid = SamplePayload.uuid(payload)
+                    events.append((uuid.mixedHash, uuid, events.count, UInt32(offset), flags))
                 } else if type == RecordType.samplesSynced.rawValue {
-                    guard case .success(.samplesSynced(let ids)) = LogRecord.decode(type: type, payload: payload) else {
+                    let n = payload.count >= 4 ? Int(UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt32.self))) : -1
+                    guard payload.count == 4 + 16 * n else {
                         throw StepLogError.corruption(path: segment.path, offset: offset, reason: "malformed samples-synced payload")
                     }
-                    for id in ids {
-                        let key = UUIDBytes(id)
-                        if let e = effects[key] {
-                            effects[key] = (e.offset, e.flags | FormatConstants.snapshotEntrySynced)
-                        } else {
-                            effects[key] = (0, FormatConstants.snapshotEntrySynced)
-                        }
+                    for i in 0..<n {
+                        let uuid = UUIDBytes(loadingFrom: payload, at: 4 + 16 * i)
+                        events.append((uuid.mixedHash, uuid, events.count, 0, FormatConstants.snapshotEntrySynced))
                     }
                 } else {
                     if case .failure(let problem) = LogRecord.decode(type: type, payload: payload) {
@@ -76,10 +81,45 @@ public struct SegmentSnapshot: Equatable {
                 }
             }
         }
-        var samples = effects.map { SampleEntry(uuid: $0.key, offset: $0.value.offset, flags: $0.value.flags) }
-        samples.sort { ($0.uuid.mixedHash, $0.uuid.high, $0.uuid.low) < ($1.uuid.mixedHash, $1.uuid.high, $1.uuid.low) }
+        events.sort { ($0.hash, $0.uuid.high, $0.uuid.low, $0.order) < ($1.hash, $1.uuid.high, $1.uuid.low, $1.order) }
+        var samples: [SampleEntry] = []
+        samples.reserveCapacity(events.count)
+        var i = 0
+        while i < events.count {
+            // The events of one sample, in log order: a version resets the
+            // synced flag to its own; a marker sets it.
+            var entry = SampleEntry(uuid: events[i].uuid, offset: 0, flags: 0)
+            var j = i
+            while j < events.count && events[j].uuid == entry.uuid {
+                let e = events[j]
+                if e.flags & FormatConstants.snapshotEntryHasVersion != 0 {
+                    entry.offset = e.offset
+                    entry.flags = e.flags
+                } else {
+                    entry.flags |= FormatConstants.snapshotEntrySynced
+                }
+                j += 1
+            }
+            samples.append(entry)
+            i = j
+        }
         return SegmentSnapshot(sequence: segment.sequence, basePosition: segment.basePosition, segmentSize: UInt64(segment.size),
-                               tailChecksum: try tailChecksum(fd, size: segment.size), samples: samples, others: others)
+                               tailChecksum: try tailChecksum(fd, size: segment.size), keysAfter: UInt64(keysAfter),
+                               samples: samples, others: others)
+    }
+
+    /// The order that puts `entries` in snapshot order (the index's hash,
+    /// then the UUID), as indices: each hash is computed once, and only 4
+    /// bytes per entry are moved while sorting.
+    public static func hashOrder(_ entries: [SampleEntry]) -> [UInt32] {
+        let hashes = entries.map(\.uuid.mixedHash)
+        var order = (0..<entries.count).map { UInt32($0) }
+        order.sort { a, b in
+            let (x, y) = (Int(a), Int(b))
+            if hashes[x] != hashes[y] { return hashes[x] < hashes[y] }
+            return (entries[x].uuid.high, entries[x].uuid.low) < (entries[y].uuid.high, entries[y].uuid.low)
+        }
+        return order
     }
 
     /// Masked CRC-32C of the segment's last 4 KiB (or all of it after the header).
@@ -93,19 +133,16 @@ public struct SegmentSnapshot: Equatable {
 
     // MARK: Encoding
 
+    /// The whole file's bytes (tests and tools; `write` streams instead).
     public func encoded() -> [UInt8] {
-        let body = WriteBuffer(capacity: samples.count * FormatConstants.snapshotEntrySize + 1024)
-        for e in samples {
-            body.append(e.uuid)
-            body.append(e.offset)
-            body.append(e.flags)
-        }
-        for o in others {
-            body.append(o.offset)
-            body.append(o.type)
-            body.append(UInt32(o.payload.count))
-            body.append(o.payload)
-        }
+        var body: [UInt8] = []
+        let crc = Self.streamBody(count: samples.count, entry: { samples[$0] }, others: others) { body += $0 }
+        let header = headerBytes(bodyChecksum: crc, sampleCount: samples.count, otherCount: others.count)
+        return withExtendedLifetime(header) { Array(header.bytes) } + body
+    }
+
+    /// The 72 header bytes.
+    func headerBytes(bodyChecksum: UInt32, sampleCount: Int, otherCount: Int) -> WriteBuffer {
         let header = WriteBuffer(capacity: FormatConstants.snapshotHeaderSize)
         header.append(FormatConstants.snapshotMagic)
         header.append(FormatConstants.snapshotVersion)
@@ -114,11 +151,41 @@ public struct SegmentSnapshot: Equatable {
         header.append(basePosition)
         header.append(segmentSize)
         header.append(tailChecksum)
-        header.append(UInt64(samples.count))
-        header.append(UInt64(others.count))
-        header.append(CRC32C.mask(CRC32C.checksum(body.bytes)))
+        header.append(keysAfter)
+        header.append(UInt64(sampleCount))
+        header.append(UInt64(otherCount))
+        header.append(CRC32C.mask(bodyChecksum))
         header.append(CRC32C.mask(CRC32C.checksum(header.bytes)))
-        return Array(header.bytes) + Array(body.bytes)
+        return header
+    }
+
+    /// Emits the body (sample entries, then other records) in pieces of about
+    /// 1 MiB, and returns its CRC-32C: a snapshot is never built whole in memory.
+    static func streamBody(count: Int, entry: (Int) -> SampleEntry, others: [OtherRecord],
+                           emit: (UnsafeRawBufferPointer) throws -> Void) rethrows -> UInt32 {
+        let piece = WriteBuffer(capacity: (1 << 20) + 64)
+        var crc: UInt32 = 0
+        func flush() throws {
+            crc = CRC32C.extend(crc, piece.bytes)
+            try emit(piece.bytes)
+            piece.removeAll()
+        }
+        for i in 0..<count {
+            let e = entry(i)
+            piece.append(e.uuid)
+            piece.append(e.offset)
+            piece.append(e.flags)
+            if piece.count >= 1 << 20 { try flush() }
+        }
+        for o in others {
+            piece.append(o.offset)
+            piece.append(o.type)
+            piece.append(UInt32(o.payload.count))
+            piece.append(o.payload)
+            if piece.count >= 1 << 20 { try flush() }
+        }
+        if piece.count > 0 { try flush() }
+        return crc
     }
 
     /// Why a snapshot file cannot be used.
@@ -133,6 +200,7 @@ public struct SegmentSnapshot: Equatable {
         public var basePosition: UInt64
         public var segmentSize: UInt64
         public var tailChecksum: UInt32
+        public var keysAfter: UInt64
         public var sampleCount: Int
         public var otherCount: Int
         public var bodyChecksum: UInt32
@@ -148,14 +216,16 @@ public struct SegmentSnapshot: Equatable {
         _ = r.readUInt16()
         let sequence = r.readUInt64()!, base = r.readUInt64()!, size = r.readUInt64()!
         let tail = r.readUInt32()!
+        let keysAfter = r.readUInt64()!
         let samples = r.readUInt64()!, others = r.readUInt64()!
         let bodyChecksum = r.readUInt32()!, headerChecksum = r.readUInt32()!
-        guard CRC32C.unmask(headerChecksum) == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<60])) else {
+        let checked = FormatConstants.snapshotHeaderSize - 4
+        guard CRC32C.unmask(headerChecksum) == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<checked])) else {
             return .failure(Problem("snapshot header checksum mismatch"))
         }
         guard version == FormatConstants.snapshotVersion else { return .failure(Problem("snapshot version \(version) is not supported")) }
         guard samples <= UInt64(Int32.max), others <= UInt64(Int32.max) else { return .failure(Problem("snapshot counts are impossible")) }
-        return .success(Header(sequence: sequence, basePosition: base, segmentSize: size, tailChecksum: tail,
+        return .success(Header(sequence: sequence, basePosition: base, segmentSize: size, tailChecksum: tail, keysAfter: keysAfter,
                                sampleCount: Int(samples), otherCount: Int(others), bodyChecksum: bodyChecksum))
     }
 
@@ -189,7 +259,7 @@ public struct SegmentSnapshot: Equatable {
         }
         guard r.isAtEnd else { return .failure(Problem("snapshot has \(r.remaining) bytes after its records")) }
         return .success(SegmentSnapshot(sequence: header.sequence, basePosition: header.basePosition, segmentSize: header.segmentSize,
-                                        tailChecksum: header.tailChecksum, samples: samples, others: others))
+                                        tailChecksum: header.tailChecksum, keysAfter: header.keysAfter, samples: samples, others: others))
     }
 
     /// Checks that this snapshot describes `segment` as it is on disk now.
@@ -207,12 +277,25 @@ public struct SegmentSnapshot: Equatable {
     /// Writes the snapshot next to its segment: temporary file, sync, rename,
     /// directory sync.
     public func write(directory: String) throws {
+        try write(directory: directory, count: samples.count, entry: { samples[$0] })
+    }
+
+    /// Writes this snapshot's header fields with `count` sample entries given
+    /// by `entry` (already in hash order) instead of `samples`: the body is
+    /// streamed, then the header (which carries the body's checksum).
+    public func write(directory: String, count: Int, entry: (Int) -> SampleEntry) throws {
         let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
         let temporary = path + FormatConstants.temporarySuffix
-        let bytes = encoded()
         let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
         do {
-            try bytes.withUnsafeBytes { try fd.write($0, at: 0) }
+            var at = Int64(FormatConstants.snapshotHeaderSize)
+            let crc = try Self.streamBody(count: count, entry: entry, others: others) { piece in
+                try fd.write(piece, at: at)
+                at += Int64(piece.count)
+            }
+            // `bytes` views the buffer's memory: keep the buffer alive while it is written.
+            let header = headerBytes(bodyChecksum: crc, sampleCount: count, otherCount: others.count)
+            try withExtendedLifetime(header) { try fd.write(header.bytes, at: 0) }
             try fd.sync()
         } catch {
             fd.close()
@@ -246,7 +329,17 @@ public struct SegmentSnapshot: Equatable {
         case .success(let h): header = h
         }
         let body = UnsafeRawBufferPointer(rebasing: bytes[FormatConstants.snapshotHeaderSize...])
-        guard CRC32C.unmask(header.bodyChecksum) == CRC32C.checksum(body) else {
+        // Checksum 4 MiB at a time, letting go of each piece's pages behind it,
+        // so a large snapshot is never resident whole.
+        var crc: UInt32 = 0
+        var at = 0
+        while at < body.count {
+            let end = min(body.count, at + (4 << 20))
+            crc = CRC32C.extend(crc, UnsafeRawBufferPointer(rebasing: body[at..<end]))
+            file.dropResidentPages((FormatConstants.snapshotHeaderSize + at)..<(FormatConstants.snapshotHeaderSize + end))
+            at = end
+        }
+        guard CRC32C.unmask(header.bodyChecksum) == crc else {
             return .failure(Problem("snapshot body checksum mismatch (damaged or truncated)"))
         }
         let entryBytes = header.sampleCount * FormatConstants.snapshotEntrySize
@@ -265,21 +358,24 @@ public struct SegmentSnapshot: Equatable {
         defer { segmentFD.close() }
         guard let tail = try? tailChecksum(segmentFD, size: segment.size) else { return .failure(Problem("cannot read the segment")) }
         let probe = SegmentSnapshot(sequence: header.sequence, basePosition: header.basePosition, segmentSize: header.segmentSize,
-                                    tailChecksum: header.tailChecksum, samples: [], others: [])
+                                    tailChecksum: header.tailChecksum, keysAfter: header.keysAfter, samples: [], others: [])
         if let problem = probe.matches(segment, tailChecksum: tail) { return .failure(problem) }
+        // Checked: let go of the pages the checksum pass brought in; applying
+        // reads them again a piece at a time.
+        file.dropResidentPages(0..<bytes.count)
         return .success(Mapped(file: file, header: header, entries: UnsafeRawBufferPointer(rebasing: body[0..<entryBytes]), others: others))
     }
 
-    /// The number of sample entries a snapshot file says it holds (its header
-    /// only; nil when there is no readable header). Opening sizes the index with it.
-    public static func sampleCount(sequence: UInt64, directory: String) -> Int? {
+    /// What a snapshot file's header says (nil when there is no readable
+    /// header). Opening sizes the index from its `keysAfter`.
+    public static func header(sequence: UInt64, directory: String) -> Header? {
         let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
         guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return nil }
         defer { fd.close() }
         var bytes = [UInt8](repeating: 0, count: FormatConstants.snapshotHeaderSize)
         guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }),
               n == bytes.count, case .success(let header) = bytes.withUnsafeBytes({ decodeHeader($0) }) else { return nil }
-        return header.sampleCount
+        return header
     }
 
     /// Reads and checks the snapshot file of `segment` against it.

@@ -29,6 +29,18 @@ public final class MappedFile: @unchecked Sendable {
         bytes = UnsafeRawBufferPointer(start: p, count: size)
     }
 
+    /// Releases the resident pages of `range` (madvise MADV_DONTNEED): they
+    /// stay in the page cache and fault back in cheaply if read again. Keeps a
+    /// large mapping from counting against the process's memory once used.
+    public func dropResidentPages(_ range: Range<Int>) {
+        guard let base = bytes.baseAddress, !range.isEmpty else { return }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let start = (range.lowerBound / page) * page
+        let end = min(length, ((range.upperBound + page - 1) / page) * page)
+        guard end > start else { return }
+        _ = madvise(UnsafeMutableRawPointer(mutating: base + start), end - start, MADV_DONTNEED)
+    }
+
     deinit {
         if let base = bytes.baseAddress { munmap(UnsafeMutableRawPointer(mutating: base), length) }
     }

@@ -3,10 +3,16 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Foundation
 
 /// Writes compaction output segments under temporary names (`N.log.tmp`),
 /// each flagged as a compaction output replacing segments up to
 /// `compactedThrough`, rolling at the segment size, each synced when full.
+///
+/// Every record written is live and each sample appears once, so a sealed
+/// output's index snapshot is just the entries collected while writing it,
+/// sorted: it is written when the output is sealed (named for its sequence;
+/// if the compaction never commits, the next open removes it as an orphan).
 final class CompactionOutput {
     struct Segment {
         var header: SegmentHeader
@@ -23,12 +29,22 @@ final class CompactionOutput {
     private(set) var finished: [Segment] = []
     private var current: Segment?
     private let onSegmentWritten: (Int) throws -> Void
+    private let writeSnapshots: Bool
+    /// Sealed outputs are synced, and their snapshots written, here, while
+    /// the copy goes on; `finish` waits for them.
+    private let background = DispatchQueue(label: "steplog.compaction.seal", qos: .userInitiated)
+    private let backgroundError = FirstError()
+    private var snapshotSamples: [SegmentSnapshot.SampleEntry] = []
+    /// Samples written to all outputs so far (each exactly once).
+    private var samplesWritten = 0
+    private var snapshotOthers: [SegmentSnapshot.OtherRecord] = []
 
     init(directory: String, firstSequence: UInt64, basePosition: UInt64, compactedThrough: UInt64, segmentSize: Int,
-         onSegmentWritten: @escaping (Int) throws -> Void) throws {
+         writeSnapshots: Bool, onSegmentWritten: @escaping (Int) throws -> Void) throws {
         self.directory = directory
         self.segmentSize = Int64(segmentSize)
         self.compactedThrough = compactedThrough
+        self.writeSnapshots = writeSnapshots
         self.onSegmentWritten = onSegmentWritten
         try start(sequence: firstSequence, base: basePosition)
     }
@@ -38,18 +54,32 @@ final class CompactionOutput {
                                    compactedThrough: compactedThrough)
         let final = Directory.join(directory, SegmentName.fileName(sequence: sequence))
         let temporary = final + FormatConstants.temporarySuffix
-        let file = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
+        let file = try FileDescriptor.open(temporary, O_RDWR | O_CREAT | O_TRUNC)
         fd = file
         let bytes = header.encoded()
         try bytes.withUnsafeBytes { try file.write($0, at: 0) }
         current = Segment(header: header, temporaryPath: temporary, finalPath: final, size: Int64(bytes.count))
     }
 
-    /// Appends one framed record (its bytes as they go to disk).
+    /// Appends one framed record (its bytes as they go to disk), and notes it
+    /// for the output's snapshot.
     func append(_ frame: UnsafeRawBufferPointer) throws {
         let c = current!
         if c.size + Int64(buffer.count + frame.count) > segmentSize && c.size + Int64(buffer.count) > Int64(FormatConstants.segmentHeaderSize) {
             try roll()
+        }
+        if writeSnapshots {
+            let offset = UInt32(current!.size + Int64(buffer.count))
+            let type = frame[4]
+            let payload = UnsafeRawBufferPointer(rebasing: frame[FormatConstants.recordHeaderSize...])
+            if type == RecordType.sampleUpsert.rawValue {
+                var flags = FormatConstants.snapshotEntryHasVersion
+                if SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0 { flags |= FormatConstants.snapshotEntrySynced }
+                snapshotSamples.append(SegmentSnapshot.SampleEntry(uuid: SamplePayload.uuid(payload), offset: offset, flags: flags))
+                samplesWritten += 1
+            } else {
+                snapshotOthers.append(SegmentSnapshot.OtherRecord(offset: offset, type: type, payload: Array(payload)))
+            }
         }
         buffer.append(frame)
         if buffer.count >= 1 << 20 { try flush() }
@@ -62,27 +92,72 @@ final class CompactionOutput {
         buffer.removeAll()
     }
 
-    /// Syncs and closes the current output, then starts the next.
+    /// Seals the current output (synced, and its snapshot written, in the
+    /// background: it is not the last), then starts the next.
     private func roll() throws {
-        let done = try seal()
+        let done = try seal(last: false)
         try start(sequence: done.header.sequence + 1, base: done.header.basePosition + UInt64(done.size))
     }
 
-    private func seal() throws -> Segment {
+    private func seal(last: Bool) throws -> Segment {
         try flush()
-        try fd!.sync()
-        fd!.close()
-        fd = nil
         let done = current!
-        finished.append(done)
+        let file = fd!
+        fd = nil
         current = nil
+        finished.append(done)
+        let samples = snapshotSamples, others = snapshotOthers, keys = samplesWritten
+        snapshotSamples = []
+        snapshotOthers = []
+        let snapshot = writeSnapshots && !last
+        let directory = self.directory
+        let failure = backgroundError
+        let work: @Sendable () -> Void = {
+            do {
+                try file.sync()
+                if snapshot {
+                    let order = SegmentSnapshot.hashOrder(samples)
+                    try SegmentSnapshot(sequence: done.header.sequence, basePosition: done.header.basePosition,
+                                        segmentSize: UInt64(done.size), tailChecksum: try SegmentSnapshot.tailChecksum(file, size: done.size),
+                                        keysAfter: UInt64(keys), samples: [], others: others)
+                        .write(directory: directory, count: samples.count, entry: { samples[Int(order[$0])] })
+                }
+            } catch {
+                failure.record(error)
+            }
+            file.close()
+        }
+        // One sealed output in the background at a time: its entries and sort
+        // are the compaction's largest buffers.
+        background.sync {}
+        if last { work() } else { background.async(execute: work) }
         try onSegmentWritten(finished.count - 1)
         return done
     }
 
-    /// Seals the last output and returns every output, in order.
+    /// Waits for the background syncs and snapshots; rethrows their first error.
+    private func waitForBackground() throws {
+        background.sync {}
+        if let error = backgroundError.first { throw error }
+    }
+
+    /// Seals the last output (the newest segment: always replayed, so no
+    /// snapshot) and returns every output, in order.
     func finish() throws -> [Segment] {
-        _ = try seal()
+        _ = try seal(last: true)
+        try waitForBackground()
         return finished
     }
+
+    deinit { background.sync {} }
+}
+
+/// The first error of a set of background jobs.
+final class FirstError: @unchecked Sendable {
+    private let lock = NSLock()
+    private var error: Error?
+
+    func record(_ e: Error) { lock.withLock { if error == nil { error = e } } }
+
+    var first: Error? { lock.withLock { error } }
 }

@@ -40,7 +40,8 @@ public struct CompactionReport: Sendable, Equatable {
 public enum CompactionStep: Sendable, Equatable, CustomStringConvertible {
     /// The input was flushed; no compaction file exists yet.
     case started
-    /// Output segment `n` (0-based) is written and synced under its temporary name.
+    /// Output segment `n` (0-based) is written and synced under its temporary
+    /// name (with its index snapshot, unless it is the last).
     case outputWritten(Int)
     /// Output segment `n` (not the last) was renamed to its final name.
     case outputRenamed(Int)
@@ -50,7 +51,7 @@ public enum CompactionStep: Sendable, Equatable, CustomStringConvertible {
     case committed
     /// Input segment `n` was deleted.
     case inputRemoved(Int)
-    /// Snapshots of the outputs are written; nothing is left to do.
+    /// Nothing is left to do.
     case finished
 
     public var description: String {

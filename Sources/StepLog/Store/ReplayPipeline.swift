@@ -24,15 +24,18 @@ struct ReplayPipeline {
     enum Outcome {
         /// Every segment replayed; `dataEnds` holds where each one's records end
         /// (before any zero-filled space the writer had prepared), `replayed` the
-        /// sealed segments that were read record by record (no usable snapshot).
-        case clean(dataEnds: [Int64], replayed: [Int])
+        /// sealed segments that were read record by record (no usable snapshot),
+        /// with the index's size after each.
+        case clean(dataEnds: [Int64], replayed: [(index: Int, keysAfter: Int)])
         /// Damage in `segments[segmentIndex]` at `offset`; `mayBeTorn` is false
         /// for a checksummed record with a malformed payload.
         case damaged(segmentIndex: Int, offset: Int64, reason: String, mayBeTorn: Bool)
     }
 
-    /// Records per chunk handed from the reader to the applier.
+    /// Records per chunk handed from the reader to the applier, and the most
+    /// payload bytes a chunk copies (a synced marker carries 16 KB of UUIDs).
     static let chunkRecords = 16_384
+    static let chunkPayloadBytes = 1 << 20
     /// Chunks that may wait between the two threads.
     static let queueDepth = 8
     /// How many sample versions ahead the applier prefetches.
@@ -49,7 +52,7 @@ struct ReplayPipeline {
         defer { queue.cancel() }
         state.index.reserve(expectedKeys)
         var dataEnds = segments.map(\.size)
-        var replayed: [Int] = []
+        var replayed: [(index: Int, keysAfter: Int)] = []
         while true {
             switch queue.take() {
             case .chunk(let chunk):
@@ -67,7 +70,7 @@ struct ReplayPipeline {
                     if let end = chunk.dataEnd {
                         report.bytesReplayed += end
                         dataEnds[chunk.segmentIndex] = end
-                        if chunk.segmentIndex < segments.count - 1 { replayed.append(chunk.segmentIndex) }
+                        if chunk.segmentIndex < segments.count - 1 { replayed.append((chunk.segmentIndex, state.index.count)) }
                     }
                 }
             case .damage(let segmentIndex, let offset, let reason, let mayBeTorn):
@@ -86,6 +89,7 @@ struct ReplayPipeline {
     // MARK: Reader thread
 
     private static func read(_ segments: [SegmentInfo], snapshots: Set<Int>, directory: String, into queue: ChunkQueue) {
+        let queueDepth = ReplayPipeline.queueDepth
         do {
             for (index, segment) in segments.enumerated() {
                 if snapshots.contains(index) && index < segments.count - 1 {
@@ -95,7 +99,9 @@ struct ReplayPipeline {
                         chunk.fromSnapshot = true
                         chunk.snapshot = snapshot
                         chunk.dataEnd = segment.size
-                        guard queue.put(.chunk(chunk)) else { return }
+                        // A mapped snapshot is resident while it waits: weigh it so at most
+                        // two are queued (it also keeps peak memory low).
+                        guard queue.put(.chunk(chunk), weight: queueDepth / 2) else { return }
                         continue
                     case .failure(let problem):
                         guard queue.put(.snapshotIgnored(SegmentName.snapshotFileName(sequence: segment.sequence), problem.description)) else { return }
@@ -126,8 +132,9 @@ struct ReplayPipeline {
                             chunk.kinds.append(type)
                             chunk.others.append(Chunk.Other(type: type, payload: Array(payload), offset: offset,
                                                             position: LogPosition(base + UInt64(offset))))
+                            chunk.payloadBytes += payload.count
                         }
-                        if chunk.kinds.count == chunkRecords {
+                        if chunk.kinds.count == chunkRecords || chunk.payloadBytes >= chunkPayloadBytes {
                             guard queue.put(.chunk(chunk)) else { return }
                             chunk = Chunk(segmentIndex: index)
                         }
@@ -156,8 +163,14 @@ struct ReplayPipeline {
         let size = FormatConstants.snapshotEntrySize
         let base = snapshot.header.basePosition
         let index = state.index
+        let dropEvery = (4 << 20) / size
         for i in 0..<snapshot.header.sampleCount {
             let at = i &* size
+            if i > 0 && i % dropEvery == 0 {
+                // Entries behind us are done with: keep resident memory small.
+                let start = FormatConstants.snapshotHeaderSize + (i - dropEvery) * size
+                snapshot.file.dropResidentPages(start..<(FormatConstants.snapshotHeaderSize + at))
+            }
             let key = UUIDBytes(loadingFrom: entries, at: at)
             let offset = UInt64(UInt32(littleEndian: entries.loadUnaligned(fromByteOffset: at + 16, as: UInt32.self)))
             let flags = entries[at + 20]
@@ -226,6 +239,8 @@ struct Chunk: Sendable {
     var keys: [UUIDBytes] = []
     var entries: [IndexEntry] = []
     var others: [Other] = []
+    /// Bytes of payload copied into `others`.
+    var payloadBytes = 0
     /// Set on the last chunk of its segment: where the segment's records end.
     var dataEnd: Int64?
     /// The chunk comes from the segment's snapshot, not its records.
@@ -255,19 +270,21 @@ final class ChunkQueue: @unchecked Sendable {
     }
 
     private let condition = NSCondition()
-    private var items: [Item] = []
+    private var items: [(item: Item, weight: Int)] = []
+    private var load = 0
     private let depth: Int
     private var cancelled = false
 
     init(depth: Int) { self.depth = depth }
 
-    /// Blocks while the queue is full. Returns false once cancelled.
-    func put(_ item: Item) -> Bool {
+    /// Blocks while the queue holds `depth` or more weight. Returns false once cancelled.
+    func put(_ item: Item, weight: Int = 1) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        while items.count >= depth && !cancelled { condition.wait() }
+        while load + weight > depth && load > 0 && !cancelled { condition.wait() }
         if cancelled { return false }
-        items.append(item)
+        items.append((item, weight))
+        load += weight
         condition.broadcast()
         return true
     }
@@ -276,7 +293,8 @@ final class ChunkQueue: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         while items.isEmpty { condition.wait() }
-        let item = items.removeFirst()
+        let (item, weight) = items.removeFirst()
+        load -= weight
         condition.broadcast()
         return item
     }
@@ -286,6 +304,7 @@ final class ChunkQueue: @unchecked Sendable {
         condition.lock()
         cancelled = true
         items.removeAll()
+        load = 0
         condition.broadcast()
         condition.unlock()
     }

@@ -11,10 +11,11 @@ final class SnapshotWorker: @unchecked Sendable {
 
     init(directory: String) { self.directory = directory }
 
-    func enqueue(_ segment: SegmentInfo) {
+    /// Builds the snapshot of `segment`, after which the index holds `keysAfter` samples.
+    func enqueue(_ segment: SegmentInfo, keysAfter: Int) {
         queue.async { [directory] in
             do {
-                try SegmentSnapshot.build(from: segment).write(directory: directory)
+                try SegmentSnapshot.build(from: segment, keysAfter: keysAfter).write(directory: directory)
             } catch {
                 self.lock.withLock { self.failures.append("\(segment.name): \(error)") }
             }

@@ -24,16 +24,8 @@ extension StepLogStore {
         let started = Date()
         let store = try StepLogStore.open(directory, options: options)
         var report = CompactionReport()
-        do {
-            try store.locked { try store.compactLocked(report: &report, progress: progress, stop: stop) }
-        } catch {
-            store.abandon()
-            throw error
-        }
-        store.abandon()
-        // The figures after, from the store as it now is.
-        let reopened = try StepLogStore.open(directory, options: StoreOptions(readOnly: true))
-        report.after = try reopened.figures()
+        defer { store.abandon() }
+        try store.locked { try store.compactLocked(report: &report, progress: progress, stop: stop) }
         report.seconds = Date().timeIntervalSince(started)
         return report
     }
@@ -64,10 +56,12 @@ extension StepLogStore {
 
         let output = try CompactionOutput(
             directory: directory, firstSequence: inputs.last!.sequence + 1, basePosition: inputs.last!.endPosition,
-            compactedThrough: inputs.last!.sequence, segmentSize: options.segmentSize,
+            compactedThrough: inputs.last!.sequence, segmentSize: options.segmentSize, writeSnapshots: options.writeSnapshots,
             onSegmentWritten: { n in try stop?(.outputWritten(n)) })
         var before = StoreFigures()
         let frame = WriteBuffer(capacity: 4096)
+        let group = WriteBuffer(capacity: 64 << 10)
+        var groupRecords: [(position: LogPosition, type: UInt8, start: Int, length: Int)] = []
         var read: Int64 = 0
         for segment in inputs {
             before.segments += 1
@@ -76,40 +70,68 @@ extension StepLogStore {
             let fd = try FileDescriptor.open(segment.path, O_RDONLY)
             defer { fd.close() }
             fd.adviseSequential()
-            var reader = SegmentReader(fd: fd, fileSize: segment.size)
+            // A 1 MiB window: compaction's memory budget is the index plus 64 MiB.
+            var reader = SegmentReader(fd: fd, fileSize: segment.size, windowSize: 1 << 20)
+            // Records go through in groups: each group is copied into `group`
+            // while the index slots of its samples are prefetched, then judged
+            // live or dead and written; the lookups' cache misses overlap.
+            group.removeAll()
+            groupRecords.removeAll(keepingCapacity: true)
+            func drain() throws {
+                let bytes = group.bytes
+                for r in groupRecords {
+                    let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
+                    before.records += 1
+                    guard state.isLive(type: r.type, payload: payload, at: r.position) else { continue }
+                    before.liveRecords += 1
+                    before.liveBytes += Int64(FormatConstants.recordHeaderSize + r.length)
+                    frame.removeAll()
+                    frame.append(UInt32(payload.count))
+                    frame.append(r.type)
+                    frame.append(UInt32(0))
+                    frame.append(payload)
+                    if r.type == RecordType.sampleUpsert.rawValue, state.index.find(SamplePayload.uuid(payload))?.isSynced == true {
+                        // Fold the synced marker into the version: the same bytes with the flag set.
+                        let at = FormatConstants.recordHeaderSize + SamplePayload.flagsOffset
+                        frame.set(frame.bytes[at] | FormatConstants.sampleFlagSynced, at: at)
+                    }
+                    let body = UnsafeRawBufferPointer(rebasing: frame.bytes[FormatConstants.recordHeaderSize...])
+                    var crc = withUnsafeBytes(of: r.type) { CRC32C.extend(0, $0) }
+                    crc = CRC32C.extend(crc, body)
+                    frame.set(CRC32C.mask(crc), at: 5)
+                    try output.append(frame.bytes)
+                }
+                group.removeAll()
+                groupRecords.removeAll(keepingCapacity: true)
+            }
             while let item = try reader.next() {
-                guard case .record(let offset, let type, let payload, let size) = item else {
+                guard case .record(let offset, let type, let payload, _) = item else {
                     if case .damage(let offset, let damage) = item {
                         throw StepLogError.corruption(path: segment.path, offset: offset, reason: damage.description)
                     }
                     continue
                 }
-                before.records += 1
-                let position = LogPosition(segment.basePosition + UInt64(offset))
-                guard state.isLive(type: type, payload: payload, at: position) else { continue }
-                before.liveRecords += 1
-                before.liveBytes += Int64(size)
-                frame.removeAll()
-                if type == RecordType.sampleUpsert.rawValue, state.index.find(SamplePayload.uuid(payload))?.isSynced == true {
-                    // Fold the synced marker into the version: same bytes, flag set, new checksum.
-                    let record = try SamplePayload.decode(payload).get()
-                    SamplePayload.appendRecord(record.sample, fetchedAt: record.fetchedAtMilliseconds, synced: true, to: frame)
-                } else {
-                    frame.append(UInt32(payload.count))
-                    frame.append(type)
-                    var crc = withUnsafeBytes(of: type) { CRC32C.extend(0, $0) }
-                    crc = CRC32C.extend(crc, payload)
-                    frame.append(CRC32C.mask(crc))
-                    frame.append(payload)
+                if type == RecordType.sampleUpsert.rawValue, SamplePayload.isWellFormed(payload) {
+                    state.index.prefetch(SamplePayload.uuid(payload))
                 }
-                try output.append(frame.bytes)
+                groupRecords.append((LogPosition(segment.basePosition + UInt64(offset)), type, group.count, payload.count))
+                group.append(payload)
+                if groupRecords.count == 32 { try drain() }
             }
+            try drain()
             read += segment.size
             progress?(read, total)
         }
         report.before = before
         report.bytesRead = read
         let outputs = try output.finish()
+        // Every record written is live: the figures after follow from the copy.
+        report.after.segments = outputs.count
+        report.after.bytes = outputs.reduce(0) { $0 + $1.size }
+        report.after.headerBytes = Int64(outputs.count * FormatConstants.segmentHeaderSize)
+        report.after.liveBytes = before.liveBytes
+        report.after.records = before.liveRecords
+        report.after.liveRecords = before.liveRecords
 
         // Switch: every output but the last under its final name, then the
         // last, flagged final, as the commit point.
@@ -137,12 +159,6 @@ extension StepLogStore {
             try stop?(.inputRemoved(n))
         }
         try Directory.sync(directory)
-        // Snapshots of the sealed outputs, so the next open is fast.
-        if options.writeSnapshots {
-            for out in outputs.dropLast() {
-                try SegmentSnapshot.build(from: SegmentInfo(header: out.header, path: out.finalPath, size: out.size)).write(directory: directory)
-            }
-        }
         try stop?(.finished)
     }
 

@@ -50,7 +50,7 @@ public final class StepLogStore: @unchecked Sendable {
         openReport = opened.report
         snapshots = SnapshotWorker(directory: directory)
         if !options.readOnly && options.writeSnapshots {
-            for segment in opened.segmentsWithoutSnapshot { snapshots.enqueue(segment) }
+            for (segment, keys) in opened.segmentsWithoutSnapshot { snapshots.enqueue(segment, keysAfter: keys) }
         }
         if !options.readOnly {
             if let last = segments.last {
@@ -205,7 +205,9 @@ public final class StepLogStore: @unchecked Sendable {
 
     /// Called after a segment is sealed: its index snapshot is built in the background.
     func sealed(_ segment: SegmentInfo) {
-        if options.writeSnapshots { snapshots.enqueue(segment) }
+        // Called from a roll, before the record that caused it is indexed: the
+        // index holds exactly the samples up to the end of `segment`.
+        if options.writeSnapshots { snapshots.enqueue(segment, keysAfter: state.index.count) }
     }
 
     /// Waits for index snapshots being written in the background.

@@ -24,8 +24,9 @@ struct StoreOpener {
         var state: StoreState
         var report: OpenReport
         var lock: FileLock?
-        /// Sealed segments with no usable snapshot (a writer builds them).
-        var segmentsWithoutSnapshot: [SegmentInfo]
+        /// Sealed segments with no usable snapshot (a writer builds them), with
+        /// the index's size after each.
+        var segmentsWithoutSnapshot: [(SegmentInfo, Int)]
     }
 
     func run() throws -> Result {
@@ -45,22 +46,22 @@ struct StoreOpener {
         if options.useSnapshots {
             pipeline.snapshots = Set(segments.indices.filter { listing.snapshots.contains(segments[$0].sequence) })
         }
-        // Size the index so replay never rehashes: a snapshot's header says how
-        // many samples it holds; a segment can hold one per ~80 bytes. (Trimmed
-        // afterwards if that was generous.)
+        // Size the index so replay never rehashes: the newest snapshot says how
+        // many samples the index holds after its segment; each later segment can
+        // add one per ~80 bytes. (Trimmed afterwards if that was generous.)
         var expectedKeys = 0
         for (i, segment) in segments.enumerated() {
-            if pipeline.snapshots.contains(i), let n = SegmentSnapshot.sampleCount(sequence: segment.sequence, directory: directory) {
-                expectedKeys += n
+            if pipeline.snapshots.contains(i), let header = SegmentSnapshot.header(sequence: segment.sequence, directory: directory) {
+                expectedKeys = Int(header.keysAfter)
             } else {
                 expectedKeys += Int(segment.size / 80)
             }
         }
-        var withoutSnapshot: [SegmentInfo] = []
+        var withoutSnapshot: [(SegmentInfo, Int)] = []
         let outcome = try pipeline.run(into: state, expectedKeys: expectedKeys, report: &report)
         if case .clean(let dataEnds, let replayed) = outcome {
             for i in segments.indices { segments[i].size = dataEnds[i] }
-            withoutSnapshot = replayed.map { segments[$0] }
+            withoutSnapshot = replayed.map { (segments[$0.index], $0.keysAfter) }
         }
         if case .damaged(let i, let offset, let reason, let mayBeTorn) = outcome {
             let fd = try FileDescriptor.open(segments[i].path, O_RDONLY)

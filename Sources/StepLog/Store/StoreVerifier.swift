@@ -80,8 +80,9 @@ public enum StoreVerifier {
             rest.removeFirst(gap.index)
         }
 
-        // Records, and a replay for the invariants.
+        // Records, and a replay for the invariants (and each segment's index size).
         let state = StoreState()
+        var keysAfter: [UInt64: Int] = [:]
         for (i, segment) in live.enumerated() {
             let fd = try FileDescriptor.open(segment.path, O_RDONLY)
             defer { fd.close() }
@@ -104,6 +105,7 @@ public enum StoreVerifier {
                 }
             }
             state.finishReplay()
+            keysAfter[segment.sequence] = state.index.count
             live[i].size = reader.offset
         }
         checkInvariants(state, segments: live, directory: directory, into: &result)
@@ -125,7 +127,7 @@ public enum StoreVerifier {
             case .failure(let problem):
                 result.problems.append(Problem(file: path, offset: nil, what: problem.description))
             case .success(let snapshot):
-                if let fresh = try? SegmentSnapshot.build(from: segment), fresh != snapshot {
+                if let fresh = try? SegmentSnapshot.build(from: segment, keysAfter: keysAfter[sequence] ?? 0), fresh != snapshot {
                     result.problems.append(Problem(file: path, offset: nil, what: "snapshot does not match its segment's records"))
                 }
             }

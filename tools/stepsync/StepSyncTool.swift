@@ -40,6 +40,7 @@ enum StepSyncTool {
             case "intervals": return try IntervalsCommand.run(rest)
             case "export": return try ExportCommand.run(rest)
             case "upload": return try await UploadCommand.run(rest)
+            case "today": return try await TodayCommand.run(rest)
             default:
                 err.line("stepsync: unknown command '\(command)'\n" + usage)
                 return 2

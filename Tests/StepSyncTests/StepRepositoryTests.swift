@@ -1,0 +1,181 @@
+import Foundation
+import Testing
+@testable import StepLog
+@testable import StepSync
+
+/// Seed 004's ratchet with a virtual clock.
+@Suite struct StepRepositoryTests {
+    func date(_ text: String) -> Date { Milliseconds.date(ISO8601.parse(text)!) }
+    let paris = TimeZone(identifier: "Europe/Paris")!
+    let newYork = TimeZone(identifier: "America/New_York")!
+
+    @Test func neverDecreasesUnderNoisyOrFallingInputs() throws {
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path)
+        let clock = VirtualClock(date("2026-06-10T06:00:00Z"))
+        let repo = StepRepository(store: store, clock: clock, timeZone: { self.paris })
+        var seen: [Int] = []
+        repo.observe { seen.append($0.steps) }
+        var rng = SeededGenerator(seed: 4)
+        var maxInput = 0
+        for _ in 0..<500 {
+            clock.advance(by: Double.random(in: 1...60, using: &rng))
+            let value = Int.random(in: 0...12_000, using: &rng) // noisy, often lower than before
+            let shown = Bool.random(using: &rng) ? try repo.update(pedometer: value) : try repo.update(verified: value)
+            maxInput = max(maxInput, value)
+            #expect(shown.steps == maxInput)
+        }
+        #expect(seen == seen.sorted() && Set(seen).count == seen.count) // only increases were published
+        #expect(store.highScore(day: repo.today.day)?.steps == Int64(maxInput))
+    }
+
+    @Test func resetsAtLocalMidnightIncludingDSTDays() throws {
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path)
+        // 2026-03-08 in New York is 23 hours long (clocks jump 02:00 → 03:00);
+        // 2026-11-01 is 25 hours long (01:00-02:00 happens twice).
+        for (before, after, hoursLong) in [("2026-03-08T04:59:59Z", "2026-03-09T04:00:00Z", 23.0),
+                                           ("2026-11-01T03:59:59Z", "2026-11-02T05:00:00Z", 25.0)] {
+            let clock = VirtualClock(date(before))
+            let repo = StepRepository(store: store, clock: clock, timeZone: { self.newYork })
+            let firstDay = repo.today.day
+            try repo.update(pedometer: 100)
+            clock.advance(by: 1) // local midnight: a new day
+            try repo.tick()
+            #expect(repo.today.day != firstDay && repo.today.steps == 0)
+            try repo.update(pedometer: 500)
+            // The whole DST day is one day: just before its end it is still the same date.
+            let startOfDay = repo.today.day
+            clock.set(date(after).addingTimeInterval(-1))
+            try repo.tick()
+            #expect(repo.today.day == startOfDay && repo.today.steps == 500)
+            #expect(date(after).timeIntervalSince(date(before).addingTimeInterval(1)) == hoursLong * 3600)
+            clock.advance(by: 1)
+            try repo.tick()
+            #expect(repo.today.day != startOfDay && repo.today.steps == 0)
+        }
+    }
+
+    @Test func aTimeZoneChangeMovesToThatDaysHighScore() throws {
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path)
+        var zone = TimeZone(identifier: "Asia/Tokyo")!
+        // 2026-06-10T20:00Z is June 11, 05:00 in Tokyo and June 10, 13:00 in Los Angeles.
+        let clock = VirtualClock(date("2026-06-10T20:00:00Z"))
+        let repo = StepRepository(store: store, clock: clock, timeZone: { zone })
+        try repo.update(pedometer: 2_000)
+        #expect(repo.today.date == "2026-06-11")
+        // June 10 in Los Angeles already had 9,000 steps saved earlier.
+        try store.recordHighScore(DailyHighScore(day: 20260610, steps: 9_000, recordedAtMilliseconds: 0))
+        zone = TimeZone(identifier: "America/Los_Angeles")!
+        try repo.tick()
+        #expect(repo.today.date == "2026-06-10" && repo.today.steps == 9_000)
+        try repo.update(pedometer: 3_000) // a lower reading changes nothing
+        #expect(repo.today.steps == 9_000)
+    }
+
+    @Test func theHighScoreSurvivesARestart() throws {
+        let dir = TemporaryDirectory()
+        let clock = VirtualClock(date("2026-06-10T12:00:00Z"))
+        do {
+            let store = try StepLogStore.open(dir.path)
+            let repo = StepRepository(store: store, clock: clock, timeZone: { self.paris })
+            try repo.update(verified: 7_777)
+            // No close: a crash right after the update.
+        }
+        let store = try StepLogStore.open(dir.path)
+        let repo = StepRepository(store: store, clock: clock, timeZone: { self.paris })
+        #expect(repo.today.steps == 7_777)
+        #expect(try repo.update(pedometer: 10).steps == 7_777)
+    }
+
+    @Test func throttlesFireAtMostAtTheirRateAndAlwaysDeliverTheLastValue() throws {
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path)
+        let clock = VirtualClock(date("2026-06-10T08:00:00Z"))
+        var widget: [(Date, Int)] = [], leaderboard: [(Date, Int)] = []
+        let repo = StepRepository(store: store, clock: clock, timeZone: { self.paris },
+                                  widgetRefresh: { widget.append((clock.now(), $0)) },
+                                  leaderboardSync: { leaderboard.append((clock.now(), $0)) })
+        var last = 0
+        for i in 1...200 { // a new reading every 0.7 s for 140 s
+            clock.advance(by: 0.7)
+            try repo.tick()
+            last = i * 10
+            try repo.update(pedometer: last)
+        }
+        // Let time pass until nothing is due.
+        while let due = repo.nextDue {
+            clock.set(due)
+            try repo.tick()
+        }
+        for (calls, interval) in [(widget, 15.0), (leaderboard, 30.0)] {
+            #expect(calls.last?.1 == last, "the last value must go out")
+            for (a, b) in zip(calls, calls.dropFirst()) {
+                #expect(b.0.timeIntervalSince(a.0) >= interval - 1e-9, "calls \(interval) s apart at most")
+            }
+            #expect(calls.count >= Int(140 / interval) && calls.count <= Int(140 / interval) + 2)
+            #expect(calls.map(\.1) == calls.map(\.1).sorted())
+        }
+    }
+
+    @Test func goalArithmetic() {
+        #expect(TodaySteps(day: 20260610, steps: 2_500, goal: 10_000).progress == 0.25)
+        #expect(TodaySteps(day: 20260610, steps: 2_500, goal: 10_000).stepsRemaining == 7_500)
+        #expect(!TodaySteps(day: 20260610, steps: 9_999, goal: 10_000).goalReached)
+        let over = TodaySteps(day: 20260610, steps: 12_000, goal: 10_000)
+        #expect(over.goalReached && over.progress == 1 && over.stepsRemaining == 0 && over.date == "2026-06-10")
+    }
+
+    @Test func compactionKeepsOnlyTheLatestScorePerDay() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let store = try StepLogStore.open(dir.path)
+            let repo = StepRepository(store: store, clock: VirtualClock(date("2026-06-10T08:00:00Z")), timeZone: { self.paris })
+            for steps in stride(from: 100, through: 5_000, by: 100) { try repo.update(pedometer: steps) }
+            try store.close()
+        }
+        _ = try StepLogStore.compact(directory: dir.path)
+        var options = StoreOptions()
+        options.readOnly = true
+        let store = try StepLogStore.open(dir.path, options: options)
+        let scores = try store.figures().byType[.dailyHighScore]
+        #expect(scores?.records == 1 && store.highScore(day: 20260610)?.steps == 5_000)
+    }
+}
+
+@Suite(.serialized) struct TodayCommandTests {
+    let stepsync = builtProduct("stepsync")
+
+    @Test func aSecondProcessSeesTheFirstOnesHighScore() throws {
+        let tmp = TemporaryDirectory()
+        let store = tmp.sub("store")
+        let now = "2026-06-10T14:00:00Z"
+        let first = try runProgram(stepsync, ["today", "--store", store, "--now", now, "--time-zone", "Europe/Paris",
+                                              "--source", "mock:days=30,end=2026-06-11", "--live", "25000", "--json"])
+        #expect(first.code == 0)
+        let a = try #require(try JSONSerialization.jsonObject(with: Data(first.lines[0].utf8)) as? [String: Any])
+        #expect(a["date"] as? String == "2026-06-10" && a["steps"] as? Int == 25_000 && a["goalReached"] as? Bool == true)
+        let verified = try #require(a["verified"] as? Int)
+        #expect(verified > 0 && verified < 25_000) // the mock's steps so far today
+        // Another process, no live reading: the saved high score holds.
+        let second = try runProgram(stepsync, ["today", "--store", store, "--now", now, "--time-zone", "Europe/Paris",
+                                               "--source", "mock:days=30,end=2026-06-11", "--json"])
+        let b = try #require(try JSONSerialization.jsonObject(with: Data(second.lines[0].utf8)) as? [String: Any])
+        #expect(b["steps"] as? Int == 25_000 && b["savedHighScore"] as? Int == 25_000)
+        #expect(Set(b.keys).isSuperset(of: ["date", "steps", "goal", "goalReached", "progress", "stepsRemaining"]))
+        // The next day starts from the verified steps only.
+        let next = try runProgram(stepsync, ["today", "--store", store, "--now", "2026-06-10T23:30:00Z", "--time-zone", "Europe/Paris",
+                                             "--source", "mock:days=30,end=2026-06-11", "--json"])
+        let c = try #require(try JSONSerialization.jsonObject(with: Data(next.lines[0].utf8)) as? [String: Any])
+        #expect(c["date"] as? String == "2026-06-11" && (c["steps"] as? Int ?? -1) < 25_000)
+    }
+
+    @Test func badOptionsAreUsageErrors() throws {
+        let tmp = TemporaryDirectory()
+        for bad in [["--time-zone", "Mars/Olympus"], ["--now", "yesterday"], ["--live", "-5"], ["--goal", "0"]] {
+            let r = try runProgram(stepsync, ["today", "--store", tmp.sub("s")] + bad, mergeStandardError: true)
+            #expect(r.code == 2, "\(bad)")
+        }
+    }
+}

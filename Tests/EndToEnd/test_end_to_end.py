@@ -54,3 +54,13 @@ def test_bad_api_url_is_a_usage_error(tmp_path):
     ingest(store, days=3)
     result = stepsync("upload", "--store", str(store), "--api-url", "not a url", check=False)
     assert result.returncode == 2 and "invalid API URL" in result.stderr
+
+
+def test_the_urlsession_client_too(server, tmp_path):
+    """`--http-client urlsession` (the seeds' URLSession client) uploads the same way."""
+    store = tmp_path / "store"
+    ingest(store, days=20)
+    summary = json.loads(stepsync("upload", "--store", str(store), "--api-url", server.url,
+                                  "--http-client", "urlsession", "--json").stdout)
+    assert summary["samplesSynced"] == summary["samples"]
+    assert_exactly_once(server, store)

@@ -50,12 +50,12 @@ def test_server_errors_and_timeouts_for_a_while(server, tmp_path):
 
 def test_uploader_killed_at_random_moments(server, tmp_path):
     store = tmp_path / "store"
-    ingest(store, days=400)
+    ingest(store, days=1500)  # ~190k samples: enough work left for a dozen kills
     rng = random.Random(7)
     kills = 0
     while kills < 12:
         upload = start_upload(store, server.url)
-        time.sleep(rng.uniform(0.05, 0.6))  # a random moment: the point of the test
+        time.sleep(rng.uniform(0.05, 0.4))  # a random moment: the point of the test
         upload.send_signal(signal.SIGKILL)
         upload.wait()
         upload.stdout.close()

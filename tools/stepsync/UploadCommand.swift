@@ -8,7 +8,7 @@ enum UploadCommand {
     static let defaultURL = "http://127.0.0.1:8000"
 
     static let usage = """
-        usage: stepsync upload --store DIR [--api-url URL] [--timeout SECONDS] [--max-attempts N] [--json]
+        usage: stepsync upload --store DIR [--api-url URL] [--timeout SECONDS] [--max-attempts N] [--http-client socket|urlsession] [--json]
 
         Sends unsynced samples to the API server (POST /steps), 1,000 at a time in the
         order they were stored, and marks each batch synced (durably) once the server
@@ -21,22 +21,30 @@ enum UploadCommand {
           --api-url URL       the API server (default: $STEPSYNC_API_URL, else \(defaultURL))
           --timeout SECONDS   per request (default 30)
           --max-attempts N    attempts per batch before giving up (default 8)
+          --http-client C     socket (default for http://: HTTP/1.1 over a socket) or urlsession
+                              (URLSession; always used for https://). On Linux, URLSession keeps
+                              a core busy while it waits, which a server on the same machine needs.
           --json              print the summary as JSON
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {
         if StepSyncTool.helpRequested(arguments, usage) { return 0 }
-        let args = try Arguments(arguments, options: ["store", "api-url", "timeout", "max-attempts"], flags: ["json"])
+        let args = try Arguments(arguments, options: ["store", "api-url", "timeout", "max-attempts", "http-client"], flags: ["json"])
         try args.expectPositionals(0, "")
         let storePath = try args.required("store")
         let url = args.value("api-url") ?? ProcessInfo.processInfo.environment["STEPSYNC_API_URL"] ?? defaultURL
         let timeout = try args.integer("timeout", default: 30, in: 1...3_600)
         let attempts = try args.integer("max-attempts", default: 8, in: 1...1_000)
-        let client: LiveAPIClient
+        let kind = args.value("http-client") ?? (url.hasPrefix("https:") ? "urlsession" : "socket")
+        let client: APIClient
         do {
-            client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout))
+            switch kind {
+            case "socket": client = try SocketAPIClient(baseURL: url, timeout: TimeInterval(timeout))
+            case "urlsession": client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout))
+            default: throw Arguments.UsageError("--http-client must be socket or urlsession, found '\(kind)'")
+            }
         } catch let error as APIError {
-            throw Arguments.UsageError("--api-url: \(error)")
+            throw Arguments.UsageError("--api-url: \(error)" + (kind == "socket" && url.hasPrefix("https:") ? " (the socket client speaks plain http; use --http-client urlsession)" : ""))
         }
         let err = StepSyncTool.err
         let trap = SignalTrap { _ in err.line("\nstepsync upload: stopping after the batch in flight (again to quit at once)") }

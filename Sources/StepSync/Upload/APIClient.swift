@@ -11,11 +11,22 @@ public protocol APIClient: Sendable {
     /// `POST /steps` with the samples in the API's JSON shape.
     func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse
 
+    /// `POST /steps` with a body the caller already encoded with
+    /// `StepsRequestBody.encode(samples)`, so that encoding can overlap another
+    /// request. Clients that do not send JSON ignore the body.
+    func postSteps(_ samples: [StepSample], encodedBody: Data) async throws -> StepSampleResponse
+
     /// `GET /steps?limit=&offset=`: stored samples in the order received.
     func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse
 
     /// `GET /health`: true when the server answers `{"status":"ok"}`.
     func healthCheck() async throws -> Bool
+}
+
+extension APIClient {
+    public func postSteps(_ samples: [StepSample], encodedBody: Data) async throws -> StepSampleResponse {
+        try await postSteps(samples)
+    }
 }
 
 /// The request body of `POST /steps`: `{"samples":[…]}`, built without

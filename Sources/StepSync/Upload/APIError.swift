@@ -39,6 +39,7 @@ public enum APIError: Error, CustomStringConvertible {
     }
 
     static func describe(_ error: Error) -> String {
+        if let failure = error as? HTTPConnection.Failure { return failure.description }
         if let urlError = error as? URLError {
             switch urlError.code {
             case .timedOut: return "timed out"

@@ -43,9 +43,9 @@ public final class APISyncService {
     private let stop: StopSignal?
     private let sleep: @Sendable (Double) async throws -> Void
     public var onProgress: ((UploadProgress) -> Void)?
-    /// Called before each retry with the attempt number, the wait and the error.
-    public var onRetry: ((Int, Double, APIError) -> Void)?
-    private var rng = SystemRandomNumberGenerator()
+    /// Called before each retry with the attempt number, the wait and the
+    /// error (from the task posting the batch).
+    public var onRetry: (@Sendable (Int, Double, APIError) -> Void)?
 
     public init(store: StepLogStore, client: APIClient, retry: RetryPolicy = RetryPolicy(), batchSize: Int = defaultBatchSize,
                 stop: StopSignal? = nil,
@@ -61,42 +61,56 @@ public final class APISyncService {
     /// Uploads until nothing is unsynced. Throws `StoppedByRequest` between
     /// batches when a stop is requested (the batch in flight is finished and
     /// recorded first), an `APIError` when a request fails for good.
+    ///
+    /// One request is in flight at a time, and the local work overlaps it:
+    /// while batch k is being posted, batch k+1 is read from the store; as
+    /// soon as k is acknowledged, k+1 is sent, and then k is marked synced and
+    /// made durable (with the intervals it completes, in the same sync).
     @discardableResult
     public func syncAll() async throws -> UploadSummary {
         let started = Date()
         var summary = UploadSummary()
         let total = store.counts.unsyncedSamples
         var fetched = store.intervalEntries().filter { $0.interval.status == .fetched }.sorted { $0.position < $1.position }[...]
-        defer { summary.seconds = Date().timeIntervalSince(started) }
-        while true {
-            summary.intervalsSynced += try markIntervalsSynced(&fetched)
-            if stop?.isRequested == true { throw StoppedByRequest(stage: "uploading") }
-            let batch = try store.unsyncedSamples(limit: batchSize)
-            if batch.isEmpty { break }
-            let response = try await post(batch.map(\.sample), retries: &summary.retries)
+        summary.intervalsSynced += try markIntervalsSynced(&fetched)
+        try store.sync()
+        var current = try store.unsyncedSamples(limit: batchSize)
+        var inFlight = current.isEmpty ? nil : send(prepare(current))
+        while let request = inFlight {
+            // While batch k is out: read and encode batch k+1.
+            let next = stop?.isRequested == true ? [] : try store.unsyncedSamples(limit: batchSize, after: current.last!.position)
+            let prepared = next.isEmpty ? nil : prepare(next)
+            let (response, retries) = try await request.value
+            inFlight = prepared.map(send)
+            summary.retries += retries
             summary.samplesSavedByServer += response.saved
-            summary.samplesSynced += try store.markSynced(batch)
+            summary.samplesSynced += try store.markSynced(current)
+            summary.intervalsSynced += try markIntervalsSynced(&fetched)
             try store.sync()
             summary.batches += 1
             onProgress?(UploadProgress(batches: summary.batches, samplesSynced: summary.samplesSynced, samplesTotal: total,
                                        retries: summary.retries, seconds: Date().timeIntervalSince(started)))
+            current = next
+            if inFlight == nil, stop?.isRequested == true, store.counts.unsyncedSamples > 0 {
+                summary.seconds = Date().timeIntervalSince(started)
+                throw StoppedByRequest(stage: "uploading")
+            }
         }
+        summary.seconds = Date().timeIntervalSince(started)
         return summary
     }
 
-    /// Posts one batch, retrying what is worth retrying.
-    private func post(_ samples: [StepSample], retries: inout Int) async throws -> StepSampleResponse {
-        var attempt = 1
-        while true {
-            do {
-                return try await client.postSteps(samples)
-            } catch let error as APIError where error.isRetryable && attempt < retry.maxAttempts {
-                attempt += 1
-                retries += 1
-                let wait = retry.delay(beforeAttempt: attempt, using: &rng)
-                onRetry?(attempt, wait, error)
-                try await sleep(wait)
-            }
+    /// A batch's samples and its encoded request body.
+    private func prepare(_ batch: [StoredSample]) -> (samples: [StepSample], body: Data) {
+        let samples = batch.map(\.sample)
+        return (samples, StepsRequestBody.encode(samples))
+    }
+
+    /// Starts posting a prepared batch (with retries) on its own task.
+    private func send(_ prepared: (samples: [StepSample], body: Data)) -> Task<(StepSampleResponse, Int), Error> {
+        let client = client, retry = retry, sleep = sleep, onRetry = onRetry
+        return Task { [client, retry, sleep, onRetry] in
+            try await BatchPoster.post(prepared.samples, body: prepared.body, client: client, retry: retry, sleep: sleep, onRetry: onRetry)
         }
     }
 
@@ -113,8 +127,30 @@ public final class APISyncService {
             done.append(interval)
             fetched = fetched.dropFirst()
         }
-        try store.recordIntervals(done)
-        try store.sync()
+        try store.recordIntervals(done) // made durable by the caller's sync, after the markers before them
         return done.count
     }
+}
+
+/// Posting one batch with retries, on the batch's own task.
+enum BatchPoster {
+    /// Posts one batch, retrying what is worth retrying. Returns the answer
+    /// and how many retries it took.
+    static func post(_ samples: [StepSample], body: Data, client: APIClient, retry: RetryPolicy,
+                             sleep: @Sendable (Double) async throws -> Void,
+                             onRetry: (@Sendable (Int, Double, APIError) -> Void)?) async throws -> (StepSampleResponse, Int) {
+        var rng = SystemRandomNumberGenerator()
+        var attempt = 1
+        while true {
+            do {
+                return (try await client.postSteps(samples, encodedBody: body), attempt - 1)
+            } catch let error as APIError where error.isRetryable && attempt < retry.maxAttempts {
+                attempt += 1
+                let wait = retry.delay(beforeAttempt: attempt, using: &rng)
+                onRetry?(attempt, wait, error)
+                try await sleep(wait)
+            }
+        }
+    }
+
 }

@@ -53,10 +53,14 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
     }
 
     public func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse {
+        try await postSteps(samples, encodedBody: StepsRequestBody.encode(samples))
+    }
+
+    public func postSteps(_ samples: [StepSample], encodedBody: Data) async throws -> StepSampleResponse {
         var request = URLRequest(url: url("/steps"))
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = StepsRequestBody.encode(samples)
+        request.httpBody = encodedBody
         return try decode(StepSampleResponse.self, try await perform(request))
     }
 

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Upload throughput against the real API server, beside the server's own
+ceiling measured in the same run: the same request bodies posted one after
+another over one keep-alive connection by a plain HTTP client.
+
+Each measurement starts a fresh server with an empty data file (what an
+upload meets), and the upload starts from a fresh copy of the ingested store.
+Usage: upload_bench.py --stepsync BIN --server-python PY --work DIR [--days N] [--rounds R]
+"""
+import argparse
+import http.client
+import json
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SERVER = ROOT / "tools" / "api-server" / "main.py"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, python, data):
+        self.port = free_port()
+        self.process = subprocess.Popen([python, str(SERVER), "--port", str(self.port), "--data", str(data)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise SystemExit("the API server did not start")
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=30)
+
+
+def log(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--stepsync", required=True)
+    parser.add_argument("--server-python", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--days", type=int, default=3650)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    work = pathlib.Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    pristine = work / "pristine"
+    log(f"upload bench: ingesting {args.days} days of mock data")
+    subprocess.run([args.stepsync, "ingest", "--store", str(pristine), "--source", f"mock:days={args.days},end=2026-11-21"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lines = subprocess.run([args.stepsync, "export", "--store", str(pristine)], check=True,
+                           capture_output=True).stdout.splitlines()
+    bodies = [b'{"samples":[' + b",".join(lines[i:i + 1000]) + b"]}" for i in range(0, len(lines), 1000)]
+    samples = len(lines)
+    ceilings, uploads = [], []
+    for round_ in range(args.rounds):
+        server = Server(args.server_python, work / f"ceiling-{round_}.jsonl")
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+        started = time.perf_counter()
+        for body in bodies:
+            connection.request("POST", "/steps", body=body, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            answer = response.read()
+            if response.status != 200:
+                raise SystemExit(f"ceiling client: server said {response.status}: {answer[:200]!r}")
+        ceilings.append(samples / (time.perf_counter() - started))
+        connection.close()
+        server.stop()
+        log(f"  round {round_ + 1}: ceiling {ceilings[-1]:,.0f} samples/s")
+
+        store = work / f"store-{round_}"
+        shutil.copytree(pristine, store)
+        server = Server(args.server_python, work / f"upload-{round_}.jsonl")
+        result = subprocess.run([args.stepsync, "upload", "--store", str(store), "--api-url", f"http://127.0.0.1:{server.port}", "--json"],
+                                check=True, capture_output=True, text=True)
+        summary = json.loads(result.stdout)
+        server.stop()
+        if summary["samplesSynced"] != samples:
+            raise SystemExit(f"upload synced {summary['samplesSynced']} of {samples}")
+        uploads.append(summary["samplesPerSecond"])
+        log(f"  round {round_ + 1}: stepsync upload {uploads[-1]:,.0f} samples/s")
+    ceiling, upload = max(ceilings), max(uploads)
+    print(f"upload: {samples:,} samples in {len(bodies)} bodies of 1,000; stepsync upload {upload:,.0f} samples/s, "
+          f"server ceiling (same bodies, plain HTTP client) {ceiling:,.0f} samples/s: {upload / ceiling:.0%} of the ceiling "
+          f"(best of {args.rounds} rounds each)")
+
+
+if __name__ == "__main__":
+    main()

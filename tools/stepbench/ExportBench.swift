@@ -23,7 +23,7 @@ import Darwin
 ///   XML MB/s, input MB/s, step records, seconds and peak RSS (VmHWM).
 enum ExportBench {
     static let usage = """
-        usage: stepbench export generate --out PATH.zip --size-mb N [--seed S] [--entry NAME] [--zip64]
+        usage: stepbench export generate --out PATH.zip --size-mb N [--seed S] [--entry NAME] [--zip64] [--no-dtd]
                stepbench export import PATH
         """
 
@@ -37,6 +37,7 @@ enum ExportBench {
             var seed: UInt64 = 1
             var entry = "apple_health_export/export.xml"
             var zip64 = false
+            var dtd = true
             var i = 0
             func value() throws -> String {
                 i += 1
@@ -56,12 +57,13 @@ enum ExportBench {
                     seed = n
                 case "--entry": entry = try value()
                 case "--zip64": zip64 = true
+                case "--no-dtd": dtd = false
                 default: throw ExportBenchUsageError("unknown option \(options[i])\n\(usage)")
                 }
                 i += 1
             }
             guard let out, let sizeMB else { throw ExportBenchUsageError("generate needs --out and --size-mb\n\(usage)") }
-            try generate(out: out, xmlBytes: Int64(sizeMB) * 1_000_000, seed: seed, entryName: entry, forceZip64: zip64)
+            try generate(out: out, xmlBytes: Int64(sizeMB) * 1_000_000, seed: seed, entryName: entry, forceZip64: zip64, dtd: dtd)
         case "import":
             guard options.count == 1 else { throw ExportBenchUsageError(usage) }
             try importExport(options[0])
@@ -101,7 +103,9 @@ enum ExportBench {
 
     // MARK: - generate
 
-    static func generate(out: String, xmlBytes target: Int64, seed: UInt64, entryName: String, forceZip64: Bool) throws {
+    /// `dtd: false` leaves out the (malformed iOS 16) DOCTYPE: strict XML
+    /// parsers, such as the healthkit-to-sqlite peer's, stop at that DTD.
+    static func generate(out: String, xmlBytes target: Int64, seed: UInt64, entryName: String, forceZip64: Bool, dtd: Bool = true) throws {
         log("export generate \(out): at least \(target / 1_000_000) MB of XML in '\(entryName)', seed \(seed)")
         let (_, seconds) = try measure {
             let zip = try ExportBenchZipWriter(path: out)
@@ -110,6 +114,7 @@ enum ExportBench {
             let mayNeedZip64 = forceZip64 || target + (64 << 20) >= Int64(UInt32.max)
             let deflater = try zip.beginEntry(name: entryName, zip64: mayNeedZip64)
             var writer = ExportBenchXMLWriter(seed: seed, output: deflater)
+            writer.includeDTD = dtd
             try writer.writeExport(atLeast: target)
             try zip.finishEntry(deflater, forceZip64: forceZip64)
             for (name, text) in ExportBenchXMLWriter.sideFiles() {
@@ -163,8 +168,11 @@ private struct ExportBenchXMLWriter {
         "&lt;&lt;HKDevice: 0x\(address)&gt;, name:Apple Watch, manufacturer:Apple Inc., model:Watch, hardware:Watch6,2, software:8.5&gt;"
     }
 
+    /// Whether the document carries the iOS 16 inline DTD.
+    var includeDTD = true
+
     mutating func writeExport(atLeast target: Int64) throws {
-        append(Self.header)
+        append(includeDTD ? Self.header : Self.headerWithoutDTD)
         // Day 0 is 2014-09-20 (Apple Health's first autumn), local midnight.
         let firstDay: Int64 = 16_333
         var day = firstDay
@@ -410,6 +418,12 @@ private struct ExportBenchXMLWriter {
 
     private func signedDecimal(_ value: Int, _ digits: Int) -> String {
         (value < 0 ? "-" : "") + decimal(UInt64(abs(value)), digits)
+    }
+
+    /// `header` without the DOCTYPE block.
+    static var headerWithoutDTD: String {
+        guard let start = header.range(of: "<!DOCTYPE"), let end = header.range(of: "]>\n", range: start.upperBound..<header.endIndex) else { return header }
+        return String(header[..<start.lowerBound]) + String(header[end.upperBound...])
     }
 
     /// The declaration, the iOS 16 inline DTD (malformed as Apple shipped it:

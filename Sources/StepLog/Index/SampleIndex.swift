@@ -12,14 +12,19 @@ import CStepLogSupport
 ///
 ///     0 key high u64 | 8 key low u64 | 16 entry bits 0..<32 u32 | 20 entry bits 32..<48 u16
 ///
-/// The home slot is the top bits of the UUID's mixed hash, so the table holds
-/// keys in (nearly) hash order: growing walks the old table front to back and
-/// writes the new one almost sequentially, and a bulk load sorted by hash
-/// writes it sequentially too. The nil UUID marks an empty slot, which is why
-/// samples may not use it. Capacity is a power of two, grown at 80% load, so
-/// the table costs 27.5–55 bytes per key (36.9 at 10M keys). Large tables ask
-/// for transparent huge pages: probes are random, and TLB misses would
-/// otherwise double their cost.
+/// The home slot scales the UUID's mixed hash onto the table
+/// (`hash * capacity >> 64`, Lemire's multiply-shift), which is monotone in
+/// the hash, so the table holds keys in (nearly) hash order: growing walks the
+/// old table front to back and writes the new one almost sequentially, and a
+/// bulk load sorted by hash writes it sequentially too. The nil UUID marks an
+/// empty slot, which is why samples may not use it.
+///
+/// Because the home slot needs no mask, the capacity need not be a power of
+/// two: a rebuild of known size (opening a store) allocates for 70% load, 31
+/// bytes per key, instead of rounding up to as much as twice that. A table that
+/// fills past 80% doubles, so one grown key by key costs 27.5–55 bytes per key
+/// (36.9 at 10M keys). Large tables ask for transparent huge pages: probes are
+/// random, and TLB misses would otherwise double their cost.
 ///
 /// Not thread-safe: the store serializes access.
 public final class SampleIndex {
@@ -28,24 +33,22 @@ public final class SampleIndex {
 
     private var slots: UnsafeMutableRawPointer
     private var capacity: Int
-    private var shift: UInt64
     private var threshold: Int
     /// Number of keys.
     public private(set) var count = 0
 
     public init(expectedKeys: Int = 0) {
         capacity = Self.capacity(for: expectedKeys)
-        shift = UInt64(64 - capacity.trailingZeroBitCount)
         threshold = capacity - capacity / 5
         slots = Self.allocateSlots(capacity)
     }
 
     deinit { Self.freeSlots(slots, capacity) }
 
+    /// Slots for `keys` keys at 70% load, a whole number of KiB-slots.
     static func capacity(for keys: Int) -> Int {
-        var c = minimumCapacity
-        while c - c / 5 < keys { c *= 2 }
-        return c
+        let wanted = keys + keys * 3 / 7
+        return max(minimumCapacity, (wanted + minimumCapacity - 1) / minimumCapacity * minimumCapacity)
     }
 
     /// Tables of 2 MiB and more are anonymous mappings (zero-filled by the
@@ -80,7 +83,9 @@ public final class SampleIndex {
 
     @inline(__always) private func slotPointer(_ i: Int) -> UnsafeMutableRawPointer { slots + i &* Self.slotSize }
 
-    @inline(__always) private func home(_ hash: UInt64) -> Int { Int(truncatingIfNeeded: hash >> shift) }
+    @inline(__always) private func home(_ hash: UInt64) -> Int {
+        Int(truncatingIfNeeded: hash.multipliedFullWidth(by: UInt64(truncatingIfNeeded: capacity)).high)
+    }
 
     @inline(__always) private static func key(at p: UnsafeMutableRawPointer) -> UUIDBytes {
         UUIDBytes(high: p.loadUnaligned(as: UInt64.self), low: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
@@ -104,7 +109,6 @@ public final class SampleIndex {
     /// The slot holding `key`, or the empty slot where it would go.
     @inline(__always)
     private func probe(_ key: UUIDBytes, hash: UInt64) -> (slot: UnsafeMutableRawPointer, found: Bool) {
-        let mask = capacity &- 1
         var i = home(hash)
         while true {
             let p = slotPointer(i)
@@ -112,7 +116,8 @@ public final class SampleIndex {
             let low = p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
             if high == key.high && low == key.low { return (p, true) }
             if high == 0 && low == 0 { return (p, false) }
-            i = (i &+ 1) & mask
+            i &+= 1
+            if i == capacity { i = 0 }
         }
     }
 
@@ -165,12 +170,15 @@ public final class SampleIndex {
         return old
     }
 
-    /// Doubles the capacity. The old table is walked in slot order, which is
-    /// hash order, so the new one is written nearly sequentially.
-    private func grow() {
+    /// Doubles the capacity.
+    private func grow() { rehash(toCapacity: capacity * 2) }
+
+    /// Moves every key into a new table of `newCapacity` slots. The old table
+    /// is walked in slot order, which is hash order, so the new one is written
+    /// nearly sequentially.
+    private func rehash(toCapacity newCapacity: Int) {
         let oldSlots = slots, oldCapacity = capacity
-        capacity *= 2
-        shift -= 1
+        capacity = newCapacity
         threshold = capacity - capacity / 5
         slots = Self.allocateSlots(capacity)
         for i in 0..<oldCapacity {
@@ -187,16 +195,7 @@ public final class SampleIndex {
     /// rehashes. An empty index allocates the final size at once.
     public func reserve(_ expectedKeys: Int) {
         let wanted = Self.capacity(for: expectedKeys)
-        guard wanted > capacity else { return }
-        if count == 0 {
-            Self.freeSlots(slots, capacity)
-            capacity = wanted
-            shift = UInt64(64 - capacity.trailingZeroBitCount)
-            threshold = capacity - capacity / 5
-            slots = Self.allocateSlots(capacity)
-            return
-        }
-        while capacity < wanted { grow() }
+        if wanted > capacity { rehash(toCapacity: wanted) }
     }
 
     /// Calls `body` for every key and entry, in slot order.
@@ -211,35 +210,11 @@ public final class SampleIndex {
     /// Bytes allocated for slots (the figure "index bytes per key" divides).
     public var memoryBytes: Int { capacity * Self.slotSize }
 
-    /// Halves the table while the keys still fit under 70% load (after a
-    /// rebuild that reserved for more keys than it found). Walks in hash
-    /// order, so it is nearly sequential.
+    /// Re-sizes the table for 70% load when it is more than half as large
+    /// again as that (after a rebuild that reserved for more keys than it
+    /// found). Walks in hash order, so it is nearly sequential.
     public func shrinkToFit() {
-        var target = capacity
-        while target > Self.minimumCapacity && count <= (target / 2) * 7 / 10 { target /= 2 }
-        guard target < capacity else { return }
-        let oldSlots = slots, oldCapacity = capacity
-        capacity = target
-        shift = UInt64(64 - capacity.trailingZeroBitCount)
-        threshold = capacity - capacity / 5
-        slots = Self.allocateSlots(capacity)
-        for i in 0..<oldCapacity {
-            let p = oldSlots + i * Self.slotSize
-            let k = Self.key(at: p)
-            if k.isNil { continue }
-            let (q, _) = probe(k, hash: k.mixedHash)
-            q.copyMemory(from: p, byteCount: Self.slotSize)
-        }
-        Self.freeSlots(oldSlots, oldCapacity)
-    }
-
-    /// Forgets every key and shrinks to the minimum size.
-    public func removeAll() {
-        Self.freeSlots(slots, capacity)
-        capacity = Self.minimumCapacity
-        shift = UInt64(64 - capacity.trailingZeroBitCount)
-        threshold = capacity - capacity / 5
-        slots = Self.allocateSlots(capacity)
-        count = 0
+        let target = Self.capacity(for: count)
+        if target < capacity - capacity / 3 { rehash(toCapacity: target) }
     }
 }

@@ -37,7 +37,7 @@ let package = Package(
         // A fixture program the SIGKILL tests start and kill.
         .executableTarget(name: "steplog-crash-writer", dependencies: ["StepLog"], path: "Tests/CrashWriter"),
         // Helpers shared by the test targets (temporary directories, child processes).
-        .target(name: "StepTestSupport", dependencies: ["StepLog"], path: "Tests/Support"),
+        .target(name: "StepTestSupport", dependencies: ["StepLog", "StepSync"], path: "Tests/Support"),
         .testTarget(name: "StepLogTests", dependencies: ["StepLog", "StepTestSupport", "steplog-crash-writer", "steplog"],
                     path: "Tests/StepLogTests"),
         .testTarget(name: "StepSyncTests", dependencies: ["StepSync", "StepLog", "StepTestSupport", "stepsync", "CZlib"], path: "Tests/StepSyncTests",

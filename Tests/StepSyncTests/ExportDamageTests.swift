@@ -18,7 +18,7 @@ import Testing
     @Test func everyTruncationOfTheZipTailIsReported() throws {
         let dir = try ExportTemporaryDirectory()
         let whole = Self.zip()
-        var random = ExportSeededRandom(seed: 11)
+        var random = SplitMix64(seed: 11)
         // Every cut in the last 300 bytes (the directory), a sample before.
         var cuts = Array(max(0, whole.count - 300)..<whole.count)
         for _ in 0..<60 { cuts.append(Int(random.next() % UInt64(whole.count))) }
@@ -35,7 +35,7 @@ import Testing
         let dir = try ExportTemporaryDirectory()
         let whole = Self.zip()
         let good = try AppleHealthExportProvider(path: try dir.write("good.zip", whole)).allSamples()
-        var random = ExportSeededRandom(seed: 12)
+        var random = SplitMix64(seed: 12)
         var failures = 0
         for _ in 0..<300 {
             var bytes = whole
@@ -56,7 +56,7 @@ import Testing
     @Test func flippedXMLBytesNeverCrashAndKeepTheContract() throws {
         let dir = try ExportTemporaryDirectory()
         let whole = Array(Self.xml.utf8)
-        var random = ExportSeededRandom(seed: 13)
+        var random = SplitMix64(seed: 13)
         for _ in 0..<300 {
             var bytes = whole
             for _ in 0..<(1 + random.next() % 4) {

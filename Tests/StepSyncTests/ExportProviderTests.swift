@@ -9,7 +9,7 @@ import Testing
     /// ~2 400 samples from a Watch and a phone over 10 days, overlapping, some
     /// starting at the same millisecond.
     static func overlappingExport(_ dir: ExportTemporaryDirectory) throws -> AppleHealthExportProvider {
-        var random = ExportSeededRandom(seed: 7)
+        var random = SplitMix64(seed: 7)
         var records: [ExportTestRecord] = []
         for i in 0..<1_200 {
             let minute = i * 12 + Int(random.next() % 5)
@@ -25,7 +25,7 @@ import Testing
         let dir = try ExportTemporaryDirectory()
         let provider = try Self.overlappingExport(dir)
         #expect(provider.sampleCount == 2_400)
-        var random = ExportSeededRandom(seed: 99)
+        var random = SplitMix64(seed: 99)
         let base = Double(ExportTestDates.base) / 1000
         for _ in 0..<500 {
             let start = base - 3_600 + Double(random.next() % 1_000_000)
@@ -105,7 +105,7 @@ import Testing
         #expect(ExportDateParser.milliseconds("2021-04-30T10:00:00 +0000") == nil)
         #expect(ExportDateParser.milliseconds("") == nil)
         // Against Foundation's calendar for many instants and offsets.
-        var random = ExportSeededRandom(seed: 3)
+        var random = SplitMix64(seed: 3)
         for _ in 0..<2_000 {
             let seconds = Int64(random.next() % 5_000_000_000) - 1_000_000_000
             let offsetMinutes = Int(random.next() % (26 * 60 + 1)) - 12 * 60
@@ -160,16 +160,3 @@ import Testing
     }
 }
 
-/// SplitMix64 for reproducible test data (same seed, same data).
-struct ExportSeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

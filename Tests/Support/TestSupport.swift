@@ -2,6 +2,7 @@
 // generator, file bytes, and child processes for the kill tests.
 import Foundation
 import StepLog
+@_exported import StepSync
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -24,18 +25,8 @@ public final class TemporaryDirectory {
     public func sub(_ name: String) -> String { path + "/" + name }
 }
 
-/// A deterministic generator (SplitMix64): tests replay the same history every run.
-public struct SeededGenerator: RandomNumberGenerator {
-    public var state: UInt64
-    public init(seed: UInt64) { state = seed }
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// A deterministic generator: tests replay the same history every run.
+public typealias SeededGenerator = SplitMix64
 
 public func readFile(_ path: String) -> [UInt8] { Array(FileManager.default.contents(atPath: path) ?? Data()) }
 

@@ -1,5 +1,6 @@
 import Foundation
 import StepLog
+import StepSync
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -64,17 +65,11 @@ struct ProgressLine {
 /// Deterministic benchmark samples: random v4 UUIDs from a seeded generator,
 /// realistic field sizes (the ~90-byte records of a real store).
 struct BenchSampleSource {
-    private var state: UInt64
+    private var random: SplitMix64
 
-    init(seed: UInt64) { state = seed }
+    init(seed: UInt64) { random = SplitMix64(seed: seed) }
 
-    private mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    private mutating func next() -> UInt64 { random.next() }
 
     static let bundle = "com.apple.health"
     static let watch = "Apple Watch"
@@ -97,4 +92,11 @@ func directorySize(_ path: String) -> Int64 {
         let attributes = try? FileManager.default.attributesOfItem(atPath: path + "/" + name)
         return total + ((attributes?[.size] as? NSNumber)?.int64Value ?? 0)
     }
+}
+
+/// A benchmark that could not measure what it set out to (a child process
+/// failed, a peer is missing): the message says which.
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }

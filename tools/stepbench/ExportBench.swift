@@ -145,7 +145,7 @@ struct ExportBenchUsageError: Error, CustomStringConvertible {
 
 /// Writes a synthetic but realistic export.xml, day by day.
 private struct ExportBenchXMLWriter {
-    private var random: ExportBenchRandom
+    private var random: SplitMix64
     private let output: ExportBenchDeflater
     private var buffer: [UInt8] = []
     private(set) var bytesWritten: Int64 = 0
@@ -153,7 +153,7 @@ private struct ExportBenchXMLWriter {
     private(set) var days = 0
 
     init(seed: UInt64, output: ExportBenchDeflater) {
-        random = ExportBenchRandom(seed: seed)
+        random = SplitMix64(seed: seed)
         self.output = output
         buffer.reserveCapacity(Self.flushThreshold + (1 << 20))
     }
@@ -282,11 +282,7 @@ private struct ExportBenchXMLWriter {
         append("<Record type=\"\(type)\" sourceName=\"\(source)\" sourceVersion=\"\(version)\"")
         if let device { append(" device=\"\(device)\"") }
         append(" unit=\"\(unit)\" creationDate=\"")
-        appendDate(end + 1_000 * Int64(5 + random.next() % 600), offset: offset)
-        append("\" startDate=\"")
-        appendDate(start, offset: offset)
-        append("\" endDate=\"")
-        appendDate(end, offset: offset)
+        appendTimes(creation: end + 1_000 * Int64(5 + random.next() % 600), start: start, end: end, offset: offset)
         append("\" value=\"\(value)\"")
         if metadata.isEmpty {
             append("/>\n")
@@ -306,22 +302,14 @@ private struct ExportBenchXMLWriter {
         for indent in [" ", "  "] {
             if indent == "  " {
                 append(" <Correlation type=\"HKCorrelationTypeIdentifierBloodPressure\" sourceName=\"\(source)\" sourceVersion=\"7.2\" creationDate=\"")
-                appendDate(creation, offset: offset)
-                append("\" startDate=\"")
-                appendDate(t, offset: offset)
-                append("\" endDate=\"")
-                appendDate(t, offset: offset)
+                appendTimes(creation: creation, start: t, end: t, offset: offset)
                 append("\">\n  <MetadataEntry key=\"HKWasUserEntered\" value=\"0\"/>\n")
             }
             for (type, value) in [("HKQuantityTypeIdentifierBloodPressureSystolic", systolic),
                                   ("HKQuantityTypeIdentifierBloodPressureDiastolic", diastolic)] {
                 append(indent)
                 append("<Record type=\"\(type)\" sourceName=\"\(source)\" sourceVersion=\"7.2\" unit=\"mmHg\" creationDate=\"")
-                appendDate(creation, offset: offset)
-                append("\" startDate=\"")
-                appendDate(t, offset: offset)
-                append("\" endDate=\"")
-                appendDate(t, offset: offset)
+                appendTimes(creation: creation, start: t, end: t, offset: offset)
                 append("\" value=\"\(value)\"/>\n")
             }
             if indent == "  " { append(" </Correlation>\n") }
@@ -332,22 +320,14 @@ private struct ExportBenchXMLWriter {
         let minutes = 20 + Int64(random.next() % 40)
         let end = t + minutes * 60_000
         append(" <Workout workoutActivityType=\"HKWorkoutActivityTypeRunning\" duration=\"\(minutes)\" durationUnit=\"min\" totalDistance=\"\(decimal(UInt64(minutes) * 160, 3))\" totalDistanceUnit=\"km\" totalEnergyBurned=\"\(decimal(UInt64(minutes) * 11_000, 3))\" totalEnergyBurnedUnit=\"kcal\" sourceName=\"\(Self.watchSource)\" sourceVersion=\"8.5\" device=\"\(watch)\" creationDate=\"")
-        appendDate(end + 5_000, offset: offset)
-        append("\" startDate=\"")
-        appendDate(t, offset: offset)
-        append("\" endDate=\"")
-        appendDate(end, offset: offset)
+        appendTimes(creation: end + 5_000, start: t, end: end, offset: offset)
         append("\">\n  <MetadataEntry key=\"HKIndoorWorkout\" value=\"0\"/>\n  <MetadataEntry key=\"HKTimeZone\" value=\"America/Los_Angeles\"/>\n  <MetadataEntry key=\"HKWeatherTemperature\" value=\"61 degF\"/>\n")
         append("  <WorkoutEvent type=\"HKWorkoutEventTypePause\" date=\"")
         appendDate(t + 600_000, offset: offset)
         append("\"/>\n  <WorkoutEvent type=\"HKWorkoutEventTypeResume\" date=\"")
         appendDate(t + 660_000, offset: offset)
         append("\"/>\n  <WorkoutRoute sourceName=\"\(Self.iPhoneSource)\" sourceVersion=\"15.4.1\" creationDate=\"")
-        appendDate(end + 9_000, offset: offset)
-        append("\" startDate=\"")
-        appendDate(t, offset: offset)
-        append("\" endDate=\"")
-        appendDate(end, offset: offset)
+        appendTimes(creation: end + 9_000, start: t, end: end, offset: offset)
         append("\">\n   <MetadataEntry key=\"HKMetadataKeySyncVersion\" value=\"2\"/>\n")
         var latitude = 37_777_700 + Int(random.next() % 1000), longitude = -122_426_000 - Int(random.next() % 1000)
         for k in 0..<24 {
@@ -361,7 +341,7 @@ private struct ExportBenchXMLWriter {
     }
 
     private mutating func writeActivitySummary(_ day: Int64) {
-        let (y, m, d) = ExportBenchCalendar.civil(day)
+        let (y, m, d) = ISO8601.civil(fromDays: day)
         append(" <ActivitySummary dateComponents=\"\(y)-\(pad(m))-\(pad(d))\" activeEnergyBurned=\"\(decimal(300_000 + random.next() % 400_000, 3))\" activeEnergyBurnedGoal=\"630\" activeEnergyBurnedUnit=\"kcal\" appleMoveTime=\"0\" appleMoveTimeGoal=\"0\" appleExerciseTime=\"\(random.next() % 90)\" appleExerciseTimeGoal=\"30\" appleStandHours=\"\(6 + random.next() % 10)\" appleStandHoursGoal=\"12\"/>\n")
     }
 
@@ -371,12 +351,22 @@ private struct ExportBenchXMLWriter {
         buffer.append(contentsOf: text.utf8)
     }
 
+    /// The creation date (its attribute already opened), then the
+    /// `startDate` and `endDate` attributes, leaving the last quote open.
+    private mutating func appendTimes(creation: Int64, start: Int64, end: Int64, offset: Int) {
+        appendDate(creation, offset: offset)
+        append("\" startDate=\"")
+        appendDate(start, offset: offset)
+        append("\" endDate=\"")
+        appendDate(end, offset: offset)
+    }
+
     /// `yyyy-MM-dd HH:mm:ss ±HHMM` of `milliseconds` in the given UTC offset.
     private mutating func appendDate(_ milliseconds: Int64, offset: Int) {
         let local = milliseconds / 1_000 + Int64(offset) * 60
         let day = local >= 0 ? local / 86_400 : (local - 86_399) / 86_400
         let second = Int(local - day * 86_400)
-        let (y, m, d) = ExportBenchCalendar.civil(day)
+        let (y, m, d) = ISO8601.civil(fromDays: day)
         appendDigits(Int(y), 4); buffer.append(UInt8(ascii: "-"))
         appendDigits(m, 2); buffer.append(UInt8(ascii: "-"))
         appendDigits(d, 2); buffer.append(UInt8(ascii: " "))
@@ -542,36 +532,6 @@ private struct ExportBenchXMLWriter {
           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<gpx version=\"1.1\" creator=\"Apple Health Export\"><trk><trkseg><trkpt lon=\"-122.4\" lat=\"37.7\"><ele>21.2</ele><time>2019-07-14T18:31:00Z</time></trkpt></trkseg></trk></gpx>\n"),
          ("apple_health_export/electrocardiograms/ecg_2020-02-11.csv",
           "Name,Jane\nRecorded Date,2020-02-11 08:15:02 -0800\nClassification,Sinus Rhythm\n\n-12.5\n-11.9\n")]
-    }
-}
-
-/// Civil dates from days since 1970-01-01 (the inverse of the provider's
-/// days-from-civil; 400-year eras, March-based years).
-private enum ExportBenchCalendar {
-    static func civil(_ days: Int64) -> (Int64, Int, Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = Int(dayOfYear - (153 * shiftedMonth + 2) / 5 + 1)
-        let month = Int(shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9)
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
-    }
-}
-
-/// SplitMix64: a tiny, well-mixed, seeded generator (same seed, same file).
-private struct ExportBenchRandom {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

@@ -111,24 +111,3 @@ struct MockDay {
         samples[lowerBound(from)..<lowerBound(to)]
     }
 }
-
-/// SplitMix64: a small, fast, seedable generator (the mock's only randomness).
-struct SplitMix64 {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// Uniform in `range` (the slight modulo bias is irrelevant for mock data,
-    /// and keeps generation identical on every platform).
-    mutating func next(in range: ClosedRange<Int>) -> Int {
-        range.lowerBound + Int(next() % UInt64(range.upperBound - range.lowerBound + 1))
-    }
-}

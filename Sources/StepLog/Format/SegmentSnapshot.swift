@@ -36,6 +36,17 @@ public struct SegmentSnapshot: Equatable, Sendable {
     public var samples: [SampleEntry]
     public var others: [OtherRecord]
 
+    public init(sequence: UInt64, basePosition: UInt64, segmentSize: UInt64, tailChecksum: UInt32, keysAfter: UInt64,
+                samples: [SampleEntry], others: [OtherRecord]) {
+        self.sequence = sequence
+        self.basePosition = basePosition
+        self.segmentSize = segmentSize
+        self.tailChecksum = tailChecksum
+        self.keysAfter = keysAfter
+        self.samples = samples
+        self.others = others
+    }
+
     // MARK: Building from a segment
 
     /// Reads a sealed segment and computes its snapshot. Throws on any damage
@@ -240,17 +251,34 @@ public struct SegmentSnapshot: Equatable, Sendable {
         guard CRC32C.unmask(header.bodyChecksum) == CRC32C.checksum(body) else {
             return .failure(Problem("snapshot body checksum mismatch (damaged or truncated)"))
         }
-        var r = ByteReader(body)
-        var samples: [SampleEntry] = []
-        samples.reserveCapacity(header.sampleCount)
-        for _ in 0..<header.sampleCount {
-            guard let uuid = r.readUUID(), let offset = r.readUInt32(), let flags = r.readUInt8() else {
-                return .failure(Problem("snapshot ends inside its sample entries"))
-            }
-            samples.append(SampleEntry(uuid: uuid, offset: offset, flags: flags))
+        let entryBytes = header.sampleCount * FormatConstants.snapshotEntrySize
+        guard entryBytes <= body.count else { return .failure(Problem("snapshot ends inside its sample entries")) }
+        return parseOthers(body, after: entryBytes, count: header.otherCount).map { others in
+            SegmentSnapshot(header: header, samples: sampleEntries(UnsafeRawBufferPointer(rebasing: body[0..<entryBytes]), count: header.sampleCount),
+                            others: others)
         }
+    }
+
+    private init(header: Header, samples: [SampleEntry], others: [OtherRecord]) {
+        self.init(sequence: header.sequence, basePosition: header.basePosition, segmentSize: header.segmentSize,
+                  tailChecksum: header.tailChecksum, keysAfter: header.keysAfter, samples: samples, others: others)
+    }
+
+    /// The 21-byte sample entries of a body, decoded.
+    static func sampleEntries(_ raw: UnsafeRawBufferPointer, count: Int) -> [SampleEntry] {
+        (0..<count).map { i in
+            let at = i * FormatConstants.snapshotEntrySize
+            return SampleEntry(uuid: UUIDBytes(loadingFrom: raw, at: at),
+                               offset: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at + 16, as: UInt32.self)),
+                               flags: raw[at + 20])
+        }
+    }
+
+    /// The other records, which follow the sample entries and end the body.
+    static func parseOthers(_ body: UnsafeRawBufferPointer, after entryBytes: Int, count: Int) -> Result<[OtherRecord], Problem> {
+        var r = ByteReader(body, offset: entryBytes)
         var others: [OtherRecord] = []
-        for _ in 0..<header.otherCount {
+        for _ in 0..<count {
             guard let offset = r.readUInt32(), let type = r.readUInt8(), let length = r.readUInt32(),
                   let payload = r.readBytes(Int(length)) else {
                 return .failure(Problem("snapshot ends inside its records"))
@@ -258,8 +286,7 @@ public struct SegmentSnapshot: Equatable, Sendable {
             others.append(OtherRecord(offset: offset, type: type, payload: Array(payload)))
         }
         guard r.isAtEnd else { return .failure(Problem("snapshot has \(r.remaining) bytes after its records")) }
-        return .success(SegmentSnapshot(sequence: header.sequence, basePosition: header.basePosition, segmentSize: header.segmentSize,
-                                        tailChecksum: header.tailChecksum, keysAfter: header.keysAfter, samples: samples, others: others))
+        return .success(others)
     }
 
     /// Checks that this snapshot describes `segment` as it is on disk now.
@@ -344,22 +371,17 @@ public struct SegmentSnapshot: Equatable, Sendable {
         }
         let entryBytes = header.sampleCount * FormatConstants.snapshotEntrySize
         guard entryBytes <= body.count else { return .failure(Problem("snapshot ends inside its sample entries")) }
-        var r = ByteReader(body, offset: entryBytes)
-        var others: [OtherRecord] = []
-        for _ in 0..<header.otherCount {
-            guard let offset = r.readUInt32(), let type = r.readUInt8(), let length = r.readUInt32(),
-                  let payload = r.readBytes(Int(length)) else {
-                return .failure(Problem("snapshot ends inside its records"))
-            }
-            others.append(OtherRecord(offset: offset, type: type, payload: Array(payload)))
+        let others: [OtherRecord]
+        switch parseOthers(body, after: entryBytes, count: header.otherCount) {
+        case .failure(let p): return .failure(p)
+        case .success(let o): others = o
         }
-        guard r.isAtEnd else { return .failure(Problem("snapshot has \(r.remaining) bytes after its records")) }
         guard let segmentFD = try? FileDescriptor.open(segment.path, O_RDONLY) else { return .failure(Problem("cannot open the segment")) }
         defer { segmentFD.close() }
         guard let tail = try? tailChecksum(segmentFD, size: segment.size) else { return .failure(Problem("cannot read the segment")) }
-        let probe = SegmentSnapshot(sequence: header.sequence, basePosition: header.basePosition, segmentSize: header.segmentSize,
-                                    tailChecksum: header.tailChecksum, keysAfter: header.keysAfter, samples: [], others: [])
-        if let problem = probe.matches(segment, tailChecksum: tail) { return .failure(problem) }
+        if let problem = SegmentSnapshot(header: header, samples: [], others: []).matches(segment, tailChecksum: tail) {
+            return .failure(problem)
+        }
         // Checked: let go of the pages the checksum pass brought in; applying
         // reads them again a piece at a time.
         file.dropResidentPages(0..<bytes.count)
@@ -378,22 +400,11 @@ public struct SegmentSnapshot: Equatable, Sendable {
         return header
     }
 
-    /// Reads and checks the snapshot file of `segment` against it.
+    /// Reads and checks the snapshot file of `segment` against it (as `map`
+    /// does), with its entries decoded.
     public static func load(for segment: SegmentInfo, directory: String) -> Result<SegmentSnapshot, Problem> {
-        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence))
-        guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return .failure(Problem("no snapshot")) }
-        defer { fd.close() }
-        guard let size = try? fd.size() else { return .failure(Problem("cannot stat the snapshot")) }
-        var bytes = [UInt8](repeating: 0, count: Int(size))
-        guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }), n == Int(size) else {
-            return .failure(Problem("cannot read the snapshot"))
+        map(for: segment, directory: directory).map { m in
+            SegmentSnapshot(header: m.header, samples: sampleEntries(m.entries, count: m.header.sampleCount), others: m.others)
         }
-        let decoded = bytes.withUnsafeBytes { decode($0) }
-        guard case .success(let snapshot) = decoded else { return decoded }
-        guard let segmentFD = try? FileDescriptor.open(segment.path, O_RDONLY) else { return .failure(Problem("cannot open the segment")) }
-        defer { segmentFD.close() }
-        guard let tail = try? tailChecksum(segmentFD, size: segment.size) else { return .failure(Problem("cannot read the segment")) }
-        if let problem = snapshot.matches(segment, tailChecksum: tail) { return .failure(problem) }
-        return .success(snapshot)
     }
 }

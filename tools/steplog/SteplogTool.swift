@@ -21,35 +21,14 @@ enum SteplogTool {
     static let out = OutputSink.standardOutput
     static let err = OutputSink.standardError
 
-    static func run(_ arguments: [String]) -> Int32 {
-        guard let command = arguments.first else {
-            err.line(usage)
-            return 2
-        }
-        if ["--help", "-h", "help"].contains(command) {
-            out.line(usage)
-            return 0
-        }
-        let rest = Array(arguments.dropFirst())
-        do {
-            switch command {
-            case "verify": return try VerifyCommand.run(rest)
-            case "stats": return try StatsCommand.run(rest)
-            case "dump": return try DumpCommand.run(rest)
-            case "recover": return try RecoverCommand.run(rest)
-            case "compact": return try CompactCommand.run(rest)
-            default:
-                err.line("steplog: unknown command '\(command)'\n" + usage)
-                return 2
-            }
-        } catch let error as Arguments.UsageError {
-            err.line("steplog \(command): \(error) (see 'steplog \(command) --help')")
-            return 2
-        } catch {
-            out.flush()
-            err.line("steplog \(command): \(error)")
-            return 1
-        }
+    static func run(_ arguments: [String]) async -> Int32 {
+        await CommandLineTool(name: "steplog", usage: usage).run(arguments, commands: [
+            "verify": { try VerifyCommand.run($0) },
+            "stats": { try StatsCommand.run($0) },
+            "dump": { try DumpCommand.run($0) },
+            "recover": { try RecoverCommand.run($0) },
+            "compact": { try CompactCommand.run($0) },
+        ])
     }
 
     /// Parses `DIR` plus options, or prints `usage` for --help (returns nil).

@@ -3,6 +3,6 @@
 import Foundation
 import ToolSupport
 
-let code = SteplogTool.run(Array(CommandLine.arguments.dropFirst()))
+let code = await SteplogTool.run(Array(CommandLine.arguments.dropFirst()))
 OutputSink.standardOutput.flush()
 exit(code)

@@ -64,7 +64,8 @@ enum IngestCommand {
 
         let fetch = FetchService(provider: provider, store: store, stop: trap.stop)
         fetch.onProgress = { p in
-            progress.update("fetching: \(ProgressLine.counts(p.intervalsFetched, of: p.intervalsTotal, elapsed: p.seconds, unit: " intervals")), \(Format.count(p.samples)) samples")
+            progress.update("fetching: \(ProgressLine.counts(p.intervalsFetched, of: p.intervalsTotal, elapsed: p.seconds, unit: " intervals")), \(Format.count(p.samples)) samples",
+                            force: p.intervalsFetched == p.intervalsTotal)
         }
         let fetched: FetchSummary
         do {

@@ -24,38 +24,16 @@ enum StepSyncTool {
     static let err = OutputSink.standardError
 
     static func run(_ arguments: [String]) async -> Int32 {
-        guard let command = arguments.first else {
-            err.line(usage)
-            return 2
-        }
-        if ["--help", "-h", "help"].contains(command) {
-            out.line(usage)
-            return 0
-        }
-        let rest = Array(arguments.dropFirst())
-        do {
-            switch command {
-            case "ingest": return try await IngestCommand.run(rest)
-            case "status": return try StatusCommand.run(rest)
-            case "intervals": return try IntervalsCommand.run(rest)
-            case "export": return try ExportCommand.run(rest)
-            case "upload": return try await UploadCommand.run(rest)
-            case "today": return try await TodayCommand.run(rest)
-            default:
-                err.line("stepsync: unknown command '\(command)'\n" + usage)
-                return 2
-            }
-        } catch let error as Arguments.UsageError {
-            err.line("stepsync \(command): \(error) (see 'stepsync \(command) --help')")
-            return 2
-        } catch let error as SourceSpecError {
-            err.line("stepsync \(command): \(error)")
-            return 2
-        } catch {
-            out.flush()
-            err.line("stepsync \(command): \(error)")
-            return 1
-        }
+        let tool = CommandLineTool(name: "stepsync", usage: usage,
+                                   isUsageError: { $0 is Arguments.UsageError || $0 is SourceSpecError })
+        return await tool.run(arguments, commands: [
+            "ingest": IngestCommand.run,
+            "upload": UploadCommand.run,
+            "status": { try StatusCommand.run($0) },
+            "intervals": { try IntervalsCommand.run($0) },
+            "export": { try ExportCommand.run($0) },
+            "today": TodayCommand.run,
+        ])
     }
 
     /// Opens a store for reading: never creates one, takes no lock (readers

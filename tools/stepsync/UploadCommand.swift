@@ -66,7 +66,8 @@ enum UploadCommand {
         let progress = ProgressLine()
         let service = APISyncService(store: store, client: client, retry: RetryPolicy(maxAttempts: attempts), stop: trap.stop)
         service.onProgress = { p in
-            progress.update("uploading: \(Format.count(p.batches)) batches, \(ProgressLine.counts(p.samplesSynced, of: p.samplesTotal, elapsed: p.seconds, unit: " samples"))" + (p.retries > 0 ? ", \(p.retries) retries" : ""))
+            progress.update("uploading: \(Format.count(p.batches)) batches, \(ProgressLine.counts(p.samplesSynced, of: p.samplesTotal, elapsed: p.seconds, unit: " samples"))" + (p.retries > 0 ? ", \(p.retries) retries" : ""),
+                            force: p.samplesSynced >= p.samplesTotal)
         }
         service.onRetry = { attempt, wait, error in
             progress.finish()

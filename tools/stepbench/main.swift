@@ -5,7 +5,7 @@ import StepLog
 
 let usage = """
     usage: stepbench engine [--n N[,N…]] [--dir DIR] [--no-peer] [--json]
-           stepbench open DIR [--no-snapshots] [--repeat K]
+           stepbench open DIR [--no-snapshots] [--repeat K] [--json]
            stepbench compact [--n N] [--dir DIR] [--keep]
            stepbench export generate --out PATH.zip --size-mb N [--seed S] | import PATH.zip
     """
@@ -51,7 +51,15 @@ do {
         let repeats = arguments.firstIndex(of: "--repeat").map { Int(arguments[$0 + 1])! } ?? 1
         for _ in 0..<repeats {
             let (store, seconds) = try measure { try StepLogStore.open(dir, options: options) }
-            print("open \(dir): \(fmt(seconds, 3)) s, \(store.counts.samples) samples, \(store.openReport.records) records replayed, \(store.openReport.segmentsFromSnapshots) segments from snapshots, index \(mib(store.indexMemoryBytes))")
+            let figures = OpenFigures(seconds: seconds, samples: store.counts.samples, indexBytes: store.indexMemoryBytes,
+                                      recordsReplayed: store.openReport.records,
+                                      segmentsFromSnapshots: store.openReport.segmentsFromSnapshots)
+            if arguments.contains("--json") {
+                print(String(decoding: try JSONEncoder().encode(figures), as: UTF8.self))
+            } else {
+                print("open \(dir): \(fmt(seconds, 3)) s, \(figures.samples) samples, \(figures.recordsReplayed) records replayed, \(figures.segmentsFromSnapshots) segments from snapshots, index \(mib(figures.indexBytes))")
+            }
+            try store.close()
         }
     case "compact":
         var bench = CompactionBench()

@@ -34,16 +34,21 @@ public final class SampleIndex {
     private var slots: UnsafeMutableRawPointer
     private var capacity: Int
     private var threshold: Int
+    /// Faulting in a table reserved for a rebuild, if that is still going on.
+    private var populator: BackgroundPopulator?
     /// Number of keys.
     public private(set) var count = 0
 
     public init(expectedKeys: Int = 0) {
         capacity = Self.capacity(for: expectedKeys)
         threshold = capacity - capacity / 5
-        slots = Self.allocateSlots(capacity)
+        slots = Self.allocateSlots(capacity).slots
     }
 
-    deinit { Self.freeSlots(slots, capacity) }
+    deinit {
+        populator?.stop()
+        Self.freeSlots(slots, capacity)
+    }
 
     /// Slots for `keys` keys at 70% load, a whole number of KiB-slots.
     static func capacity(for keys: Int) -> Int {
@@ -56,22 +61,28 @@ public final class SampleIndex {
     /// smaller ones come from calloc.
     private static let mappingThreshold = 2 << 20
 
-    private static func allocateSlots(_ capacity: Int) -> UnsafeMutableRawPointer {
+    /// A table's memory; a large one is faulted in before this returns (a
+    /// table about to be filled by rehashing) or, with `inBackground`, by a
+    /// `BackgroundPopulator` (a table reserved for a rebuild, whose first
+    /// writes can wait on the snapshots being checked).
+    private static func allocateSlots(_ capacity: Int, inBackground: Bool = false)
+        -> (slots: UnsafeMutableRawPointer, populator: BackgroundPopulator?) {
         let bytes = capacity * slotSize + 64
         if bytes >= mappingThreshold {
             guard let memory = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
                   memory != MAP_FAILED else { fatalError("cannot map \(bytes) bytes for the index") }
             #if canImport(Glibc)
             _ = madvise(memory, bytes, MADV_HUGEPAGE)
+            if inBackground { return (memory, BackgroundPopulator(base: memory, bytes: bytes)) }
             // Fault the whole table in with one call (MADV_POPULATE_WRITE, Linux
             // 5.14+): cheaper than a fault per page during the first probes.
             // Older kernels answer EINVAL and pages fault in lazily.
             _ = madvise(memory, bytes, 23)
             #endif
-            return memory
+            return (memory, nil)
         }
         guard let memory = calloc(1, bytes) else { fatalError("cannot allocate \(bytes) bytes for the index") }
-        return memory
+        return (memory, nil)
     }
 
     private static func freeSlots(_ slots: UnsafeMutableRawPointer, _ capacity: Int) {
@@ -176,11 +187,12 @@ public final class SampleIndex {
     /// Moves every key into a new table of `newCapacity` slots. The old table
     /// is walked in slot order, which is hash order, so the new one is written
     /// nearly sequentially.
-    private func rehash(toCapacity newCapacity: Int) {
+    private func rehash(toCapacity newCapacity: Int, populateInBackground: Bool = false) {
         let oldSlots = slots, oldCapacity = capacity
+        populator?.stop()
         capacity = newCapacity
         threshold = capacity - capacity / 5
-        slots = Self.allocateSlots(capacity)
+        (slots, populator) = Self.allocateSlots(capacity, inBackground: populateInBackground)
         for i in 0..<oldCapacity {
             let p = oldSlots + i * Self.slotSize
             let k = Self.key(at: p)
@@ -192,10 +204,11 @@ public final class SampleIndex {
     }
 
     /// Makes room for `expectedKeys` keys, so a rebuild of known size never
-    /// rehashes. An empty index allocates the final size at once.
+    /// rehashes. An empty index allocates the final size at once and has its
+    /// pages faulted in on another thread while the rebuild starts.
     public func reserve(_ expectedKeys: Int) {
         let wanted = Self.capacity(for: expectedKeys)
-        if wanted > capacity { rehash(toCapacity: wanted) }
+        if wanted > capacity { rehash(toCapacity: wanted, populateInBackground: count == 0) }
     }
 
     /// Calls `body` for every key and entry, in slot order.

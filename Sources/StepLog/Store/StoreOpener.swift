@@ -43,6 +43,7 @@ struct StoreOpener {
         let state = StoreState()
         var pipeline = ReplayPipeline(segments: segments)
         pipeline.directory = directory
+        pipeline.bandBytes = options.snapshotBandBytes
         if options.useSnapshots {
             pipeline.snapshots = Set(segments.indices.filter { listing.snapshots.contains(segments[$0].sequence) })
         }

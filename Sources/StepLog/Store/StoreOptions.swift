@@ -25,6 +25,9 @@ public struct StoreOptions: Sendable {
     public var useSnapshots = true
     /// Write an index snapshot for each segment the writer seals.
     public var writeSnapshots = true
+    /// Bytes of index per band when applying snapshots (see
+    /// `ReplayPipeline.applySnapshots`); tests make it tiny to get many bands.
+    var snapshotBandBytes = ReplayPipeline.defaultBandBytes
 
     public init(segmentSize: Int = FormatConstants.defaultSegmentSize, readOnly: Bool = false, salvage: Bool = false,
                 createIfMissing: Bool = true) {

@@ -100,3 +100,15 @@ struct BenchError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
 }
+
+/// User and system CPU seconds this process has used so far.
+func cpuSeconds() -> (user: Double, system: Double) {
+    var usage = rusage()
+    #if canImport(Glibc)
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
+    func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return (seconds(usage.ru_utime), seconds(usage.ru_stime))
+}

@@ -28,6 +28,8 @@ struct EngineBench {
         var reupsertPerSecond: Double
         var openSeconds: Double
         var openWithSnapshotsSeconds: Double
+        var openWithSnapshots: OpenFigures
+        var openFullReplay: OpenFigures
         var indexBytesPerKey: Double
         var peerVersion: String?
         var peerUpsertPerSecond: Double?
@@ -140,13 +142,15 @@ struct EngineBench {
             n: n, upsertSeconds: upsertSeconds, syncSeconds: syncSeconds, upsertPerSecond: upsertRate,
             upsertMBPerSecond: Double(bytes) / upsertSeconds / 1e6, storeBytes: bytes,
             reupsertPerSecond: Double(n / 10) / reupsertSeconds, openSeconds: openSeconds,
-            openWithSnapshotsSeconds: snapshotSeconds, indexBytesPerKey: bytesPerKey,
+            openWithSnapshotsSeconds: snapshotSeconds, openWithSnapshots: withSnapshots, openFullReplay: full,
+            indexBytesPerKey: bytesPerKey,
             peerVersion: peerVersion, peerUpsertPerSecond: peerRate, ratioToPeer: peerRate.map { upsertRate / $0 })
         if !json {
             print("""
                 engine N=\(n): upsert \(rate(n, upsertSeconds)) samples/s (\(fmt(result.upsertMBPerSecond, 1)) MB/s, \(fmt(upsertSeconds)) s of which sync \(fmt(syncSeconds)) s, store \(mib(Int(bytes))))
                   re-upsert 10% changed: \(fmt(result.reupsertPerSecond, 0)) samples/s
-                  open: full replay \(fmt(openSeconds, 3)) s, with index snapshots \(fmt(snapshotSeconds, 3)) s
+                  open (fresh process, median of 3): full replay \(fmt(openSeconds, 3)) s, with index snapshots \(fmt(snapshotSeconds, 3)) s
+                    with snapshots: CPU user \(fmt(withSnapshots.userSeconds)) s + system \(fmt(withSnapshots.systemSeconds)) s (system: mostly the kernel zeroing the index's \(mib(withSnapshots.indexBytes)))
                   index: \(fmt(bytesPerKey, 1)) bytes/key
                   peer SQLite \(peerVersion ?? "-"): \(peerRate.map { fmt($0, 0) } ?? "not run") upserts/s; StepLog/SQLite = \(result.ratioToPeer.map { fmt($0, 1) + "x" } ?? "-")
                 """)

@@ -9,6 +9,8 @@ struct OpenFigures: Codable {
     var indexBytes: Int
     var recordsReplayed: Int
     var segmentsFromSnapshots: Int
+    var userSeconds: Double
+    var systemSeconds: Double
 
     /// The median of `repeats` opens of `directory`, each in a new process.
     static func medianOfFreshProcesses(_ directory: String, snapshots: Bool, repeats: Int = 3) throws -> OpenFigures {

@@ -50,16 +50,19 @@ do {
         options.useSnapshots = !arguments.contains("--no-snapshots")
         let repeats = arguments.firstIndex(of: "--repeat").map { Int(arguments[$0 + 1])! } ?? 1
         for _ in 0..<repeats {
+            let cpuBefore = cpuSeconds()
             let (store, seconds) = try measure { try StepLogStore.open(dir, options: options) }
+            let cpu = cpuSeconds()
             let figures = OpenFigures(seconds: seconds, samples: store.counts.samples, indexBytes: store.indexMemoryBytes,
                                       recordsReplayed: store.openReport.records,
-                                      segmentsFromSnapshots: store.openReport.segmentsFromSnapshots)
+                                      segmentsFromSnapshots: store.openReport.segmentsFromSnapshots,
+                                      userSeconds: cpu.user - cpuBefore.user, systemSeconds: cpu.system - cpuBefore.system)
+            try store.close()
             if arguments.contains("--json") {
                 print(String(decoding: try JSONEncoder().encode(figures), as: UTF8.self))
             } else {
-                print("open \(dir): \(fmt(seconds, 3)) s, \(figures.samples) samples, \(figures.recordsReplayed) records replayed, \(figures.segmentsFromSnapshots) segments from snapshots, index \(mib(figures.indexBytes))")
+                print("open \(dir): \(fmt(seconds, 3)) s (CPU user \(fmt(figures.userSeconds)) s, system \(fmt(figures.systemSeconds)) s), \(figures.samples) samples, \(figures.recordsReplayed) records replayed, \(figures.segmentsFromSnapshots) segments from snapshots, index \(mib(figures.indexBytes))")
             }
-            try store.close()
         }
     case "compact":
         var bench = CompactionBench()

@@ -206,7 +206,7 @@ public struct SegmentSnapshot: Equatable, Sendable {
     }
 
     /// The header fields, checked by their own checksum.
-    public struct Header: Equatable {
+    public struct Header: Equatable, Sendable {
         public var sequence: UInt64
         public var basePosition: UInt64
         public var segmentSize: UInt64
@@ -334,47 +334,59 @@ public struct SegmentSnapshot: Equatable, Sendable {
         try Directory.sync(directory)
     }
 
-    /// A snapshot file mapped into memory and checked (both checksums, and
-    /// against its segment), whose sample entries are read in place.
-    public struct Mapped: @unchecked Sendable {
-        public let file: MappedFile
+    /// A snapshot file checked (both checksums, and against its segment),
+    /// whose sample entries are then read a window at a time.
+    public struct Checked: Sendable {
         public let header: Header
-        /// The sample entries: `header.sampleCount` × 21 bytes.
-        public let entries: UnsafeRawBufferPointer
+        /// The sample entries: `header.sampleCount` × 21 bytes, in hash order.
+        public let entries: SnapshotEntryReader
         /// The segment's other records, in order.
         public let others: [OtherRecord]
     }
 
-    /// Maps the snapshot file of `segment` and checks it, without decoding its entries.
-    public static func map(for segment: SegmentInfo, directory: String) -> Result<Mapped, Problem> {
+    /// Reads the snapshot file of `segment` through once, 4 MiB at a time, and
+    /// checks it, without decoding its entries.
+    public static func check(for segment: SegmentInfo, directory: String) -> Result<Checked, Problem> {
         let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence))
-        guard let file = try? MappedFile(path: path) else { return .failure(Problem("cannot read the snapshot")) }
-        let bytes = file.bytes
+        guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return .failure(Problem("cannot read the snapshot")) }
+        var owned: FileDescriptor? = fd
+        defer { owned?.close() }
+        guard let size = try? Int(fd.size()) else { return .failure(Problem("cannot read the snapshot")) }
+        fd.adviseSequential()
+        let headerSize = FormatConstants.snapshotHeaderSize
+        let piece = 4 << 20
+        let buffer = PageBuffer(count: max(headerSize, min(piece, size)))
+        func read(_ count: Int, at offset: Int) -> UnsafeRawBufferPointer? {
+            guard let n = try? fd.read(into: buffer.base, count: count, at: Int64(offset)), n == count else { return nil }
+            return UnsafeRawBufferPointer(start: buffer.base, count: count)
+        }
+        guard let headerBytes = read(min(headerSize, size), at: 0) else { return .failure(Problem("cannot read the snapshot")) }
         let header: Header
-        switch decodeHeader(bytes) {
+        switch decodeHeader(headerBytes) {
         case .failure(let p): return .failure(p)
         case .success(let h): header = h
         }
-        let body = UnsafeRawBufferPointer(rebasing: bytes[FormatConstants.snapshotHeaderSize...])
-        // Checksum 4 MiB at a time, letting go of each piece's pages behind it,
-        // so a large snapshot is never resident whole.
+        let bodySize = size - headerSize
+        let entryBytes = header.sampleCount * FormatConstants.snapshotEntrySize
+        guard entryBytes <= bodySize else { return .failure(Problem("snapshot ends inside its sample entries")) }
         var crc: UInt32 = 0
+        var others: [UInt8] = []
+        others.reserveCapacity(bodySize - entryBytes)
         var at = 0
-        while at < body.count {
-            let end = min(body.count, at + (4 << 20))
-            crc = CRC32C.extend(crc, UnsafeRawBufferPointer(rebasing: body[at..<end]))
-            file.dropResidentPages((FormatConstants.snapshotHeaderSize + at)..<(FormatConstants.snapshotHeaderSize + end))
-            at = end
+        while at < bodySize {
+            let count = min(piece, bodySize - at)
+            guard let bytes = read(count, at: headerSize + at) else { return .failure(Problem("cannot read the snapshot")) }
+            crc = CRC32C.extend(crc, bytes)
+            if at + count > entryBytes { others.append(contentsOf: bytes[max(0, entryBytes - at)...]) }
+            at += count
         }
         guard CRC32C.unmask(header.bodyChecksum) == crc else {
             return .failure(Problem("snapshot body checksum mismatch (damaged or truncated)"))
         }
-        let entryBytes = header.sampleCount * FormatConstants.snapshotEntrySize
-        guard entryBytes <= body.count else { return .failure(Problem("snapshot ends inside its sample entries")) }
-        let others: [OtherRecord]
-        switch parseOthers(body, after: entryBytes, count: header.otherCount) {
+        let otherRecords: [OtherRecord]
+        switch others.withUnsafeBytes({ parseOthers($0, after: 0, count: header.otherCount) }) {
         case .failure(let p): return .failure(p)
-        case .success(let o): others = o
+        case .success(let o): otherRecords = o
         }
         guard let segmentFD = try? FileDescriptor.open(segment.path, O_RDONLY) else { return .failure(Problem("cannot open the segment")) }
         defer { segmentFD.close() }
@@ -382,10 +394,9 @@ public struct SegmentSnapshot: Equatable, Sendable {
         if let problem = SegmentSnapshot(header: header, samples: [], others: []).matches(segment, tailChecksum: tail) {
             return .failure(problem)
         }
-        // Checked: let go of the pages the checksum pass brought in; applying
-        // reads them again a piece at a time.
-        file.dropResidentPages(0..<bytes.count)
-        return .success(Mapped(file: file, header: header, entries: UnsafeRawBufferPointer(rebasing: body[0..<entryBytes]), others: others))
+        owned = nil // the entry reader closes it
+        let entries = SnapshotEntryReader(fd: fd, firstEntryOffset: Int64(headerSize), count: header.sampleCount)
+        return .success(Checked(header: header, entries: entries, others: otherRecords))
     }
 
     /// What a snapshot file's header says (nil when there is no readable
@@ -400,11 +411,20 @@ public struct SegmentSnapshot: Equatable, Sendable {
         return header
     }
 
-    /// Reads and checks the snapshot file of `segment` against it (as `map`
-    /// does), with its entries decoded.
+    /// Reads and checks the snapshot file of `segment` against it (as
+    /// `check` does), with its entries decoded.
     public static func load(for segment: SegmentInfo, directory: String) -> Result<SegmentSnapshot, Problem> {
-        map(for: segment, directory: directory).map { m in
-            SegmentSnapshot(header: m.header, samples: sampleEntries(m.entries, count: m.header.sampleCount), others: m.others)
+        check(for: segment, directory: directory).flatMap { checked in
+            let reader = checked.entries
+            var samples: [SampleEntry] = []
+            samples.reserveCapacity(reader.count)
+            var start = 0
+            while start < reader.count {
+                guard (try? reader.load(from: start)) != nil else { return .failure(Problem("cannot read the snapshot")) }
+                samples += sampleEntries(reader.window, count: reader.windowEnd - reader.windowStart)
+                start = reader.windowEnd
+            }
+            return .success(SegmentSnapshot(header: checked.header, samples: samples, others: checked.others))
         }
     }
 }

@@ -58,10 +58,10 @@ struct ReplayPipeline {
         // together (see applySnapshots) when a segment without one, damage,
         // or the end arrives. The reader meanwhile maps and checks the next.
         var pending: [Chunk] = []
-        func applyPending() -> Outcome? {
+        func applyPending() throws -> Outcome? {
             defer { pending.removeAll() }
             guard !pending.isEmpty else { return nil }
-            guard let problem = applySnapshots(pending.map { $0.snapshot! }, to: state) else {
+            guard let problem = try applySnapshots(pending.map { $0.snapshot! }, to: state) else {
                 report.segmentsFromSnapshots += pending.count
                 return nil
             }
@@ -75,9 +75,11 @@ struct ReplayPipeline {
             case .chunk(let chunk):
                 if chunk.snapshot != nil {
                     pending.append(chunk)
+                    // Each waits with an open file and a 64 KiB window: bound both.
+                    if pending.count == Self.longestSnapshotRun, let damaged = try applyPending() { return damaged }
                     continue
                 }
-                if let damaged = applyPending() { return damaged }
+                if let damaged = try applyPending() { return damaged }
                 if let problem = apply(chunk, to: state) {
                     queue.cancel()
                     report.records += problem.applied
@@ -92,7 +94,7 @@ struct ReplayPipeline {
                     if chunk.segmentIndex < segments.count - 1 { replayed.append((chunk.segmentIndex, state.index.count)) }
                 }
             case .damage(let segmentIndex, let offset, let reason, let mayBeTorn):
-                if let damaged = applyPending() { return damaged }
+                if let damaged = try applyPending() { return damaged }
                 report.bytesReplayed += offset
                 return .damaged(segmentIndex: segmentIndex, offset: offset, reason: reason, mayBeTorn: mayBeTorn)
             case .failed(let error):
@@ -100,7 +102,7 @@ struct ReplayPipeline {
             case .snapshotIgnored(let name, let reason):
                 report.snapshotsIgnored.append("\(name): \(reason)")
             case .finished:
-                if let damaged = applyPending() { return damaged }
+                if let damaged = try applyPending() { return damaged }
                 return .clean(dataEnds: dataEnds, replayed: replayed)
             }
         }
@@ -113,13 +115,13 @@ struct ReplayPipeline {
         do {
             for (index, segment) in segments.enumerated() {
                 if snapshots.contains(index) && index < segments.count - 1 {
-                    switch SegmentSnapshot.map(for: segment, directory: directory) {
+                    switch SegmentSnapshot.check(for: segment, directory: directory) {
                     case .success(let snapshot):
                         var chunk = Chunk(segmentIndex: index, reserve: false)
                         chunk.snapshot = snapshot
                         chunk.dataEnd = segment.size
-                        // Checked, its pages already let go of: the applier collects
-                        // consecutive snapshots and applies them together.
+                        // Checked; the applier collects consecutive snapshots and
+                        // applies them together, reading their entries again then.
                         guard queue.put(.chunk(chunk), weight: queueDepth / 2) else { return }
                         continue
                     case .failure(let problem):
@@ -178,8 +180,10 @@ struct ReplayPipeline {
     /// on the machines we measure, where 0.5–8 MiB all measured alike and 32
     /// MiB a quarter slower.
     static let defaultBandBytes = 2 << 20
+    /// Most snapshots applied together (a 10 GB store has ~160 segments).
+    static let longestSnapshotRun = 256
 
-    /// Applies consecutive mapped snapshots, which together mean what
+    /// Applies consecutive checked snapshots, which together mean what
     /// replaying their segments in order would.
     ///
     /// Each snapshot's entries are in hash order, so one snapshot alone writes
@@ -194,7 +198,7 @@ struct ReplayPipeline {
     /// order; if snapshot `run` holds one that does not apply, the samples of
     /// the snapshots up to and including it are applied (as a sequential
     /// replay stopping there would have) and the problem is returned.
-    private func applySnapshots(_ run: [SegmentSnapshot.Mapped], to state: StoreState)
+    private func applySnapshots(_ run: [SegmentSnapshot.Checked], to state: StoreState) throws
         -> (run: Int, offset: Int64, reason: String)? {
         var failure: (run: Int, offset: Int64, reason: String)?
         othersLoop: for (k, snapshot) in run.enumerated() {
@@ -214,40 +218,37 @@ struct ReplayPipeline {
         let size = FormatConstants.snapshotEntrySize
         let bands = max(1, state.index.memoryBytes / bandBytes)
         let bandWidth = UInt64.max / UInt64(bands)
-        let dropEvery = 4 << 20
         var cursors = [Int](repeating: 0, count: snapshots.count)
-        var dropped = [Int](repeating: 0, count: snapshots.count)
         for band in 1...bands {
             let end = band == bands ? UInt64.max : bandWidth &* UInt64(band)
             for (k, snapshot) in snapshots.enumerated() {
-                let entries = snapshot.entries
-                let count = snapshot.header.sampleCount
+                let reader = snapshot.entries
                 let base = snapshot.header.basePosition
                 var i = cursors[k]
-                while i < count {
-                    let at = i &* size
-                    let key = UUIDBytes(loadingFrom: entries, at: at)
-                    if band < bands && key.mixedHash >= end { break }
-                    if i &+ Self.prefetchDistance < count {
-                        state.index.prefetch(UUIDBytes(loadingFrom: entries, at: at &+ Self.prefetchDistance &* size))
+                bandLoop: while i < reader.count {
+                    if i >= reader.windowEnd { try reader.load(from: i) }
+                    // The entries of this band that are in the window.
+                    let entries = reader.window
+                    let first = reader.windowStart, last = reader.windowEnd
+                    while i < last {
+                        let at = (i &- first) &* size
+                        let key = UUIDBytes(loadingFrom: entries, at: at)
+                        if band < bands && key.mixedHash >= end { break bandLoop }
+                        if i &+ Self.prefetchDistance < last {
+                            state.index.prefetch(UUIDBytes(loadingFrom: entries, at: at &+ Self.prefetchDistance &* size))
+                        }
+                        let flags = entries[at &+ 20]
+                        if flags & FormatConstants.snapshotEntryHasVersion != 0 {
+                            let offset = UInt64(UInt32(littleEndian: entries.loadUnaligned(fromByteOffset: at &+ 16, as: UInt32.self)))
+                            state.applySampleVersion(key, position: LogPosition(base + offset),
+                                                     synced: flags & FormatConstants.snapshotEntrySynced != 0)
+                        } else if flags & FormatConstants.snapshotEntrySynced != 0 {
+                            state.applySynced(key)
+                        }
+                        i &+= 1
                     }
-                    let flags = entries[at + 20]
-                    if flags & FormatConstants.snapshotEntryHasVersion != 0 {
-                        let offset = UInt64(UInt32(littleEndian: entries.loadUnaligned(fromByteOffset: at + 16, as: UInt32.self)))
-                        state.applySampleVersion(key, position: LogPosition(base + offset),
-                                                 synced: flags & FormatConstants.snapshotEntrySynced != 0)
-                    } else if flags & FormatConstants.snapshotEntrySynced != 0 {
-                        state.applySynced(key)
-                    }
-                    i &+= 1
                 }
                 cursors[k] = i
-                // Entries behind the cursor are done with: keep resident memory small.
-                let done = FormatConstants.snapshotHeaderSize + i * size
-                if done - dropped[k] >= dropEvery || (i == count && done > dropped[k]) {
-                    snapshot.file.dropResidentPages(dropped[k]..<done)
-                    dropped[k] = done
-                }
             }
         }
         return failure
@@ -302,8 +303,8 @@ struct Chunk: Sendable {
     var payloadBytes = 0
     /// Set on the last chunk of its segment: where the segment's records end.
     var dataEnd: Int64?
-    /// The mapped snapshot this chunk applies (instead of the arrays above).
-    var snapshot: SegmentSnapshot.Mapped?
+    /// The checked snapshot this chunk applies (instead of the arrays above).
+    var snapshot: SegmentSnapshot.Checked?
     /// Kind of a snapshot entry that only marks the current version synced.
     static let syncedMarkKind: UInt8 = 0xFE
 

@@ -7,18 +7,14 @@ import Testing
 @Suite struct TruncationReplayTests {
     @Test func cutAtEveryByteOfTheNewestSegmentsLastEightKiB() throws {
         let tmp = TemporaryDirectory()
-        let reference = tmp.sub("reference")
-        try writeKnownHistory(reference, segmentSize: 12 << 10, batches: 70, seed: 1)
-        let records = try readAllRecords(reference)
-        let digests = prefixDigests(records)
-        let files = segmentFiles(reference)
+        let history = try ReferenceHistory(in: tmp, segmentSize: 12 << 10, batches: 70, seed: 1)
+        let (reference, work, records, digests, files) = (history.reference, history.work, history.records, history.digests, history.files)
         #expect(files.count >= 2)
         let newest = files.last!
         let newestIndex = files.count - 1
         let bytes = readFile(newest)
         #expect(bytes.count > 8_192, "the newest segment should exceed 8 KiB for this test to mean something")
 
-        let work = tmp.sub("work")
         try copyDirectory(reference, to: work)
         let workNewest = work + "/" + (newest as NSString).lastPathComponent
         let before = records.filter { $0.segmentIndex < newestIndex }.count
@@ -75,13 +71,9 @@ import Testing
 
     @Test func cutsInSealedSegmentsAreCorruptionOrSalvagedToThePrefix() throws {
         let tmp = TemporaryDirectory()
-        let reference = tmp.sub("reference")
-        try writeKnownHistory(reference, segmentSize: 16 << 10, batches: 150, seed: 3)
-        let records = try readAllRecords(reference)
-        let digests = prefixDigests(records)
-        let files = segmentFiles(reference)
+        let history = try ReferenceHistory(in: tmp, segmentSize: 16 << 10, batches: 150, seed: 3)
+        let (reference, work, records, digests, files) = (history.reference, history.work, history.records, history.digests, history.files)
         var rng = SeededGenerator(seed: 33)
-        let work = tmp.sub("work")
         for _ in 0..<40 {
             let segmentIndex = Int.random(in: 0..<(files.count - 1), using: &rng)
             let name = (files[segmentIndex] as NSString).lastPathComponent
@@ -124,18 +116,14 @@ enum SegmentHeaderProbe {
 @Suite struct CorruptionReplayTests {
     @Test func bitFlipsInsideRecordsAreFoundWhereTheyAre() throws {
         let tmp = TemporaryDirectory()
-        let reference = tmp.sub("reference")
-        try writeKnownHistory(reference, segmentSize: 16 << 10, batches: 150, seed: 4)
-        let records = try readAllRecords(reference)
-        let digests = prefixDigests(records)
-        let files = segmentFiles(reference)
+        let history = try ReferenceHistory(in: tmp, segmentSize: 16 << 10, batches: 150, seed: 4)
+        let (reference, work, records, digests, files) = (history.reference, history.work, history.records, history.digests, history.files)
         let newestIndex = files.count - 1
         var rng = SeededGenerator(seed: 44)
         let middle = records.enumerated().filter { $0.element.segmentIndex == newestIndex / 2 }
         let tail = records.enumerated().filter { $0.element.segmentIndex == newestIndex }
         var picks = (0..<25).map { _ in middle.randomElement(using: &rng)! } + (0..<25).map { _ in tail.randomElement(using: &rng)! }
         picks.append(tail.last!)
-        let work = tmp.sub("work")
         for (number, record) in picks {
             try copyDirectory(reference, to: work)
             let path = work + "/" + (record.segment as NSString).lastPathComponent
@@ -199,13 +187,9 @@ enum SegmentHeaderProbe {
 
     @Test func randomDamageNeverCrashesAndSalvageKeepsAnExactPrefix() throws {
         let tmp = TemporaryDirectory()
-        let reference = tmp.sub("reference")
-        try writeKnownHistory(reference, segmentSize: 16 << 10, batches: 100, seed: 6)
-        let records = try readAllRecords(reference)
-        let digests = prefixDigests(records)
-        let files = segmentFiles(reference)
+        let history = try ReferenceHistory(in: tmp, segmentSize: 16 << 10, batches: 100, seed: 6)
+        let (reference, work, records, digests, files) = (history.reference, history.work, history.records, history.digests, history.files)
         var rng = SeededGenerator(seed: 66)
-        let work = tmp.sub("work")
         for _ in 0..<60 {
             try copyDirectory(reference, to: work)
             let index = Int.random(in: 0..<files.count, using: &rng)

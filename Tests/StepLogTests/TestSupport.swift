@@ -176,3 +176,27 @@ func copyDirectory(_ from: String, to: String) throws {
     try FileManager.default.copyItem(atPath: from, toPath: to)
 }
 
+
+/// A known history written once into `reference`, with its records, the store
+/// digest after every prefix of them and its segment files. Replay tests copy
+/// it to `work`, damage the copy, reopen it, and compare with `digests`.
+struct ReferenceHistory {
+    let reference: String
+    let work: String
+    let records: [FoundRecord]
+    let digests: [StoreDigest]
+    /// Segment paths in `reference`, oldest first.
+    let files: [String]
+
+    init(in tmp: TemporaryDirectory, segmentSize: Int, batches: Int, seed: UInt64) throws {
+        reference = tmp.sub("reference")
+        work = tmp.sub("work")
+        try writeKnownHistory(reference, segmentSize: segmentSize, batches: batches, seed: seed)
+        records = try readAllRecords(reference)
+        digests = prefixDigests(records)
+        files = segmentFiles(reference)
+    }
+
+    /// Where `files[index]` is in the working copy.
+    func workPath(_ index: Int) -> String { work + "/" + (files[index] as NSString).lastPathComponent }
+}

@@ -48,6 +48,20 @@ import Testing
         }
     }
 
+    @Test func hashOrderSortsByHashThenUUID() {
+        var rng = SeededGenerator(seed: 21)
+        for n in [0, 1, 2, 3, 100, 5_000, 70_000] {
+            let entries = (0..<n).map { i in
+                SegmentSnapshot.SampleEntry(uuid: UUIDBytes(high: rng.next(), low: rng.next() | 1), offset: UInt32(i), flags: 1)
+            }
+            let expected = entries.indices.sorted { a, b in
+                let (x, y) = (entries[a].uuid, entries[b].uuid)
+                return (x.mixedHash, x.high, x.low) < (y.mixedHash, y.high, y.low)
+            }.map { UInt32($0) }
+            #expect(SegmentSnapshot.hashOrder(entries) == expected, "\(n) entries")
+        }
+    }
+
     @Test func snapshotsRoundTripAndMatchAFreshBuild() throws {
         let tmp = TemporaryDirectory()
         _ = try history(tmp.path)

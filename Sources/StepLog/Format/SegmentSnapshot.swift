@@ -120,15 +120,47 @@ public struct SegmentSnapshot: Equatable, Sendable {
     }
 
     /// The order that puts `entries` in snapshot order (the index's hash,
-    /// then the UUID), as indices: each hash is computed once, and only 4
-    /// bytes per entry are moved while sorting.
+    /// then the UUID), as indices. The hashes are uniform, so a counting sort
+    /// by their top bits (about four entries a bucket) and an insertion sort
+    /// within each bucket do it in linear time: a comparison sort of 800,000
+    /// entries was a seventh of a compaction's CPU.
     public static func hashOrder(_ entries: [SampleEntry]) -> [UInt32] {
+        let n = entries.count
+        guard n > 1 else { return (0..<n).map { UInt32($0) } }
         let hashes = entries.map(\.uuid.mixedHash)
-        var order = (0..<entries.count).map { UInt32($0) }
-        order.sort { a, b in
-            let (x, y) = (Int(a), Int(b))
-            if hashes[x] != hashes[y] { return hashes[x] < hashes[y] }
-            return (entries[x].uuid.high, entries[x].uuid.low) < (entries[y].uuid.high, entries[y].uuid.low)
+        let bits = min(24, max(1, Int.bitWidth - n.leadingZeroBitCount - 2))
+        let shift = UInt64(64 - bits)
+        var starts = [Int](repeating: 0, count: (1 << bits) + 1)
+        for h in hashes { starts[Int(truncatingIfNeeded: h >> shift) + 1] += 1 }
+        for b in 0..<(1 << bits) { starts[b + 1] += starts[b] }
+        var order = [UInt32](repeating: 0, count: n)
+        hashes.withUnsafeBufferPointer { hashes in
+            entries.withUnsafeBufferPointer { entries in
+                order.withUnsafeMutableBufferPointer { order in
+                    var next = starts
+                    for i in 0..<n {
+                        let b = Int(truncatingIfNeeded: hashes[i] >> shift)
+                        order[next[b]] = UInt32(truncatingIfNeeded: i)
+                        next[b] += 1
+                    }
+                    @inline(__always) func less(_ x: UInt32, _ y: UInt32) -> Bool {
+                        let (a, b) = (Int(x), Int(y))
+                        if hashes[a] != hashes[b] { return hashes[a] < hashes[b] }
+                        return (entries[a].uuid.high, entries[a].uuid.low) < (entries[b].uuid.high, entries[b].uuid.low)
+                    }
+                    for b in 0..<(1 << bits) where starts[b + 1] - starts[b] > 1 {
+                        for i in (starts[b] + 1)..<starts[b + 1] {
+                            let item = order[i]
+                            var j = i
+                            while j > starts[b] && less(item, order[j - 1]) {
+                                order[j] = order[j - 1]
+                                j -= 1
+                            }
+                            order[j] = item
+                        }
+                    }
+                }
+            }
         }
         return order
     }

@@ -62,6 +62,22 @@ import Testing
         }
     }
 
+    @Test func bucketOrderKeepsTheEventsOfOneSampleInLogOrder() {
+        // A snapshot build collapses each sample's events in log order, so the
+        // sort must be stable: many events of few samples, in one bucket or many.
+        var rng = SeededGenerator(seed: 22)
+        for distinct in [1, 3, 50] {
+            let pool = (0..<distinct).map { _ in UUIDBytes(high: rng.next(), low: rng.next() | 1) }
+            let uuids = (0..<2_000).map { _ in pool[Int(rng.next() % UInt64(distinct))] }
+            let hashes = uuids.map(\.mixedHash)
+            let expected = uuids.indices.sorted { a, b in
+                let (x, y) = (uuids[a], uuids[b])
+                return (x.mixedHash, x.high, x.low, a) < (y.mixedHash, y.high, y.low, b)
+            }.map { UInt32($0) }
+            #expect(SegmentSnapshot.bucketOrder(hashes: hashes, uuids: uuids) == expected, "\(distinct) distinct samples")
+        }
+    }
+
     @Test func snapshotsRoundTripAndMatchAFreshBuild() throws {
         let tmp = TemporaryDirectory()
         _ = try history(tmp.path)

@@ -6,6 +6,7 @@ import StepLog
 let usage = """
     usage: stepbench engine [--n N[,N…]] [--dir DIR] [--no-peer] [--json]
            stepbench open DIR [--no-snapshots] [--repeat K] [--json]
+           stepbench snapshots DIR [--json]
            stepbench compact [--n N] [--dir DIR] [--keep]
            stepbench export generate --out PATH.zip --size-mb N [--seed S] | import PATH.zip
     """
@@ -64,6 +65,9 @@ do {
                 print("open \(dir): \(fmt(seconds, 3)) s (CPU user \(fmt(figures.userSeconds)) s, system \(fmt(figures.systemSeconds)) s), \(figures.samples) samples, \(figures.recordsReplayed) records replayed, \(figures.segmentsFromSnapshots) segments from snapshots, index \(mib(figures.indexBytes))")
             }
         }
+    case "snapshots":
+        guard let dir = arguments.first else { FileHandle.standardError.write(Data((usage + "\n").utf8)); exit(2) }
+        try SnapshotBuildBench(directory: dir, json: arguments.contains("--json")).run()
     case "compact":
         var bench = CompactionBench()
         var i = 0

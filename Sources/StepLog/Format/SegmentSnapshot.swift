@@ -56,10 +56,20 @@ public struct SegmentSnapshot: Equatable, Sendable {
         let fd = try FileDescriptor.open(segment.path, O_RDONLY)
         defer { fd.close() }
         fd.adviseSequential()
-        // Every sample event in log order; sorted by (hash, uuid, order) and
-        // collapsed per uuid below. No Dictionary: its hashing (SipHash) cost
-        // more than the sort.
-        var events: [(hash: UInt64, uuid: UUIDBytes, order: Int, offset: UInt32, flags: UInt8)] = []
+        // Every sample event in log order, as parallel arrays; put in
+        // (hash, uuid) order by a stable bucket sort, so each sample's events
+        // stay in log order, and collapsed per uuid below. No Dictionary: its
+        // hashing (SipHash) cost more than the sort.
+        var hashes: [UInt64] = []
+        var uuids: [UUIDBytes] = []
+        var offsets: [UInt32] = []
+        var eventFlags: [UInt8] = []
+        func event(_ uuid: UUIDBytes, _ offset: UInt32, _ flags: UInt8) {
+            hashes.append(uuid.mixedHash)
+            uuids.append(uuid)
+            offsets.append(offset)
+            eventFlags.append(flags)
+        }
         var others: [OtherRecord] = []
         var reader = SegmentReader(fd: fd, fileSize: segment.size)
         while let item = try reader.next() {
@@ -73,17 +83,13 @@ public struct SegmentSnapshot: Equatable, Sendable {
                     }
                     var flags = FormatConstants.snapshotEntryHasVersion
                     if SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0 { flags |= FormatConstants.snapshotEntrySynced }
-                    let uuid = SamplePayload.uuid(payload)
-                    events.append((uuid.mixedHash, uuid, events.count, UInt32(offset), flags))
+                    event(SamplePayload.uuid(payload), UInt32(offset), flags)
                 } else if type == RecordType.samplesSynced.rawValue {
                     let n = payload.count >= 4 ? Int(UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt32.self))) : -1
                     guard payload.count == 4 + 16 * n else {
                         throw StepLogError.corruption(path: segment.path, offset: offset, reason: "malformed samples-synced payload")
                     }
-                    for i in 0..<n {
-                        let uuid = UUIDBytes(loadingFrom: payload, at: 4 + 16 * i)
-                        events.append((uuid.mixedHash, uuid, events.count, 0, FormatConstants.snapshotEntrySynced))
-                    }
+                    for i in 0..<n { event(UUIDBytes(loadingFrom: payload, at: 4 + 16 * i), 0, FormatConstants.snapshotEntrySynced) }
                 } else {
                     if case .failure(let problem) = LogRecord.decode(type: type, payload: payload) {
                         throw StepLogError.corruption(path: segment.path, offset: offset, reason: problem.description)
@@ -92,20 +98,20 @@ public struct SegmentSnapshot: Equatable, Sendable {
                 }
             }
         }
-        events.sort { ($0.hash, $0.uuid.high, $0.uuid.low, $0.order) < ($1.hash, $1.uuid.high, $1.uuid.low, $1.order) }
+        let order = bucketOrder(hashes: hashes, uuids: uuids)
         var samples: [SampleEntry] = []
-        samples.reserveCapacity(events.count)
+        samples.reserveCapacity(order.count)
         var i = 0
-        while i < events.count {
+        while i < order.count {
             // The events of one sample, in log order: a version resets the
             // synced flag to its own; a marker sets it.
-            var entry = SampleEntry(uuid: events[i].uuid, offset: 0, flags: 0)
+            var entry = SampleEntry(uuid: uuids[Int(order[i])], offset: 0, flags: 0)
             var j = i
-            while j < events.count && events[j].uuid == entry.uuid {
-                let e = events[j]
-                if e.flags & FormatConstants.snapshotEntryHasVersion != 0 {
-                    entry.offset = e.offset
-                    entry.flags = e.flags
+            while j < order.count && uuids[Int(order[j])] == entry.uuid {
+                let e = Int(order[j])
+                if eventFlags[e] & FormatConstants.snapshotEntryHasVersion != 0 {
+                    entry.offset = offsets[e]
+                    entry.flags = eventFlags[e]
                 } else {
                     entry.flags |= FormatConstants.snapshotEntrySynced
                 }
@@ -120,14 +126,20 @@ public struct SegmentSnapshot: Equatable, Sendable {
     }
 
     /// The order that puts `entries` in snapshot order (the index's hash,
-    /// then the UUID), as indices. The hashes are uniform, so a counting sort
-    /// by their top bits (about four entries a bucket) and an insertion sort
-    /// within each bucket do it in linear time: a comparison sort of 800,000
-    /// entries was a seventh of a compaction's CPU.
+    /// then the UUID), as indices.
     public static func hashOrder(_ entries: [SampleEntry]) -> [UInt32] {
-        let n = entries.count
+        bucketOrder(hashes: entries.map(\.uuid.mixedHash), uuids: entries.map(\.uuid))
+    }
+
+    /// A stable sort by (hash, uuid), as indices: equal keys keep their input
+    /// order. The hashes are uniform, so a counting sort by their top bits
+    /// (about four items a bucket) and an insertion sort within each bucket
+    /// do it in linear time: a comparison sort was a seventh of a
+    /// compaction's CPU and most of a snapshot build's.
+    static func bucketOrder(hashes: [UInt64], uuids: [UUIDBytes]) -> [UInt32] {
+        let n = hashes.count
+        precondition(uuids.count == n, "one uuid per hash")
         guard n > 1 else { return (0..<n).map { UInt32($0) } }
-        let hashes = entries.map(\.uuid.mixedHash)
         let bits = min(24, max(1, Int.bitWidth - n.leadingZeroBitCount - 2))
         let shift = UInt64(64 - bits)
         var starts = [Int](repeating: 0, count: (1 << bits) + 1)
@@ -135,7 +147,7 @@ public struct SegmentSnapshot: Equatable, Sendable {
         for b in 0..<(1 << bits) { starts[b + 1] += starts[b] }
         var order = [UInt32](repeating: 0, count: n)
         hashes.withUnsafeBufferPointer { hashes in
-            entries.withUnsafeBufferPointer { entries in
+            uuids.withUnsafeBufferPointer { uuids in
                 order.withUnsafeMutableBufferPointer { order in
                     var next = starts
                     for i in 0..<n {
@@ -146,7 +158,7 @@ public struct SegmentSnapshot: Equatable, Sendable {
                     @inline(__always) func less(_ x: UInt32, _ y: UInt32) -> Bool {
                         let (a, b) = (Int(x), Int(y))
                         if hashes[a] != hashes[b] { return hashes[a] < hashes[b] }
-                        return (entries[a].uuid.high, entries[a].uuid.low) < (entries[b].uuid.high, entries[b].uuid.low)
+                        return (uuids[a].high, uuids[a].low) < (uuids[b].high, uuids[b].low)
                     }
                     for b in 0..<(1 << bits) where starts[b + 1] - starts[b] > 1 {
                         for i in (starts[b] + 1)..<starts[b + 1] {

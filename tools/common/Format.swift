@@ -13,6 +13,11 @@ public enum Format {
         return (n < 0 ? "-" : "") + out
     }
 
+    /// A count and its noun, plural unless it is one: "1 segment", "1,024 records".
+    public static func count<I: BinaryInteger>(_ n: I, _ noun: String) -> String {
+        "\(count(n)) \(noun)\(n == 1 ? "" : "s")"
+    }
+
     /// Bytes as "12.3 MiB".
     public static func bytes<I: BinaryInteger>(_ n: I) -> String {
         let v = Double(n)

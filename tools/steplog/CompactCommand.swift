@@ -44,7 +44,7 @@ enum CompactCommand {
             return 0
         }
         func describe(_ f: StoreFigures) -> String {
-            "\(Format.bytes(f.bytes)) in \(f.segments) segment\(f.segments == 1 ? "" : "s"): live \(Format.bytes(f.liveBytes)), dead \(Format.bytes(f.deadBytes)), \(Format.count(f.liveRecords)) of \(Format.count(f.records)) records live"
+            "\(Format.bytes(f.bytes)) in \(Format.count(f.segments, "segment")): live \(Format.bytes(f.liveBytes)), dead \(Format.bytes(f.deadBytes)), \(Format.count(f.liveRecords)) of \(Format.count(f.records)) records live"
         }
         out.line("compacted \(dir) in \(Format.duration(report.seconds)) (\(Format.bytes(Int64(rate)))/s of input)")
         out.line("  before: \(describe(report.before))")

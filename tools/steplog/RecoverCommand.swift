@@ -27,7 +27,7 @@ enum RecoverCommand {
         }
         if let s = report.salvage {
             out.line("damage at \(s.segment) @ \(s.offset): \(s.reason)")
-            out.line("kept everything before it; dropped \(Format.bytes(s.bytesDropped)) (the rest of that segment and \(s.segmentsDropped) later segment\(s.segmentsDropped == 1 ? "" : "s"))")
+            out.line("kept everything before it; dropped \(Format.bytes(s.bytesDropped)) (the rest of that segment and \(Format.count(s.segmentsDropped, "later segment")))")
             if let path = s.setAsidePath { out.line("the dropped bytes are set aside in \(path)") }
             changed = true
         }

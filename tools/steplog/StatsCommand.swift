@@ -49,7 +49,7 @@ enum StatsCommand {
             out.line(w.string)
             return 0
         }
-        out.line("store \(dir): \(f.segments) segment\(f.segments == 1 ? "" : "s"), \(Format.bytes(f.bytes))")
+        out.line("store \(dir): \(Format.count(f.segments, "segment")), \(Format.bytes(f.bytes))")
         out.line("  live \(Format.bytes(f.liveBytes)), dead \(Format.bytes(f.deadBytes)) (\(Format.percent(f.bytes > 0 ? Double(f.deadBytes) / Double(f.bytes) : 0)) reclaimable by compaction), headers \(Format.bytes(f.headerBytes))")
         out.line("  records: \(Format.count(f.records)) (\(Format.count(f.liveRecords)) live)")
         for t in RecordType.allCases {

@@ -21,10 +21,10 @@ enum VerifyCommand {
         for note in result.notes { out.line("note: \(note)") }
         for problem in result.problems { out.line(problem.description) }
         if result.problems.isEmpty {
-            out.line("OK (\(Format.count(result.segments)) segments, \(Format.count(result.records)) records, \(result.snapshots) snapshots)")
+            out.line("OK (\(Format.count(result.segments, "segment")), \(Format.count(result.records, "record")), \(Format.count(result.snapshots, "snapshot")))")
             return 0
         }
-        out.line("\(result.problems.count) problem\(result.problems.count == 1 ? "" : "s") found")
+        out.line("\(Format.count(result.problems.count, "problem")) found")
         return 1
     }
 }

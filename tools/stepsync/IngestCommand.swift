@@ -117,6 +117,6 @@ enum IngestCommand {
         out.line("ingest complete: \(spec)")
         out.line("  layering: \(Format.count(layered.intervalsRecorded)) intervals recorded, \(Format.count(layered.intervalsKept)) kept from before, \(Format.count(layered.queries)) aggregate queries, \(Format.duration(layered.seconds))")
         out.line("  fetch: \(Format.count(fetched.intervalsFetched)) intervals, \(Format.count(fetched.samplesSeen)) samples (\(Format.count(fetched.samples.inserted)) new, \(Format.count(fetched.samples.updated)) changed, \(Format.count(fetched.samples.unchanged)) unchanged) in \(Format.count(fetched.batches)) batches, \(Format.duration(fetched.seconds)) (\(Format.count(Int(rate))) samples/s, \(Format.percent(storeShare)) of it in StepLog)")
-        out.line("  store: \(store): \(Format.count(counts.samples)) samples (\(Format.count(counts.unsyncedSamples)) unsynced), \(Format.count(counts.intervalTotal)) intervals, \(Format.bytes(counts.bytes)) in \(counts.segments) segment\(counts.segments == 1 ? "" : "s")")
+        out.line("  store: \(store): \(Format.count(counts.samples)) samples (\(Format.count(counts.unsyncedSamples)) unsynced), \(Format.count(counts.intervalTotal)) intervals, \(Format.bytes(counts.bytes)) in \(Format.count(counts.segments, "segment"))")
     }
 }

@@ -34,7 +34,7 @@ enum StatusCommand {
             out.line("store \(path): \(stage.rawValue)")
             out.line("  samples: \(Format.count(counts.samples)) (\(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced)")
             out.line("  intervals: \(Format.count(counts.intervalTotal)) (" + IntervalStatus.allCases.map { "\(Format.count(counts.intervals[$0] ?? 0)) \($0)" }.joined(separator: ", ") + ")")
-            out.line("  log: \(Format.bytes(counts.bytes)) in \(counts.segments) segment\(counts.segments == 1 ? "" : "s")")
+            out.line("  log: \(Format.bytes(counts.bytes)) in \(Format.count(counts.segments, "segment"))")
         }
         return 0
     }

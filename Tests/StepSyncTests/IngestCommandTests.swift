@@ -98,6 +98,11 @@ import Testing
         (code, text) = try run(["ingest", "--store", kept, "--source", tmp.sub("cut.zip")])
         #expect(code == 1 && text.contains(tmp.sub("cut.zip")))
         #expect(try runProgram(stepsync, ["export", "--store", kept]).lines == before)
+        // A bad source given with a store path that does not exist yet creates nothing.
+        for source in [tmp.sub("nope.zip"), tmp.sub("junk.zip"), tmp.sub("cut.zip")] {
+            (code, _) = try run(["ingest", "--store", tmp.sub("new"), "--source", source])
+            #expect(code != 0 && !FileManager.default.fileExists(atPath: tmp.sub("new")), "\(source)")
+        }
         // A store another process writes is refused with its pid.
         let store = tmp.sub("locked")
         let holder = try StepLogStore.open(store)

@@ -35,12 +35,21 @@ enum IngestCommand {
         let err = StepSyncTool.err
         let trap = SignalTrap { _ in err.line("\nstepsync ingest: stopping after the current batch (again to quit at once)") }
 
-        let store = try StepLogStore.open(storePath)
-        defer { try? store.close() }
-        if let torn = store.openReport.tornTail {
-            err.line("stepsync ingest: recovered from an interrupted write: dropped \(torn.bytesDropped) bytes at the end of \(torn.segment)")
+        // An existing store is opened first, so that a locked or damaged one is
+        // reported before a long export read; a new one is created only once
+        // the source has been read, so a mistyped --source leaves nothing behind.
+        func openStore() throws -> StepLogStore {
+            let store = try StepLogStore.open(storePath)
+            if let torn = store.openReport.tornTail {
+                err.line("stepsync ingest: recovered from an interrupted write: dropped \(torn.bytesDropped) bytes at the end of \(torn.segment)")
+            }
+            return store
         }
+        var opened = FileManager.default.fileExists(atPath: storePath) ? try openStore() : nil
+        defer { try? opened?.close() }
         let provider = try SourceFactory.provider(for: spec, progress: ProgressLine())
+        if opened == nil { opened = try openStore() }
+        let store = opened!
         let progress = ProgressLine()
         let layering = LayeringService(provider: provider, store: store, stop: trap.stop)
         if args.has("restart") { try layering.clearAllIntervals() }

@@ -171,6 +171,29 @@ import Testing
         #expect(c["date"] as? String == "2026-06-11" && (c["steps"] as? Int ?? -1) < 25_000)
     }
 
+    @Test func anExportSourceGivesTheVerifiedStepsOfItsLocalDay() throws {
+        // Steps on 2021-03-01 at 09:00, 09:30, 10:00 and 11:00 -0800, and the
+        // day before; at 10:15 Los Angeles time today so far is 100 + 200 + 400.
+        let files = try ExportTemporaryDirectory()
+        let records = [ExportTestRecord.step(minute: -24 * 60, count: 5_000), .step(minute: 0, count: 100),
+                       .step(minute: 30, count: 200), .step(minute: 60, count: 400), .step(minute: 120, count: 800)]
+        var zip = ExportTestZip()
+        zip.add("apple_health_export/export.xml", ExportTestDocument.xml(records: records))
+        let zipPath = try files.write("export.zip", zip.finished())
+        let tmp = TemporaryDirectory()
+        let common = ["--now", "2021-03-01T18:15:00Z", "--time-zone", "America/Los_Angeles", "--json"]
+        let first = try runProgram(stepsync, ["today", "--store", tmp.sub("s"), "--source", zipPath, "--live", "650"] + common)
+        #expect(first.code == 0)
+        let a = try #require(try JSONSerialization.jsonObject(with: Data((first.lines.last ?? "").utf8)) as? [String: Any])
+        #expect(a["date"] as? String == "2021-03-01" && a["verified"] as? Int == 700 && a["steps"] as? Int == 700)
+        #expect(a["stepsRemaining"] as? Int == 9_300 && a["goalReached"] as? Bool == false)
+        // The same export as plain XML, a lower live reading: still 700.
+        let xmlPath = try files.write("export.xml", ExportTestDocument.xml(records: records))
+        let second = try runProgram(stepsync, ["today", "--store", tmp.sub("s"), "--source", xmlPath, "--live", "10"] + common)
+        let b = try #require(try JSONSerialization.jsonObject(with: Data((second.lines.last ?? "").utf8)) as? [String: Any])
+        #expect(b["steps"] as? Int == 700 && b["savedHighScore"] as? Int == 700)
+    }
+
     @Test func badOptionsAreUsageErrors() throws {
         let tmp = TemporaryDirectory()
         for bad in [["--time-zone", "Mars/Olympus"], ["--now", "yesterday"], ["--live", "-5"], ["--goal", "0"]] {

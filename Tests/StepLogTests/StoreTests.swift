@@ -200,6 +200,34 @@ import Testing
         _ = try StepLogStore.open(dir.path) // free again
     }
 
+    @Test func aRefusedOpenClosesOnlyItsOwnDescriptor() throws {
+        // A refused open used to close its LOCK descriptor twice; the second
+        // close hit whatever file another thread had opened in between.
+        // Another thread opens, reads and closes a file in a loop meanwhile:
+        // every read must succeed.
+        let dir = TemporaryDirectory()
+        let holder = try StepLogStore.open(dir.path)
+        let probe = dir.path + "/probe"
+        writeFile(probe, Array(repeating: 7, count: 64))
+        let flags = ReaderFlags()
+        let finished = DispatchGroup()
+        DispatchQueue.global().async(group: finished) {
+            var byte: UInt8 = 0
+            while !flags.stopped {
+                let fd = open(probe, O_RDONLY | O_CLOEXEC)
+                if fd < 0 || pread(fd, &byte, 1, 0) != 1 { flags.failed() }
+                if fd >= 0 { close(fd) }
+            }
+        }
+        for _ in 0..<3_000 {
+            #expect(throws: StepLogError.self) { _ = try StepLogStore.open(dir.path) }
+        }
+        flags.stop()
+        finished.wait()
+        #expect(flags.failures == 0, "reads failed while opens were refused: \(flags.failures)")
+        try holder.close()
+    }
+
     @Test func aFailedWriteIsSticky() throws {
         let dir = TemporaryDirectory()
         let store = try StepLogStore.open(dir.path)
@@ -277,4 +305,15 @@ import Testing
         let reopened = try StepLogStore.open(dir.path)
         #expect(reopened.intervals().isEmpty && reopened.counts.intervalTotal == 0)
     }
+}
+
+/// Shared between a test and the reader thread it starts.
+private final class ReaderFlags: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stopRequested = false
+    private var failureCount = 0
+    var stopped: Bool { lock.withLock { stopRequested } }
+    var failures: Int { lock.withLock { failureCount } }
+    func stop() { lock.withLock { stopRequested = true } }
+    func failed() { lock.withLock { failureCount += 1 } }
 }

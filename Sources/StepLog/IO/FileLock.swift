@@ -15,7 +15,11 @@ public final class FileLock {
     /// (several readers, no writer). Throws `.locked` with the owner's pid.
     public init(path: String, exclusive: Bool) throws {
         self.path = path
-        fd = try FileDescriptor.open(path, O_RDWR | O_CREAT)
+        // The descriptor becomes self.fd only once it holds the lock: an init
+        // that throws after every stored property is set still runs deinit,
+        // which would close it a second time — and in a threaded process that
+        // second close takes whatever file another thread opened meanwhile.
+        let fd = try FileDescriptor.open(path, O_RDWR | O_CREAT)
         if flock(fd.rawValue, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0 {
             let code = errno
             let owner = FileLock.readOwner(fd)
@@ -23,6 +27,7 @@ public final class FileLock {
             if code == EWOULDBLOCK || code == EAGAIN { throw StepLogError.locked(path: path, pid: owner) }
             throw StepLogError.io(operation: "lock", path: path, errno: code)
         }
+        self.fd = fd
         if exclusive {
             let text = Array("pid \(getpid())\n".utf8)
             try fd.truncate(to: 0)

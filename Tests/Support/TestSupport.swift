@@ -62,6 +62,9 @@ public final class ChildProcess {
                 mergeStandardError: Bool = false) throws {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw StepLogError.io(operation: "pipe", path: executable, errno: errno) }
+        // Close-on-exec, so that children other tests spawn meanwhile do not
+        // inherit this pipe (the child's own dup2 onto stdout clears the flag).
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

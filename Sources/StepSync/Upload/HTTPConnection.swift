@@ -103,6 +103,7 @@ final class HTTPConnection: @unchecked Sendable {
             let s = socket(ai.pointee.ai_family, ai.pointee.ai_socktype, ai.pointee.ai_protocol)
             guard s >= 0 else { continue }
             _ = fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(s, F_SETFD, FD_CLOEXEC) // an embedding app's child processes must not inherit it
             var one: Int32 = 1
             _ = setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             #if canImport(Darwin)

@@ -124,8 +124,16 @@ import Testing
         var stages: [PipelineStage] = []
         var kills = 0
         while kills < 14 {
-            let child = try ChildProcess(stepsync, ["ingest", "--store", store, "--source", source])
-            usleep(UInt32.random(in: 30_000...400_000, using: &rng))
+            // Even kills at a random moment from the start (early on, during
+            // layering); odd ones a random moment after the child says layering
+            // is done, so some land in the fetch however slow the machine is.
+            let child = try ChildProcess(stepsync, ["ingest", "--store", store, "--source", source], mergeStandardError: true)
+            if kills % 2 == 1 {
+                while let line = child.readLine(), !line.contains("(done)") {}
+                usleep(UInt32.random(in: 0...50_000, using: &rng))
+            } else {
+                usleep(UInt32.random(in: 30_000...400_000, using: &rng))
+            }
             child.kill()
             if child.wait() == 0 { break } // finished before the kill: nothing left to interrupt
             kills += 1

@@ -154,9 +154,12 @@ import Testing
         let store = tmp.sub("store")
         let source = "mock:days=90,end=2026-11-21,latency=2"
         let child = try ChildProcess(stepsync, ["ingest", "--store", store, "--source", source], mergeStandardError: true)
-        usleep(600_000)
-        child.kill(SIGINT)
+        // Its first progress line means the handler is installed and layering
+        // (over a second of 2 ms queries) has begun: interrupt it there.
         var output: [String] = []
+        if let first = child.readLine() { output.append(first) }
+        #expect(output.first?.hasPrefix("layering:") == true, "\(output)")
+        child.kill(SIGINT)
         while let line = child.readLine() { output.append(line) }
         #expect(child.wait() == 130)
         #expect(output.contains { $0.contains("paused during") && $0.contains("To continue: stepsync ingest --store \(store) --source \(source)") })

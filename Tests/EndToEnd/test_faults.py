@@ -5,7 +5,6 @@ import json
 import random
 import signal
 import subprocess
-import time
 
 from conftest import STEPSYNC, LineReader, assert_exactly_once, ingest, status, stepsync, wait_until
 from fault_proxy import FaultProxy
@@ -52,10 +51,15 @@ def test_uploader_killed_at_random_moments(server, tmp_path):
     store = tmp_path / "store"
     ingest(store, days=1500)  # ~190k samples: enough work left for a dozen kills
     rng = random.Random(7)
+    arrived = JSONLLineCounter(server.data)
     kills = 0
     while kills < 12:
+        # A random moment, paced by the upload's own progress rather than the
+        # clock: once 1 to 3,000 more samples reached the server, whatever the
+        # machine's speed (a dozen kills use up at most ~40k of the ~190k).
+        target = arrived.count() + rng.randint(1, 3_000)
         upload = start_upload(store, server.url)
-        time.sleep(rng.uniform(0.05, 0.4))  # a random moment: the point of the test
+        wait_until(lambda: arrived.count() >= target or upload.poll() is not None, "the upload to make progress")
         upload.send_signal(signal.SIGKILL)
         upload.wait()
         upload.stdout.close()
@@ -66,6 +70,24 @@ def test_uploader_killed_at_random_moments(server, tmp_path):
     assert kills >= 10, "the upload finished too early to be killed 10 times; make the data larger"
     stepsync("upload", "--store", str(store), "--api-url", server.url)
     assert_exactly_once(server, store)
+
+
+class JSONLLineCounter:
+    """Lines in a growing JSONL file, reading only what was appended since the last call."""
+
+    def __init__(self, path):
+        self.path = path
+        self.offset = 0
+        self.lines = 0
+
+    def count(self):
+        if self.path.exists():
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                appended = handle.read()
+            self.offset += len(appended)
+            self.lines += appended.count(b"\n")
+        return self.lines
 
 
 def test_sigterm_finishes_the_batch_in_flight_and_the_next_run_continues(server, tmp_path):

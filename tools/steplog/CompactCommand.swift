@@ -29,12 +29,7 @@ enum CompactCommand {
             w.field("store", dir)
             for (name, f) in [("before", report.before), ("after", report.after)] {
                 w.key(name); w.beginObject()
-                w.field("segments", f.segments)
-                w.field("bytes", f.bytes)
-                w.field("liveBytes", f.liveBytes)
-                w.field("deadBytes", f.deadBytes)
-                w.field("records", f.records)
-                w.field("liveRecords", f.liveRecords)
+                SteplogTool.writeFigures(f, to: &w)
                 w.endObject()
             }
             w.key("seconds"); w.value(report.seconds)

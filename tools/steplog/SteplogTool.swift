@@ -1,5 +1,6 @@
 import Foundation
 import StepLog
+import StepSync
 import ToolSupport
 
 /// Dispatch and error rendering for `steplog`. Exit codes: 0 ok, 1 failure
@@ -44,6 +45,18 @@ enum SteplogTool {
 
     static func openReadOnly(_ path: String) throws -> StepLogStore {
         try StepLogStore.open(path, options: StoreOptions(readOnly: true, createIfMissing: false))
+    }
+
+    /// The size and liveness fields of `figures` into the open JSON object
+    /// (shared by stats and compact's before/after, so they always agree).
+    static func writeFigures(_ figures: StoreFigures, to w: inout JSONWriter) {
+        w.field("segments", figures.segments)
+        w.field("bytes", figures.bytes)
+        w.field("liveBytes", figures.liveBytes)
+        w.field("deadBytes", figures.deadBytes)
+        w.field("headerBytes", figures.headerBytes)
+        w.field("records", figures.records)
+        w.field("liveRecords", figures.liveRecords)
     }
 
     static func typeName(_ t: RecordType) -> String {

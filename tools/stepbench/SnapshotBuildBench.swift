@@ -1,5 +1,6 @@
 import Foundation
 import StepLog
+import ToolSupport
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -43,20 +44,19 @@ struct SnapshotBuildBench {
             return
         }
         let megabytes = Double(figures.bytes) / 1e6
-        print("snapshot build: \(figures.segments) segments, \(mib(Int(figures.bytes))), \(figures.entries) entries in \(fmt(figures.buildSeconds, 3)) s: "
+        print("snapshot build: \(Format.count(figures.segments, "segment")), \(mib(Int(figures.bytes))), \(figures.entries) entries in \(fmt(figures.buildSeconds, 3)) s: "
               + "\(fmt(megabytes / figures.buildSeconds, 0)) MB/s, \(rate(figures.entries, figures.buildSeconds)) entries/s")
         print("  peer, reading the same bytes: \(fmt(megabytes / figures.readSeconds, 0)) MB/s; build/read = \(fmt(figures.readSeconds / figures.buildSeconds, 2))")
     }
 
     private func readWhole(_ segment: SegmentInfo, into buffer: inout [UInt8]) throws {
-        let fd = open(segment.path, O_RDONLY)
-        guard fd >= 0 else { throw BenchError("\(segment.path): cannot open") }
-        defer { close(fd) }
+        let fd = try FileDescriptor.open(segment.path, O_RDONLY)
+        defer { fd.close() }
         var offset: Int64 = 0
         let capacity = buffer.count
         while offset < segment.size {
-            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, capacity, off_t(offset)) }
-            guard n > 0 else { throw BenchError("\(segment.path): read failed at offset \(offset)") }
+            let n = try buffer.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: capacity, at: offset) }
+            guard n > 0 else { throw BenchError("\(segment.path): ended at offset \(offset) of \(segment.size)") }
             offset += Int64(n)
         }
     }

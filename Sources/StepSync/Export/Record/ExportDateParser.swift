@@ -56,11 +56,7 @@ enum ExportDateParser {
     }
 
     static func daysInMonth(year: Int64, month: Int64) -> Int64 {
-        switch month {
-        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: return 30
-        default: return 31
-        }
+        ISO8601.daysInMonth(year: year, month: month)
     }
 
     @inline(__always)

@@ -215,27 +215,6 @@ import Testing
         #expect(provider.summary.malformedExamples == expected)
     }
 
-    @Test func truncatedXMLNamesTheOpenElementAndLine() throws {
-        let dir = try ExportTemporaryDirectory()
-        let records = (0..<5).map { ExportTestRecord.step(minute: $0, count: 1) }
-        let text = ExportTestDocument.xml(records: records)
-        let cut = text.range(of: "value=\"1\"/>", options: .backwards)!.lowerBound
-        let insideRecord = String(text[..<cut])
-        let path1 = try dir.write("cut-record.xml", insideRecord)
-        let line = Self.line(of: "</HealthData>", in: text) - 1      // the last record's line
-        #expect(exportError(path1) == .truncatedXML(path: path1, inside: "<Record> element", line: line))
-        #expect(exportError(path1)?.description == "\(path1): file ends inside a <Record> element at line \(line)")
-
-        // Cut between records: the root is still open.
-        let betweenRecords = String(text[..<text.range(of: "</HealthData>")!.lowerBound])
-        let path2 = try dir.write("cut-root.xml", betweenRecords)
-        #expect(exportError(path2) == .truncatedXML(path: path2, inside: "<HealthData> element", line: Self.line(of: "<HealthData", in: text)))
-
-        // Cut inside the DTD.
-        let path3 = try dir.write("cut-dtd.xml", String(text.prefix(300)))
-        #expect(exportError(path3) == .truncatedXML(path: path3, inside: "DOCTYPE declaration", line: 2))
-    }
-
     @Test func xmlThatIsNotAHealthExportIsRejected() throws {
         let dir = try ExportTemporaryDirectory()
         let path = try dir.write("page.xml", "<?xml version=\"1.0\"?>\n<!-- hello -->\n<html><body>steps</body></html>\n")

@@ -17,9 +17,15 @@ public enum ExportError: Error, CustomStringConvertible, Equatable, Sendable {
     case damagedZip(path: String, offset: Int64, detail: String)
     /// The chosen entry inflated to the size it declares, but its CRC-32 differs.
     case badCRC(path: String, entry: String, offset: Int64, expected: UInt32, actual: UInt32)
-    /// The XML ends before its root element is closed. `inside` names what was
-    /// left open ("<Record> element", "comment", …) and `line` where it starts.
-    case truncatedXML(path: String, inside: String, line: Int)
+    /// The XML ends before its root element is closed: the file was cut.
+    /// `inside` names the innermost thing left open ("<Record> element",
+    /// "comment", …), `line` the line it starts on, and `end` where the XML ends.
+    case truncatedXML(path: String, inside: String, line: Int, end: ExportXMLPosition)
+    /// The XML is not well-formed where it matters to the reader: end tags
+    /// that do not match, an unclosed element, a value whose quote is never
+    /// closed, content after the root element. `at` is the real problem's
+    /// place (the unclosed element's start tag, the unterminated attribute).
+    case malformedXML(path: String, at: ExportXMLPosition, problem: ExportXMLProblem)
     /// XML whose root element is not `<HealthData>` (or that has no element at all).
     case notHealthExport(path: String, found: String, line: Int)
 
@@ -38,8 +44,10 @@ public enum ExportError: Error, CustomStringConvertible, Equatable, Sendable {
         case let .badCRC(path, entry, offset, expected, actual):
             return "\(path): CRC-32 mismatch in zip entry '\(entry)' (local header at byte offset \(offset)): "
                 + "expected \(Self.hex32(expected)), computed \(Self.hex32(actual))"
-        case let .truncatedXML(path, inside, line):
-            return "\(path): file ends inside a \(inside) at line \(line)"
+        case let .truncatedXML(path, inside, line, end):
+            return "\(path): file ends at \(end) inside a \(inside) that starts at line \(line)"
+        case let .malformedXML(path, at, problem):
+            return "\(path): \(at): \(problem)"
         case let .notHealthExport(path, found, line):
             return "\(path): not an Apple Health export: \(found) at line \(line)"
         }

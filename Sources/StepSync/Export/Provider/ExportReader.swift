@@ -79,6 +79,8 @@ enum ExportReader {
         var lines = ExportLineCounter()
         var lineAtCarry = 1
         var xmlBytes: Int64 = 0
+        // The XML offset of the carry's first byte.
+        var offsetAtCarry: Int64 = 0
         var inputPosition: Int64 = 0
         // While one element is larger than a chunk, bytes are gathered until
         // the carry has doubled before it is scanned again, so a huge element
@@ -98,18 +100,20 @@ enum ExportReader {
                 let start = chunk.data - carry.count
                 start.update(from: carry.base, count: carry.count)
                 let total = carry.count + chunk.count
-                lines.reset(base: start, lineAtBase: lineAtCarry)
+                lines.reset(base: start, lineAtBase: lineAtCarry, offsetAtBase: offsetAtCarry)
                 let consumed = try scanner.scan(start, count: total, atEnd: false, lines: &lines)
                 lineAtCarry = lines.line(at: consumed)
+                offsetAtCarry += Int64(consumed)
                 carry.replace(with: start + consumed, count: total - consumed)
                 queue.recycle(chunk)
             } else {
                 carry.append(chunk.data, count: chunk.count)
                 queue.recycle(chunk)
                 if carry.count >= gatherUntil {
-                    lines.reset(base: carry.base, lineAtBase: lineAtCarry)
+                    lines.reset(base: carry.base, lineAtBase: lineAtCarry, offsetAtBase: offsetAtCarry)
                     let consumed = try scanner.scan(carry.base, count: carry.count, atEnd: false, lines: &lines)
                     lineAtCarry = lines.line(at: consumed)
+                    offsetAtCarry += Int64(consumed)
                     carry.removeFirst(consumed)
                 }
             }
@@ -126,7 +130,7 @@ enum ExportReader {
                 }
             }
         }
-        lines.reset(base: carry.base, lineAtBase: lineAtCarry)
+        lines.reset(base: carry.base, lineAtBase: lineAtCarry, offsetAtBase: offsetAtCarry)
         _ = try scanner.scan(carry.base, count: carry.count, atEnd: true, lines: &lines)
         report()
 

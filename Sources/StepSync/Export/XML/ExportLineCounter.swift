@@ -1,17 +1,22 @@
-/// Line numbers for messages, counted lazily: a cursor moves forward through
-/// the scanner's current buffer hopping from newline to newline with `memchr`,
-/// only as far as the last position asked about, so the cost is one pass over
-/// the newlines whatever is asked. CRLF ends count once (by their LF).
+/// Line numbers and byte offsets for messages. Lines are counted lazily: a
+/// cursor moves forward through the scanner's current buffer hopping from
+/// newline to newline with `memchr`, only as far as the last position asked
+/// about, so the cost is one pass over the newlines whatever is asked. CRLF
+/// ends count once (by their LF). Byte offsets are counted from the first
+/// byte of the XML (of the entry, for a zip).
 struct ExportLineCounter {
     private var base: UnsafePointer<UInt8>?
     private var lineAtBase = 1
+    private var offsetAtBase: Int64 = 0
     private var cursor = 0
     private var lineAtCursor = 1
 
-    /// Starts a new buffer whose first byte is on line `line`.
-    mutating func reset(base: UnsafePointer<UInt8>, lineAtBase line: Int) {
+    /// Starts a new buffer whose first byte is on line `line`, at byte
+    /// `offset` of the XML.
+    mutating func reset(base: UnsafePointer<UInt8>, lineAtBase line: Int, offsetAtBase offset: Int64 = 0) {
         self.base = base
         lineAtBase = line
+        offsetAtBase = offset
         cursor = 0
         lineAtCursor = line
     }
@@ -30,5 +35,15 @@ struct ExportLineCounter {
         }
         cursor = offset
         return lineAtCursor
+    }
+
+    /// The byte offset in the XML of the byte at `offset` of the current buffer.
+    func byteOffset(at offset: Int) -> Int64 {
+        offsetAtBase + Int64(offset)
+    }
+
+    /// Line and byte offset of the byte at `offset` of the current buffer.
+    mutating func position(at offset: Int) -> ExportXMLPosition {
+        ExportXMLPosition(line: line(at: offset), offset: byteOffset(at: offset))
     }
 }

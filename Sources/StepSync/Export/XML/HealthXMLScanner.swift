@@ -17,6 +17,12 @@
 ///   appear at top level) cost one pass to their closing `>`.
 /// - Attribute values are kept as raw bytes; the record builder decodes them.
 /// - Bytes between tags, comments, CDATA and processing instructions are skipped.
+/// - Structure is checked, not trusted: every end tag must close the innermost
+///   open element, no tag may hold a `<` (a value whose quote is never closed
+///   runs into the next tag), and after the root only whitespace, comments and
+///   processing instructions may follow. Any breach is an `ExportError` naming
+///   the line and byte offset of its cause: the unclosed element's start tag,
+///   the attribute whose quote is missing, the stray end tag, the end of a cut file.
 ///
 /// Streaming: `scan` is handed a contiguous buffer and returns how much of it
 /// it has finished with; the caller keeps the rest (an element cut by the end
@@ -24,7 +30,13 @@
 /// the caller's window plus the largest single element.
 final class HealthXMLScanner {
     enum Phase {
-        case prolog, body, finished
+        /// Before the root element.
+        case prolog
+        /// Inside the root element.
+        case body
+        /// After the root's end tag: only whitespace, comments and processing
+        /// instructions may follow.
+        case epilog
     }
 
     private(set) var phase = Phase.prolog
@@ -35,15 +47,26 @@ final class HealthXMLScanner {
     private(set) var nestedStepRecordsSkipped = 0
     private(set) var exportDateMilliseconds: Int64?
 
-    /// Open elements, innermost last: an index into `elementNames` and the
-    /// line of the start tag (for "file ends inside a <Record> element at line N").
-    private var openElements: [(name: UInt16, line: Int)] = []
-    private var elementNames: [[UInt8]] = []
+    /// An element whose start tag has been read and whose end tag has not.
+    private struct OpenElement {
+        /// Its name: `nameCount` bytes at `nameStart` of `openNames`.
+        var nameStart: Int
+        var nameCount: Int
+        var line: Int
+        var offset: Int64
+    }
+
+    /// Open elements, innermost last, and their names back to back (a stack
+    /// of bytes: pushing and popping an element appends and drops its name).
+    private var openElements: [OpenElement] = []
+    private var openNames: [UInt8] = []
+    private var rootClosedLine = 0
     private var attributes = ExportRecordAttributes()
 
     init(path: String) {
         self.path = path
         openElements.reserveCapacity(64)
+        openNames.reserveCapacity(1024)
     }
 
     var stepRecordsKept: Int { builder.records.count }
@@ -68,17 +91,16 @@ final class HealthXMLScanner {
             case let .unexpected(offset, what):
                 throw ExportError.notHealthExport(path: path, found: what, line: lines.line(at: offset))
             case let .unterminated(offset, what):
-                throw ExportError.truncatedXML(path: path, inside: what, line: lines.line(at: offset))
+                throw ExportError.truncatedXML(path: path, inside: what, line: lines.line(at: offset), end: lines.position(at: count))
             case .noElement:
                 throw ExportError.notHealthExport(path: path, found: "no <HealthData> element before the end of the file",
                                                   line: lines.line(at: count))
             }
         }
-        guard phase == .body else { return count }
         let consumed = try scanBody(base, from: start, count: count, atEnd: atEnd, lines: &lines)
         if atEnd, phase == .body, let innermost = openElements.last {
-            let name = String(decoding: elementNames[Int(innermost.name)], as: UTF8.self)
-            throw ExportError.truncatedXML(path: path, inside: "<\(name)> element", line: innermost.line)
+            throw ExportError.truncatedXML(path: path, inside: "<\(name(of: innermost))> element", line: innermost.line,
+                                           end: lines.position(at: count))
         }
         return consumed
     }
@@ -92,28 +114,31 @@ final class HealthXMLScanner {
     private func scanBody(_ base: UnsafePointer<UInt8>, from: Int, count: Int, atEnd: Bool,
                           lines: inout ExportLineCounter) throws -> Int {
         var i = from
-        // An item (tag, comment, …) the buffer ends inside: hand it back, or
-        // at the end of the input report it.
+        // An item (comment, …) the buffer ends inside: hand it back, or at
+        // the end of the input report it.
         func incomplete(_ start: Int, _ what: String, lines: inout ExportLineCounter) throws -> Int {
             guard atEnd else { return start }
-            throw ExportError.truncatedXML(path: path, inside: what, line: lines.line(at: start))
+            throw ExportError.truncatedXML(path: path, inside: what, line: lines.line(at: start), end: lines.position(at: count))
+        }
+        // A start tag the buffer ends inside. A tag never holds a '<', so one
+        // in the part already here means a quote that is never closed: report
+        // it now rather than carry ever more of the file.
+        func incompleteTag(_ lt: Int, _ nameCount: Int?, lines: inout ExportLineCounter) throws -> Int {
+            if ExportByteSearch.find(UInt8(ascii: "<"), in: base, from: lt + 1, to: count) != nil {
+                throw unterminatedValue(base, lt, nameCount ?? 0, limit: count, lines: &lines)
+            }
+            return try incomplete(lt, nameCount.map { "<\(Self.text(base, lt + 1, $0))> start tag" } ?? "tag", lines: &lines)
         }
         while true {
+            if phase == .epilog { return try scanEpilog(base, from: i, count: count, atEnd: atEnd, lines: &lines) }
             guard let lt = ExportByteSearch.find(UInt8(ascii: "<"), in: base, from: i, to: count) else { return count }
             guard lt + 1 < count else { return try incomplete(lt, "tag", lines: &lines) }
             switch base[lt + 1] {
             case UInt8(ascii: "/"):
-                guard let gt = ExportByteSearch.find(UInt8(ascii: ">"), in: base, from: lt + 2, to: count) else {
+                guard let end = try endTag(base, lt, count: count, lines: &lines) else {
                     return try incomplete(lt, "end tag", lines: &lines)
                 }
-                // Well-formed exports close what they open; a stray end tag
-                // at the top is ignored rather than trusted.
-                if !openElements.isEmpty { openElements.removeLast() }
-                if openElements.isEmpty {
-                    phase = .finished
-                    return count
-                }
-                i = gt + 1
+                i = end
                 continue
             case UInt8(ascii: "!"):
                 if ExportByteSearch.hasPrefix(base, lt, count, "<!--") {
@@ -152,52 +177,139 @@ final class HealthXMLScanner {
                 if ExportByteSearch.isSpace(c) || c == UInt8(ascii: ">") || c == UInt8(ascii: "/") { break }
                 j += 1
             }
-            guard j < count else { return try incomplete(lt, "tag", lines: &lines) }
+            guard j < count else { return try incompleteTag(lt, nil, lines: &lines) }
             let nameCount = j - lt - 1
             let depth = openElements.count
             let isRecord = ExportByteSearch.equals(base, lt + 1, nameCount, "Record")
             let tag: TagEnd
+            var isStep = false
+            var wanted: (UnsafeBufferPointer<UInt8>?, UnsafeBufferPointer<UInt8>?) = (nil, nil)
             if isRecord, depth == 1 {
-                guard let (end, isStep) = scanRecord(base, from: j, count: count) else {
-                    return try incomplete(lt, "<Record> element", lines: &lines)
+                guard let (end, step) = scanRecord(base, from: j, count: count) else {
+                    return try incompleteTag(lt, nameCount, lines: &lines)
                 }
                 tag = end
-                if isStep {
-                    if case .malformed(let reason) = builder.add(attributes) {
-                        malformedStepRecords += 1
-                        if malformedExamples.count < ExportReadSummary.maxSkippedExamples {
-                            malformedExamples.append(ExportSkippedRecord(line: lines.line(at: lt), reason: reason))
-                        }
-                    }
-                }
+                isStep = step
             } else if isRecord || (depth == 1 && ExportByteSearch.equals(base, lt + 1, nameCount, "ExportDate")) {
-                let wanted: StaticString = isRecord ? "type" : "value"
-                guard let (end, value) = attributeValue(wanted, base, from: j, count: count) else {
-                    return try incomplete(lt, isRecord ? "<Record> element" : "<ExportDate> element", lines: &lines)
+                let names: (StaticString, StaticString) = isRecord ? ("type", "type") : ("value", "value")
+                guard let (end, first, second) = attributeValues(names, base, from: j, count: count) else {
+                    return try incompleteTag(lt, nameCount, lines: &lines)
                 }
                 tag = end
-                if isRecord {
-                    // Inside a Correlation (or anything else): also printed at top level.
-                    if let value, Self.isStepCount(value) { nestedStepRecordsSkipped += 1 }
-                } else if let value, let base = value.baseAddress {
-                    exportDateMilliseconds = ExportDateParser.milliseconds(base, count: value.count)
-                }
+                wanted = (first, second)
             } else {
                 guard let end = skipTag(base, from: j, count: count) else {
-                    let name = String(decoding: UnsafeBufferPointer(start: base + lt + 1, count: nameCount), as: UTF8.self)
-                    return try incomplete(lt, "<\(name)> element", lines: &lines)
+                    return try incompleteTag(lt, nameCount, lines: &lines)
                 }
                 tag = end
             }
+            // A tag never holds a '<' (values write it as &lt;): one here
+            // means a value's closing quote is missing.
+            if ExportByteSearch.find(UInt8(ascii: "<"), in: base, from: lt + 1, to: tag.end) != nil {
+                throw unterminatedValue(base, lt, nameCount, limit: tag.end, lines: &lines)
+            }
+            if nameCount == 0 {
+                throw ExportError.malformedXML(path: path, at: lines.position(at: lt), problem: .lessThanInTag(element: ""))
+            }
+
+            if isStep {
+                if case .malformed(let reason) = builder.add(attributes) {
+                    malformedStepRecords += 1
+                    if malformedExamples.count < ExportReadSummary.maxSkippedExamples {
+                        malformedExamples.append(ExportSkippedRecord(line: lines.line(at: lt), reason: reason))
+                    }
+                }
+            } else if isRecord {
+                // Inside a Correlation (or anything else): also printed at top level.
+                if let value = wanted.0, Self.isStepCount(value) { nestedStepRecordsSkipped += 1 }
+            } else if depth == 1, let value = wanted.0, let valueBase = value.baseAddress {
+                exportDateMilliseconds = ExportDateParser.milliseconds(valueBase, count: value.count)
+            }
+
             if !tag.selfClosing {
-                openElements.append((nameIndex(base, lt + 1, nameCount), lines.line(at: lt)))
+                openElements.append(OpenElement(nameStart: openNames.count, nameCount: nameCount,
+                                                line: lines.line(at: lt), offset: lines.byteOffset(at: lt)))
+                openNames.append(contentsOf: UnsafeBufferPointer(start: base + lt + 1, count: nameCount))
             } else if depth == 0 {
                 // <HealthData/>: an export with nothing in it.
-                phase = .finished
-                return count
+                rootClosedLine = lines.line(at: lt)
+                phase = .epilog
             }
             i = tag.end
         }
+    }
+
+    /// Reads the end tag at `lt` and closes the innermost open element, which
+    /// must have its name. Returns the offset past its `>`, or nil when the
+    /// buffer ends inside it.
+    private func endTag(_ base: UnsafePointer<UInt8>, _ lt: Int, count: Int, lines: inout ExportLineCounter) throws -> Int? {
+        var j = lt + 2
+        while j < count, !ExportByteSearch.isSpace(base[j]), base[j] != UInt8(ascii: ">"), base[j] != UInt8(ascii: "<") { j += 1 }
+        let nameCount = j - lt - 2
+        while j < count, ExportByteSearch.isSpace(base[j]) { j += 1 }
+        guard j < count else { return nil }
+        guard base[j] == UInt8(ascii: ">") else {
+            throw ExportError.malformedXML(path: path, at: lines.position(at: lt),
+                                           problem: .malformedEndTag(name: Self.text(base, lt + 2, nameCount)))
+        }
+        guard let top = openElements.last else { return j + 1 }     // not reached: the epilog handles end tags
+        if nameCount == top.nameCount, matches(top, base + lt + 2) {
+            openElements.removeLast()
+            openNames.removeLast(nameCount)
+            if openElements.isEmpty {
+                rootClosedLine = lines.line(at: lt)
+                phase = .epilog
+            }
+            return j + 1
+        }
+        // Not the innermost element's name. If an outer element has it, the
+        // ones inside that were never closed: report the innermost, at its
+        // own start tag. Otherwise nothing open has this name.
+        let name = Self.text(base, lt + 2, nameCount)
+        let closedAt = lines.line(at: lt)
+        if openElements.dropLast().contains(where: { $0.nameCount == nameCount && matches($0, base + lt + 2) }) {
+            throw ExportError.malformedXML(path: path, at: ExportXMLPosition(line: top.line, offset: top.offset),
+                                           problem: .unclosedElement(name: self.name(of: top), closedBy: name, closedAtLine: closedAt))
+        }
+        throw ExportError.malformedXML(path: path, at: lines.position(at: lt),
+                                       problem: .strayEndTag(name: name, openElement: self.name(of: top), openLine: top.line))
+    }
+
+    /// After the root element: whitespace, comments and processing instructions.
+    private func scanEpilog(_ base: UnsafePointer<UInt8>, from: Int, count: Int, atEnd: Bool,
+                            lines: inout ExportLineCounter) throws -> Int {
+        var i = from
+        while i < count {
+            if ExportByteSearch.isSpace(base[i]) {
+                i += 1
+                continue
+            }
+            func after(_ what: String) -> ExportError {
+                .malformedXML(path: path, at: lines.position(at: i), problem: .contentAfterRoot(what: what, rootClosedAtLine: rootClosedLine))
+            }
+            guard base[i] == UInt8(ascii: "<") else { throw after("text") }
+            let (close, what): (StaticString, String)
+            if ExportByteSearch.hasPrefix(base, i, count, "<!--") {
+                (close, what) = ("-->", "comment")
+            } else if ExportByteSearch.hasPrefix(base, i, count, "<?") {
+                (close, what) = ("?>", "processing instruction")
+            } else if count - i < 4, !atEnd {
+                return i
+            } else {
+                var j = i + 1
+                if j < count, base[j] == UInt8(ascii: "/") { j += 1 }
+                let nameStart = j
+                while j < count, !ExportByteSearch.isSpace(base[j]), base[j] != UInt8(ascii: ">"), base[j] != UInt8(ascii: "/") { j += 1 }
+                let name = Self.text(base, nameStart, j - nameStart)
+                throw after(nameStart == i + 2 ? "end tag </\(name)>" : "<\(name)>")
+            }
+            guard let end = ExportByteSearch.find(close, in: base, from: i + 2, to: count) else {
+                guard atEnd else { return i }
+                throw ExportError.truncatedXML(path: path, inside: what, line: lines.line(at: i), end: lines.position(at: count))
+            }
+            i = end + close.utf8CodeUnitCount
+        }
+        return count
     }
 
     @inline(__always)
@@ -265,17 +377,18 @@ final class HealthXMLScanner {
         return (end, isStep)
     }
 
-    /// The value of attribute `wanted` (nil when absent) and the tag's end,
-    /// for the rare tags read other than by `scanRecord`. Nil when the buffer
-    /// ends inside the tag.
-    private func attributeValue(_ wanted: StaticString, _ base: UnsafePointer<UInt8>, from: Int,
-                                count: Int) -> (TagEnd, UnsafeBufferPointer<UInt8>?)? {
-        var found: UnsafeBufferPointer<UInt8>?
+    /// The values of attributes `wanted.0` and `wanted.1` (nil when absent)
+    /// and the tag's end, for the rare tags read other than by `scanRecord`
+    /// (nested Records, ExportDate).
+    /// Nil when the buffer ends inside the tag.
+    private func attributeValues(_ wanted: (StaticString, StaticString), _ base: UnsafePointer<UInt8>, from: Int,
+                                 count: Int) -> (TagEnd, UnsafeBufferPointer<UInt8>?, UnsafeBufferPointer<UInt8>?)? {
+        var first: UnsafeBufferPointer<UInt8>?, second: UnsafeBufferPointer<UInt8>?
         var i = from
         while true {
             while i < count, ExportByteSearch.isSpace(base[i]) { i += 1 }
             guard i < count else { return nil }
-            if base[i] == UInt8(ascii: ">") { return (TagEnd(end: i + 1, selfClosing: false), found) }
+            if base[i] == UInt8(ascii: ">") { return (TagEnd(end: i + 1, selfClosing: false), first, second) }
             let nameStart = i
             while i < count, base[i] != UInt8(ascii: "="), base[i] != UInt8(ascii: ">"), !ExportByteSearch.isSpace(base[i]) {
                 i += 1
@@ -286,7 +399,7 @@ final class HealthXMLScanner {
             if base[i] != UInt8(ascii: "=") {
                 // "/>", or broken syntax: finish the tag the tolerant way.
                 guard let end = skipTag(base, from: nameStart, count: count) else { return nil }
-                return (end, found)
+                return (end, first, second)
             }
             i += 1
             while i < count, ExportByteSearch.isSpace(base[i]) { i += 1 }
@@ -294,11 +407,14 @@ final class HealthXMLScanner {
             let quote = base[i]
             guard quote == UInt8(ascii: "\"") || quote == UInt8(ascii: "'") else {
                 guard let end = skipTag(base, from: i, count: count) else { return nil }
-                return (end, found)
+                return (end, first, second)
             }
             guard let close = ExportByteSearch.find(quote, in: base, from: i + 1, to: count) else { return nil }
-            if ExportByteSearch.equals(base, nameStart, nameCount, wanted) {
-                found = UnsafeBufferPointer(start: base + i + 1, count: close - i - 1)
+            let value = UnsafeBufferPointer(start: base + i + 1, count: close - i - 1)
+            if ExportByteSearch.equals(base, nameStart, nameCount, wanted.0) {
+                first = value
+            } else if ExportByteSearch.equals(base, nameStart, nameCount, wanted.1) {
+                second = value
             }
             i = close + 1
         }
@@ -325,25 +441,76 @@ final class HealthXMLScanner {
         return nil
     }
 
-    /// A small number for an element name, so the stack of open elements
-    /// holds no strings (an export uses a few dozen distinct names).
-    private func nameIndex(_ base: UnsafePointer<UInt8>, _ offset: Int, _ count: Int) -> UInt16 {
-        for (index, name) in elementNames.enumerated() where name.count == count {
-            let same = name.withUnsafeBufferPointer { memcmp($0.baseAddress!, base + offset, count) == 0 }
-            if same { return UInt16(index) }
+    /// A `<` inside the tag at `lt` (before `limit`): name the attribute
+    /// whose closing quote is missing. That is the first attribute whose value
+    /// holds the `<` (it ran into the next tag) — unless an earlier value ends
+    /// in ` name=`, the sign that it swallowed the next attribute's opening
+    /// quote (the quotes then pair up one off, and the missing quote is
+    /// that earlier one's).
+    private func unterminatedValue(_ base: UnsafePointer<UInt8>, _ lt: Int, _ nameCount: Int, limit: Int,
+                                   lines: inout ExportLineCounter) -> ExportError {
+        let element = Self.text(base, lt + 1, nameCount)
+        var suspect: (name: String, at: Int)?
+        var culprit: (name: String, at: Int)?
+        var i = lt + 1 + nameCount
+        attributes: while i < limit {
+            while i < limit, ExportByteSearch.isSpace(base[i]) { i += 1 }
+            let nameStart = i
+            while i < limit {
+                let c = base[i]
+                if c == UInt8(ascii: "=") || ExportByteSearch.isSpace(c) || c == UInt8(ascii: ">") || c == UInt8(ascii: "/")
+                    || c == UInt8(ascii: "<") || c == UInt8(ascii: "\"") || c == UInt8(ascii: "'") { break }
+                i += 1
+            }
+            let name = (nameStart, i - nameStart)
+            while i < limit, ExportByteSearch.isSpace(base[i]) { i += 1 }
+            guard name.1 > 0, i < limit, base[i] == UInt8(ascii: "=") else { break attributes }
+            i += 1
+            while i < limit, ExportByteSearch.isSpace(base[i]) { i += 1 }
+            guard i < limit, base[i] == UInt8(ascii: "\"") || base[i] == UInt8(ascii: "'") else { break attributes }
+            let close = ExportByteSearch.find(base[i], in: base, from: i + 1, to: limit) ?? limit
+            if ExportByteSearch.find(UInt8(ascii: "<"), in: base, from: i + 1, to: close) != nil {
+                culprit = suspect ?? (Self.text(base, name.0, name.1), name.0)
+                break attributes
+            }
+            if suspect == nil, Self.endsWithAttributeName(base, from: i + 1, to: close) {
+                suspect = (Self.text(base, name.0, name.1), name.0)
+            }
+            i = close + 1
         }
-        // A real export has a few dozen names; past this many, names are
-        // lumped together so a hostile file cannot grow the table (or the
-        // search above) without bound.
-        if elementNames.count == Self.maxElementNames {
-            elementNames.append(Array("element".utf8))
+        if let found = culprit ?? suspect {
+            return .malformedXML(path: path, at: lines.position(at: found.at),
+                                 problem: .unterminatedAttributeValue(attribute: found.name, element: element))
         }
-        if elementNames.count > Self.maxElementNames { return UInt16(Self.maxElementNames) }
-        elementNames.append(Array(UnsafeBufferPointer(start: base + offset, count: count)))
-        return UInt16(elementNames.count - 1)
+        let lessThan = ExportByteSearch.find(UInt8(ascii: "<"), in: base, from: lt + 1, to: limit) ?? lt
+        return .malformedXML(path: path, at: lines.position(at: lessThan), problem: .lessThanInTag(element: element))
     }
 
-    private static let maxElementNames = 1024
+    /// Whether `base[from..<to]` ends in whitespace, a name and `=` (then
+    /// optional whitespace): what a value that swallowed the next attribute
+    /// looks like.
+    private static func endsWithAttributeName(_ base: UnsafePointer<UInt8>, from: Int, to: Int) -> Bool {
+        var j = to - 1
+        while j >= from, ExportByteSearch.isSpace(base[j]) { j -= 1 }
+        guard j >= from, base[j] == UInt8(ascii: "=") else { return false }
+        j -= 1
+        let nameEnd = j
+        while j >= from, !ExportByteSearch.isSpace(base[j]), base[j] != UInt8(ascii: "=") { j -= 1 }
+        return j < nameEnd && j >= from && ExportByteSearch.isSpace(base[j])
+    }
+
+    @inline(__always)
+    private func matches(_ element: OpenElement, _ name: UnsafePointer<UInt8>) -> Bool {
+        openNames.withUnsafeBufferPointer { memcmp($0.baseAddress! + element.nameStart, name, element.nameCount) == 0 }
+    }
+
+    private func name(of element: OpenElement) -> String {
+        String(decoding: openNames[element.nameStart..<(element.nameStart + element.nameCount)], as: UTF8.self)
+    }
+
+    private static func text(_ base: UnsafePointer<UInt8>, _ offset: Int, _ count: Int) -> String {
+        String(decoding: UnsafeBufferPointer(start: base + offset, count: max(0, count)), as: UTF8.self)
+    }
 }
 
 #if canImport(Glibc)

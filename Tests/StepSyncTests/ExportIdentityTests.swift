@@ -49,6 +49,33 @@ import Testing
         #expect(phone.uuidString == "B4822997-4666-8E81-93C1-1E2DF21683CC")
     }
 
+    /// Metadata enters the identity as a sorted section after the v1 fields;
+    /// a record without metadata keeps its v1 id. Computed by a separate
+    /// pure-Python MurmurHash3 x64-128 over the bytes docs/EXPORT.md lists
+    /// (which also reproduces the v1 vector above).
+    @Test func metadataIdentityGoldenVectors() {
+        func watch(_ metadata: [(key: String?, value: String?)]) -> UUID {
+            ExportRecordIdentity.uuid(
+                type: "HKQuantityTypeIdentifierStepCount", sourceName: "Apple\u{00A0}Watch", sourceVersion: "4.3.1",
+                device: "<<HKDevice: 0x282a45810>, name:Apple Watch, manufacturer:Apple, model:Watch, hardware:Watch2,4, software:4.3.1>",
+                unit: "count", creationDate: ExportDateParser.milliseconds("2018-09-10 02:47:35 -0700"),
+                startDate: 1_536_571_735_000, endDate: ExportDateParser.milliseconds("2018-09-10 02:38:55 -0700")!, value: "72",
+                metadata: metadata)
+        }
+        #expect(watch([]).uuidString == "F63F8D22-B066-8400-BFBE-86BC0290F202")     // no metadata: the v1 id
+        #expect(watch([("HKWasUserEntered", "1")]).uuidString == "8482B684-750D-82A4-8E78-6A067854C746")
+        #expect(watch([("note", nil)]).uuidString == "276A2C48-9E62-8ADD-BBC9-6CAD7711D557")
+        let printed: [(key: String?, value: String?)] = [
+            ("HKMetadataKeySyncVersion", "2"), ("HKExternalUUID", "8C1D0E64-5F2A-4B6B-9D43-2E5C0F7A1B39"),
+            ("HKMetadataKeySyncIdentifier", "walk-2018-09-10-0228"),
+        ]
+        #expect(watch(printed).uuidString == "B88B235F-100D-81E9-B1E6-B56C02DA1744")
+        #expect(watch(printed.reversed()) == watch(printed))          // the order printed does not count
+        #expect(watch([("a", "bc")]) != watch([("ab", "c")]))
+        #expect(watch([("a", "")]) != watch([("a", nil)]))
+        #expect(watch([("a", "1"), ("a", "1")]) != watch([("a", "1")]))
+    }
+
     @Test func fieldsAreLengthPrefixedAndEveryFieldCounts() {
         func id(_ name: String, _ version: String?, value: String = "5", device: String? = nil, unit: String? = "count") -> UUID {
             ExportRecordIdentity.uuid(type: "HKQuantityTypeIdentifierStepCount", sourceName: name, sourceVersion: version,
@@ -108,5 +135,77 @@ import Testing
         let newByID = Dictionary(uniqueKeysWithValues: newProvider.allSamples().map { ($0.id, $0) })
         for sample in oldProvider.allSamples() { #expect(newByID[sample.id] == sample) }
         #expect(oldProvider.sourceIdentity != newProvider.sourceIdentity)
+    }
+
+    /// Health holds two samples that differ only in a MetadataEntry (another
+    /// HKExternalUUID): the export must give two samples. Identical records
+    /// (metadata included) still collapse, and are counted.
+    @Test func metadataTwinsAreDistinctAndIdenticalRecordsCollapse() throws {
+        let dir = try ExportTemporaryDirectory()
+        var twinA = ExportTestRecord.step(minute: 5, count: 300)
+        twinA.metadata = [("HKExternalUUID", "A1"), ("HKWasUserEntered", "0")]
+        var twinB = twinA
+        twinB.metadata = [("HKExternalUUID", "B2"), ("HKWasUserEntered", "0")]
+        var reordered = twinA
+        reordered.metadata = twinA.metadata.reversed()             // the same record, printed in another order
+        let plain = ExportTestRecord.step(minute: 9, count: 12)
+        let body = [twinA.xml, twinB.xml, reordered.xml, plain.xml, plain.xml,
+                    "<Record type=\"HKQuantityTypeIdentifierStepCount\" sourceName=\"Apple&#xA0;Watch\" sourceVersion=\"8.5\" unit=\"count\" "
+                        + "startDate=\"2021-03-01 09:30:00 -0800\" endDate=\"2021-03-01 09:31:00 -0800\" value=\"1\"><MetadataEntry key=\"k\" value=\"a&amp;b\"/>"
+                        + "<HeartRateVariabilityMetadataList/></Record>"]
+        let provider = try AppleHealthExportProvider(path: try dir.write("twins.xml", ExportTestDocument.xml(body)))
+        let ids = provider.allSamples().map(\.id)
+        #expect(provider.sampleCount == 4)
+        #expect(Set(ids).isSuperset(of: [twinA.expectedID, twinB.expectedID, plain.expectedID]))
+        #expect(twinA.expectedID != twinB.expectedID && twinA.legacyID == twinB.legacyID)
+        #expect(plain.expectedID == plain.legacyID)                   // no metadata: the id it always had
+        #expect(provider.summary.duplicatesCollapsed == 2)           // `reordered` and the second `plain`
+        // Entities are decoded before hashing; other children do not count.
+        var coded = ExportTestRecord.step(minute: 30, count: 1)
+        coded.device = nil
+        coded.creationDate = nil
+        coded.metadata = [("k", "a&b")]
+        #expect(ids.contains(coded.expectedID))
+        // The ids they had before metadata counted, for an upgrade to map.
+        let legacy = Dictionary(grouping: provider.reidentifiedSamples, by: \.legacyID).mapValues { Set($0.map(\.id)) }
+        #expect(legacy[twinA.legacyID] == [twinA.expectedID, twinB.expectedID])
+        #expect(legacy[plain.legacyID] == nil && legacy.count == 2)
+    }
+
+    /// An app replaces a sample by saving one with the same sync identifier
+    /// and a higher version; when one export holds several versions, only
+    /// the highest is a current sample. Scoped by source; a version that
+    /// is not an integer takes no part.
+    @Test func onlyTheHighestSyncVersionIsCurrent() throws {
+        let dir = try ExportTemporaryDirectory()
+        func synced(_ minute: Int, _ count: Int, id: String, version: String?, source: String = "Pedometer++") -> ExportTestRecord {
+            var record = ExportTestRecord.step(minute: minute, count: count, source: source)
+            record.metadata = [("HKMetadataKeySyncIdentifier", id)] + (version.map { [("HKMetadataKeySyncVersion", $0)] } ?? [])
+            return record
+        }
+        let v1 = synced(0, 100, id: "day-1", version: "1")
+        let v3 = synced(0, 130, id: "day-1", version: "3")
+        let v2 = synced(1, 120, id: "day-1", version: "2")
+        let otherSource = synced(2, 50, id: "day-1", version: "1", source: "Fitbit")
+        let noVersion = synced(3, 7, id: "day-1", version: "x")
+        let lone = synced(4, 9, id: "day-2", version: "1")
+        let records = [v1, v3, v2, otherSource, noVersion, lone]
+        let provider = try AppleHealthExportProvider(path: try dir.write("sync.xml", ExportTestDocument.xml(records: records)))
+        #expect(Set(provider.allSamples().map(\.id)) == Set([v3, otherSource, noVersion, lone].map(\.expectedID)))
+        #expect(provider.summary.syncVersionsReplaced == 2)
+        #expect(Set(provider.replacedRecords.map(\.id)) == Set([v1, v2].map(\.expectedID)))
+        let current = try #require(provider.syncedRecords.first { $0.id == v3.expectedID })
+        #expect(current == ExportSyncedRecord(id: v3.expectedID, startMilliseconds: ExportTestDates.base, sourceName: "Pedometer++",
+                                              syncIdentifier: "day-1", syncVersion: 3))
+        #expect(provider.syncedRecords.first { $0.id == noVersion.expectedID }?.syncVersion == nil)
+        #expect(provider.syncedRecords.count == 4)
+        // What a deletion pass needs: the export date, and each current sample's id and start.
+        #expect(provider.exportDateMilliseconds == ExportDateParser.milliseconds("2021-06-30 21:14:05 -0700"))
+        var keys: [UUID: Int64] = [:]
+        provider.forEachSampleKey { keys[$0] = $1 }
+        #expect(keys.count == 4 && keys[lone.expectedID] == ExportTestDates.base + 4 * 60_000)
+        #expect(provider.contains(id: lone.expectedID, startMilliseconds: ExportTestDates.base + 4 * 60_000))
+        #expect(!provider.contains(id: v1.expectedID, startMilliseconds: ExportTestDates.base))
+        #expect(!provider.contains(id: lone.expectedID, startMilliseconds: ExportTestDates.base))
     }
 }

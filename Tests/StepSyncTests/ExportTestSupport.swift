@@ -77,12 +77,22 @@ struct ExportTestRecord {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    /// The UUID the provider must give this record, from the decoded fields.
+    /// The UUID the provider must give this record, from the decoded fields
+    /// and metadata.
     var expectedID: UUID {
         ExportRecordIdentity.uuid(type: type, sourceName: sourceName, sourceVersion: sourceVersion, device: device,
                                   unit: unit, creationDate: creationDate.flatMap(ExportDateParser.milliseconds),
                                   startDate: ExportDateParser.milliseconds(startDate!)!,
-                                  endDate: ExportDateParser.milliseconds(endDate!)!, value: value)
+                                  endDate: ExportDateParser.milliseconds(endDate!)!, value: value,
+                                  metadata: metadata.map { (key: $0.0, value: $0.1) })
+    }
+
+    /// The UUID the record had before metadata counted (the same as
+    /// `expectedID` for a record without metadata).
+    var legacyID: UUID {
+        var plain = self
+        plain.metadata = []
+        return plain.expectedID
     }
 
     /// A step record `minutes` after 2021-03-01 09:00 -0800 with `count` steps.

@@ -32,6 +32,7 @@ enum SourceFactory {
         let rate = s.seconds > 0 ? Double(s.xmlBytes) / s.seconds : 0
         err.line("read \(s.input): \(Format.count(s.recordsKept)) step records from \(Format.bytes(s.xmlBytes)) of XML in \(Format.duration(s.seconds)) (\(Format.bytes(Int64(rate)))/s)"
                  + (s.duplicatesCollapsed > 0 ? ", \(Format.count(s.duplicatesCollapsed)) duplicates collapsed" : "")
+                 + (s.syncVersionsReplaced > 0 ? ", \(Format.count(s.syncVersionsReplaced)) replaced by a newer sync version" : "")
                  + (s.malformedStepRecords > 0 ? ", \(Format.count(s.malformedStepRecords)) malformed step records skipped" : ""))
         for example in s.malformedExamples { err.line("  skipped: \(example)") }
     }

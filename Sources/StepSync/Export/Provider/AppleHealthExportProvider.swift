@@ -25,6 +25,17 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     /// different for a newer export that has more.
     public let sourceIdentity: String
 
+    /// Current samples that carry a HealthKit sync identifier, with its
+    /// version (what a deletion pass needs to tell a replaced sample from a
+    /// deleted one).
+    public let syncedRecords: [ExportSyncedRecord]
+    /// Records a higher sync version replaced within this export: not served.
+    public let replacedRecords: [ExportSyncedRecord]
+    /// Samples whose id includes their `MetadataEntry` children: (the id the
+    /// same record had before metadata counted, its id now). A store filled
+    /// by an older version holds the legacy id.
+    public let reidentifiedSamples: [(legacyID: UUID, id: UUID)]
+
     private let records: [ExportStepRecord]
     /// `cumulativeCounts[i]` = sum of `records[0..<i].count`.
     private let cumulativeCounts: [Int64]
@@ -33,13 +44,16 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     private static let dayMilliseconds: Int64 = 86_400_000
 
     /// Reads the export at `path`. Throws `ExportError` (one line naming the
-    /// file and the line or byte offset) when the file is not a readable
-    /// export; single malformed step records are skipped and counted in
-    /// `summary` instead. `progress` is called on this thread at most every
-    /// 0.25 s while reading, and once at the end.
+    /// file and the line or byte offset) when the file is not a readable,
+    /// well-formed export; single malformed step records are skipped and
+    /// counted in `summary` instead. `progress` is called on this thread at
+    /// most every 0.25 s while reading, and once at the end.
     public init(path: String, progress: (@Sendable (ExportReadProgress) -> Void)? = nil) throws {
         let result = try ExportReader.read(path: path, progress: progress)
         self.path = path
+        syncedRecords = result.synced
+        replacedRecords = result.replaced
+        reidentifiedSamples = result.reidentified.map { ($0.legacy.uuid, $0.id.uuid) }
         records = result.records
         sources = result.sources
         var sums = [Int64](repeating: 0, count: records.count + 1)
@@ -89,6 +103,31 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     /// All samples, sorted by (start, UUID).
     public func allSamples() -> [StepSample] {
         records.indices.map(sample(at:))
+    }
+
+    // MARK: - The export as a snapshot (what a deletion pass needs)
+
+    /// The export's `<ExportDate>`: samples that start before it and are
+    /// missing from the export no longer exist in Health.
+    public var exportDateMilliseconds: Int64? { summary.exportDateMilliseconds }
+
+    /// Every current sample's id and start, in the provider's order.
+    public func forEachSampleKey(_ body: (_ id: UUID, _ startMilliseconds: Int64) throws -> Void) rethrows {
+        for record in records {
+            try body(UUIDBytes(high: record.idHigh, low: record.idLow).uuid, record.startMilliseconds)
+        }
+    }
+
+    /// Whether a sample with this id (which starts at `startMilliseconds`:
+    /// the start is part of the id's derivation) is current in the export.
+    public func contains(id: UUID, startMilliseconds: Int64) -> Bool {
+        let wanted = UUIDBytes(id)
+        var i = firstIndex(startingAtOrAfter: startMilliseconds)
+        while i < records.count, records[i].startMilliseconds == startMilliseconds {
+            if records[i].idHigh == wanted.high, records[i].idLow == wanted.low { return true }
+            i += 1
+        }
+        return false
     }
 
     // MARK: - Internals

@@ -11,6 +11,9 @@ public struct ExportReadSummary: Sendable, Equatable {
     public var malformedExamples: [ExportSkippedRecord] = []
     /// Step records whose identity equalled one already kept (same fields, same UUID).
     public var duplicatesCollapsed = 0
+    /// Step records replaced by a higher `HKMetadataKeySyncVersion` of the
+    /// same sync identifier in this export (not served).
+    public var syncVersionsReplaced = 0
     /// Step records nested in a `<Correlation>` (they also appear at top level; not taken twice).
     public var nestedStepRecordsSkipped = 0
     /// How far into the input file reading got: its size for an XML file,

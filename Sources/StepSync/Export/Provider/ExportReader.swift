@@ -1,4 +1,5 @@
 import Foundation
+import StepLog
 
 /// One streaming pass over an export: detects zip or XML, picks the export
 /// entry of a zip, and runs two threads — this one scanning, a second one
@@ -11,10 +12,18 @@ enum ExportReader {
     static let progressIntervalNanoseconds: UInt64 = 250_000_000
 
     struct Result {
-        /// Sorted by (start, UUID), exact duplicates collapsed.
+        /// Sorted by (start, UUID), exact duplicates collapsed, replaced sync
+        /// versions removed.
         var records: [ExportStepRecord]
         var sources: [ExportSourceTable.Source]
         var summary: ExportReadSummary
+        /// Kept records that carry a sync identifier, and those a higher
+        /// version replaced (removed from `records`).
+        var synced: [ExportSyncedRecord]
+        var replaced: [ExportSyncedRecord]
+        /// Kept records whose identity includes metadata: (their id before
+        /// metadata counted, their id).
+        var reidentified: [(legacy: UUIDBytes, id: UUIDBytes)]
     }
 
     /// Where the XML bytes come from; opened on the reading thread.
@@ -149,6 +158,16 @@ enum ExportReader {
         }
         records.removeLast(records.count - kept)
 
+        // Sync identifiers: only the highest version of each is a current sample.
+        let (synced, replaced) = scanner.builder.sync.resolve()
+        let gone = Set(replaced.map { UUIDBytes($0.id) })
+        if !gone.isEmpty {
+            records.removeAll { gone.contains(UUIDBytes(high: $0.idHigh, low: $0.idLow)) }
+            summary.syncVersionsReplaced = replaced.count
+        }
+        var seen = Set<UUIDBytes>()
+        let reidentified = scanner.builder.reidentified.filter { !gone.contains($0.id) && seen.insert($0.id).inserted }
+
         summary.recordsKept = records.count
         summary.malformedStepRecords = scanner.malformedStepRecords
         summary.malformedExamples = scanner.malformedExamples
@@ -157,6 +176,7 @@ enum ExportReader {
         summary.bytesRead = inputPosition
         summary.xmlBytes = xmlBytes
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-        return Result(records: records, sources: scanner.builder.sources.sources, summary: summary)
+        return Result(records: records, sources: scanner.builder.sources.sources, summary: summary,
+                      synced: synced, replaced: replaced, reidentified: reidentified)
     }
 }

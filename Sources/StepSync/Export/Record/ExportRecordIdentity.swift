@@ -16,9 +16,16 @@ import StepLog
 /// after entity decoding; the three dates are the absolute instants as i64
 /// little-endian milliseconds (8 bytes), not their text: a newer export may
 /// print the same instant with another UTC offset.
+///
+/// A record with `MetadataEntry` children appends a metadata section: the
+/// field "metadata", the u32 number of entries, then each entry's key and
+/// value fields, sorted by (key, value). A record without any keeps exactly
+/// the bytes, and so the UUID, it had before metadata counted.
 enum ExportRecordIdentity {
     static let namespace = "steplog-export-v1"
     static let absent: UInt32 = 0xFFFF_FFFF
+    /// The field that opens the metadata section.
+    static let metadataMarker: StaticString = "metadata"
     /// The namespace as the first field: its u32 length, then its bytes.
     private static let namespaceField: [UInt8] = {
         let utf8 = Array(namespace.utf8)
@@ -40,6 +47,18 @@ enum ExportRecordIdentity {
             guard let field else { return length(absent) }
             length(UInt32(field.count))
             bytes.append(contentsOf: field)
+        }
+
+        /// The metadata section; write it only for a record that has entries.
+        mutating func metadata(_ metadata: ExportRecordMetadata) {
+            ExportRecordIdentity.metadataMarker.withUTF8Buffer { text($0) }
+            length(UInt32(metadata.entries.count))
+            metadata.bytes.withUnsafeBufferPointer { all in
+                for entry in metadata.sortedEntries() {
+                    text(entry.key.map { UnsafeBufferPointer(rebasing: all[$0]) })
+                    text(entry.value.map { UnsafeBufferPointer(rebasing: all[$0]) })
+                }
+            }
         }
 
         mutating func instant(_ milliseconds: Int64?) {
@@ -67,7 +86,8 @@ enum ExportRecordIdentity {
     /// written, address included: it is removed here) and parsed instants.
     /// The scanner computes the same thing from the bytes in the file.
     static func uuid(type: String, sourceName: String?, sourceVersion: String?, device: String?, unit: String?,
-                     creationDate: Int64?, startDate: Int64, endDate: Int64, value: String?) -> UUID {
+                     creationDate: Int64?, startDate: Int64, endDate: Int64, value: String?,
+                     metadata: [(key: String?, value: String?)] = []) -> UUID {
         var encoder = Encoder()
         encoder.start()
         func text(_ string: String?) {
@@ -90,6 +110,14 @@ enum ExportRecordIdentity {
         encoder.instant(startDate)
         encoder.instant(endDate)
         text(value)
+        if !metadata.isEmpty {
+            var entries = ExportRecordMetadata()
+            for (key, value) in metadata {
+                entries.appendDecoded(key: key.map { Array($0.utf8) }, value: value.map { Array($0.utf8) })
+            }
+            encoder.metadata(entries)
+        }
         return encoder.uuid().uuid
     }
 }
+

@@ -1,28 +1,46 @@
 import StepLog
 
-/// Turns the attributes of one top-level StepCount `<Record>` into an
-/// `ExportStepRecord` (or the reason it cannot be one) and collects them.
+/// Turns one top-level StepCount `<Record>` into an `ExportStepRecord` (or
+/// the reason it cannot be one) and collects them.
 ///
 /// Mapping: `sourceBundleId` = `sourceName` (the export has no bundle id),
 /// `sourceDeviceName` = the `name:` field of `device`, `count` = the whole
 /// number `value`, start/end = `startDate`/`endDate`, id = the derived
 /// `ExportRecordIdentity`. Runs once per step record, so it works on the
 /// scanner's bytes and allocates nothing in the common case.
+///
+/// A record is read in three calls: `begin` with its start tag's attributes,
+/// `addMetadata` for each `MetadataEntry` child, and `finish` at its end tag
+/// (right after `begin` for `<Record …/>`): the children belong to its
+/// identity.
 final class ExportStepRecordBuilder {
     static let stepCountType: StaticString = "HKQuantityTypeIdentifierStepCount"
+    static let syncIdentifierKey: StaticString = "HKMetadataKeySyncIdentifier"
+    static let syncVersionKey: StaticString = "HKMetadataKeySyncVersion"
 
     enum Outcome: Equatable {
+        /// A sample, open until `finish()`.
         case kept
+        /// Not a sample (a missing or unreadable field); nothing is open.
         case malformed(String)
     }
 
     private(set) var records: [ExportStepRecord] = []
     private(set) var sources = ExportSourceTable()
+    private(set) var sync = ExportSyncTable()
+    /// Records whose identity gained a metadata section: (the id they had
+    /// before metadata counted, the id they have now).
+    private(set) var reidentified: [(legacy: UUIDBytes, id: UUIDBytes)] = []
+
     private var identity = ExportRecordIdentity.Encoder()
     private var deviceWithoutAddress: [UInt8] = []
     /// Room for the entity-decoded text fields of one record.
     private var scratch: UnsafeMutablePointer<UInt8>
     private var scratchCapacity = 4096
+
+    /// The record between `begin` and `finish`.
+    private var open: ExportStepRecord?
+    private var metadata = ExportRecordMetadata()
 
     init() {
         scratch = .allocate(capacity: scratchCapacity)
@@ -37,7 +55,10 @@ final class ExportStepRecordBuilder {
         return records
     }
 
-    func add(_ attributes: ExportRecordAttributes) -> Outcome {
+    /// Whether a record is open (its `MetadataEntry` children are wanted).
+    var isOpen: Bool { open != nil }
+
+    func begin(_ attributes: ExportRecordAttributes) -> Outcome {
         if let problem = attributes.syntaxError { return .malformed(problem) }
         // Dates first: a missing or bad date is the most common defect, and
         // nothing needs decoding to find it.
@@ -81,6 +102,7 @@ final class ExportStepRecordBuilder {
         case .success(let n): count = n
         case .failure(let problem): return .malformed(problem.reason)
         }
+
         guard sourceName.count <= FormatConstants.maxStringBytes else {
             return .malformed("sourceName is longer than \(FormatConstants.maxStringBytes) bytes")
         }
@@ -88,6 +110,7 @@ final class ExportStepRecordBuilder {
         if let deviceName, deviceName.count > FormatConstants.maxStringBytes {
             return .malformed("device name is longer than \(FormatConstants.maxStringBytes) bytes")
         }
+        let source = sources.intern(sourceName: sourceName, deviceName: deviceName)
 
         identity.start()
         Self.stepCountType.withUTF8Buffer { identity.text($0) }
@@ -105,12 +128,41 @@ final class ExportStepRecordBuilder {
         identity.instant(start)
         identity.instant(end)
         identity.text(value)
-        let id = identity.uuid()
-
-        let source = sources.intern(sourceName: sourceName, deviceName: deviceName)
-        records.append(ExportStepRecord(startMilliseconds: start, endMilliseconds: end, idHigh: id.high, idLow: id.low,
-                                        count: count, source: source))
+        open = ExportStepRecord(startMilliseconds: start, endMilliseconds: end, idHigh: 0, idLow: 0, count: count, source: source)
+        metadata.removeAll()
         return .kept
+    }
+
+    /// A `<MetadataEntry>` child of the open record (raw attribute bytes).
+    func addMetadata(key: UnsafeBufferPointer<UInt8>?, value: UnsafeBufferPointer<UInt8>?) {
+        guard open != nil else { return }
+        metadata.append(key: key, value: value)
+    }
+
+    /// Ends the open record: its identity is complete.
+    func finish() {
+        guard var record = open else { return }
+        open = nil
+        let legacy = identity.uuid()
+        var id = legacy
+        if !metadata.isEmpty {
+            identity.metadata(metadata)
+            id = identity.uuid()
+        }
+        record.idHigh = id.high
+        record.idLow = id.low
+        records.append(record)
+        if id != legacy { reidentified.append((legacy, id)) }
+        guard let identifier = metadata.value(forKey: Self.syncIdentifierKey) else { return }
+        let version = metadata.value(forKey: Self.syncVersionKey)
+        let sourceName = Array(sources.sources[Int(record.source)].sourceBundleId.utf8)
+        metadata.bytes.withUnsafeBufferPointer { all in
+            func slice(_ range: Range<Int>) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: all[range]) }
+            sourceName.withUnsafeBufferPointer { name in
+                sync.add(id: id, startMilliseconds: record.startMilliseconds, sourceName: name,
+                         identifier: slice(identifier), version: version.map(slice))
+            }
+        }
     }
 
     private static func date(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {

@@ -12,9 +12,11 @@
 /// - Every other element is skipped with its children. Only `Record`s that
 ///   are direct children of `HealthData` are read, and for those the `type`
 ///   attribute is compared first, as bytes: any other type skips the rest of
-///   the tag. So `MetadataEntry`, `Workout` and its routes, `ActivitySummary`,
-///   `ClinicalRecord`, and the `Record`s inside a `Correlation` (which also
-///   appear at top level) cost one pass to their closing `>`.
+///   the tag. So `Workout` and its routes, `ActivitySummary`, `ClinicalRecord`,
+///   other records' `MetadataEntry` children, and the `Record`s inside a
+///   `Correlation` (which also appear at top level) cost one pass to their
+///   closing `>`. A step record's own `MetadataEntry` children are read: they
+///   are part of its identity.
 /// - Attribute values are kept as raw bytes; the record builder decodes them.
 /// - Bytes between tags, comments, CDATA and processing instructions are skipped.
 /// - Structure is checked, not trusted: every end tag must close the innermost
@@ -41,7 +43,7 @@ final class HealthXMLScanner {
 
     private(set) var phase = Phase.prolog
     let path: String
-    let builder = ExportStepRecordBuilder()
+    let builder: ExportStepRecordBuilder
     private(set) var malformedStepRecords = 0
     private(set) var malformedExamples: [ExportSkippedRecord] = []
     private(set) var nestedStepRecordsSkipped = 0
@@ -65,6 +67,7 @@ final class HealthXMLScanner {
 
     init(path: String) {
         self.path = path
+        builder = ExportStepRecordBuilder()
         openElements.reserveCapacity(64)
         openNames.reserveCapacity(1024)
     }
@@ -184,14 +187,15 @@ final class HealthXMLScanner {
             let tag: TagEnd
             var isStep = false
             var wanted: (UnsafeBufferPointer<UInt8>?, UnsafeBufferPointer<UInt8>?) = (nil, nil)
+            let isMetadata = depth == 2 && builder.isOpen && ExportByteSearch.equals(base, lt + 1, nameCount, "MetadataEntry")
             if isRecord, depth == 1 {
                 guard let (end, step) = scanRecord(base, from: j, count: count) else {
                     return try incompleteTag(lt, nameCount, lines: &lines)
                 }
                 tag = end
                 isStep = step
-            } else if isRecord || (depth == 1 && ExportByteSearch.equals(base, lt + 1, nameCount, "ExportDate")) {
-                let names: (StaticString, StaticString) = isRecord ? ("type", "type") : ("value", "value")
+            } else if isRecord || isMetadata || (depth == 1 && ExportByteSearch.equals(base, lt + 1, nameCount, "ExportDate")) {
+                let names: (StaticString, StaticString) = isRecord ? ("type", "type") : isMetadata ? ("key", "value") : ("value", "value")
                 guard let (end, first, second) = attributeValues(names, base, from: j, count: count) else {
                     return try incompleteTag(lt, nameCount, lines: &lines)
                 }
@@ -213,12 +217,18 @@ final class HealthXMLScanner {
             }
 
             if isStep {
-                if case .malformed(let reason) = builder.add(attributes) {
+                switch builder.begin(attributes) {
+                case .kept:
+                    break
+                case .malformed(let reason):
                     malformedStepRecords += 1
                     if malformedExamples.count < ExportReadSummary.maxSkippedExamples {
                         malformedExamples.append(ExportSkippedRecord(line: lines.line(at: lt), reason: reason))
                     }
                 }
+                if tag.selfClosing { builder.finish() }
+            } else if isMetadata {
+                builder.addMetadata(key: wanted.0, value: wanted.1)
             } else if isRecord {
                 // Inside a Correlation (or anything else): also printed at top level.
                 if let value = wanted.0, Self.isStepCount(value) { nestedStepRecordsSkipped += 1 }
@@ -256,6 +266,7 @@ final class HealthXMLScanner {
         if nameCount == top.nameCount, matches(top, base + lt + 2) {
             openElements.removeLast()
             openNames.removeLast(nameCount)
+            if openElements.count == 1, builder.isOpen { builder.finish() }
             if openElements.isEmpty {
                 rootClosedLine = lines.line(at: lt)
                 phase = .epilog
@@ -379,7 +390,7 @@ final class HealthXMLScanner {
 
     /// The values of attributes `wanted.0` and `wanted.1` (nil when absent)
     /// and the tag's end, for the rare tags read other than by `scanRecord`
-    /// (nested Records, ExportDate).
+    /// (nested Records, ExportDate, a step record's MetadataEntry children).
     /// Nil when the buffer ends inside the tag.
     private func attributeValues(_ wanted: (StaticString, StaticString), _ base: UnsafePointer<UInt8>, from: Int,
                                  count: Int) -> (TagEnd, UnsafeBufferPointer<UInt8>?, UnsafeBufferPointer<UInt8>?)? {

@@ -4,7 +4,8 @@ import Testing
 @testable import StepSync
 
 /// The one sample contract: the shared vectors (also checked by the
-/// server's tests), and timestamps formatted right for every year.
+/// server's tests), the import skipping and reporting records outside it,
+/// and timestamps formatted right for every year.
 @Suite struct ExportContractTests {
     static let vectorsPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../Fixtures/contract/samples.json").standardized.path
@@ -132,6 +133,68 @@ import Testing
         }
         #expect(ISO8601.parse("+10000-01-01T00:00:00Z") == nil)      // expanded years have six digits or more
         #expect(ISO8601.parse("+999999999-01-01T00:00:00Z") == nil)  // beyond Int64 milliseconds
+    }
+
+    /// Records the server would refuse are skipped and reported (count,
+    /// first lines, `--json`), never stored; everything else is stored.
+    @Test func outOfContractRecordsAreSkippedReportedAndTheRestStored() throws {
+        let dir = try ExportTemporaryDirectory()
+        let tmp = TemporaryDirectory()
+        var good = (0..<6).map { ExportTestRecord.step(minute: $0 * 10, count: 100 + $0) }
+        good[5].sourceName = String(repeating: "s", count: 512)
+        func out(_ minute: Int, _ change: (inout ExportTestRecord) -> Void) -> ExportTestRecord {
+            var record = ExportTestRecord.step(minute: minute, count: 1)
+            change(&record)
+            return record
+        }
+        var bad: [(ExportTestRecord, SampleContract.Field)] = [
+            (out(1) { $0.startDate = "1999-12-31 15:59:59 -0800"; $0.endDate = "1999-12-31 16:30:00 -0800" }, .startDate),
+            (out(2) { $0.endDate = "2021-02-28 09:00:00 -0800" }, .endDate),                        // before its start
+            (out(3) { $0.endDate = "2021-03-05 09:00:00 -0800" }, .endDate),                        // 4 days long
+            (out(4) { $0.startDate = "9999-12-31 23:00:00 -0800"; $0.endDate = "9999-12-31 23:30:00 -0800" }, .endDate),  // year 10000 in UTC
+            (out(5) { $0.value = "1000001" }, .count),
+            (out(6) { $0.sourceName = "" }, .sourceBundleId),
+            (out(7) { $0.sourceName = String(repeating: "s", count: 513) }, .sourceBundleId),
+            (out(8) { $0.device = "<<HKDevice: 0x1>, name:\(String(repeating: "w", count: 600)), model:Watch>" }, .sourceDeviceName),
+        ]
+        for i in bad.indices { bad[i].0.sourceVersion = "bad-\(i)" }     // to find their lines
+        let body = zip(good.prefix(4), bad.prefix(4)).flatMap { [$0.xml, $1.0.xml] } + bad.dropFirst(4).map(\.0.xml) + good.suffix(2).map(\.xml)
+        let text = ExportTestDocument.xml(body)
+        let path = try dir.write("contract.xml", text)
+
+        let provider = try AppleHealthExportProvider(path: path)
+        #expect(Set(provider.allSamples().map(\.id)) == Set(good.map(\.expectedID)))
+        #expect(provider.summary.outOfContractStepRecords == bad.count)
+        #expect(provider.summary.malformedStepRecords == 0)
+        let lines = text.components(separatedBy: "\n")
+        let badLines = bad.indices.map { i in lines.firstIndex { $0.contains("sourceVersion=\"bad-\(i)\"") }! + 1 }
+        #expect(provider.summary.outOfContractExamples.map(\.line) == Array(badLines.prefix(5)))
+        #expect(provider.summary.outOfContractExamples.map(\.field) == bad.prefix(5).map(\.1))
+        #expect(provider.summary.outOfContractExamples.first?.reason == "startDate 1999-12-31T23:59:59Z is before 2000-01-01T00:00:00Z")
+        // The contract is checked against the importer's clock: in 2020, these 2021 samples are in the future.
+        let early = try AppleHealthExportProvider(path: path, now: Date(timeIntervalSince1970: 1_600_000_000))
+        #expect(early.sampleCount == 0 && early.summary.outOfContractStepRecords == good.count + bad.count)
+
+        // Through the command: reported on stderr and in --json, the rest stored.
+        let stepsync = builtProduct("stepsync")
+        let store = tmp.sub("store")
+        let run = try runProgram(stepsync, ["ingest", "--store", store, "--source", path, "--json"])
+        #expect(run.code == 0)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(run.lines.joined().utf8)) as? [String: Any])
+        let read = try #require(json["read"] as? [String: Any])
+        let skipped = try #require(read["outOfContract"] as? [String: Any])
+        #expect(skipped["count"] as? Int == bad.count)
+        let examples = try #require(skipped["examples"] as? [[String: Any]])
+        #expect(examples.compactMap { $0["line"] as? Int } == Array(badLines.prefix(5)))
+        #expect(examples.compactMap { $0["field"] as? String } == bad.prefix(5).map(\.1.rawValue))
+        #expect(json["samples"] as? Int == good.count)
+        let exported = try runProgram(stepsync, ["export", "--store", store]).lines
+        #expect(Set(exported.compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["id"] as? String
+        }) == Set(good.map(\.expectedID.uuidString)))
+        let stderr = try runProgram(stepsync, ["ingest", "--store", tmp.sub("other"), "--source", path], mergeStandardError: true).lines
+        #expect(stderr.contains { $0.contains("8 outside the sample contract skipped") })
+        #expect(stderr.contains("  skipped (outside the sample contract): line \(badLines[0]): startDate 1999-12-31T23:59:59Z is before 2000-01-01T00:00:00Z"))
     }
 }
 

@@ -175,7 +175,8 @@ import Testing
     /// An app replaces a sample by saving one with the same sync identifier
     /// and a higher version; when one export holds several versions, only
     /// the highest is a current sample. Scoped by source; a version that
-    /// is not an integer takes no part.
+    /// is not an integer takes no part; a higher version outside the sample
+    /// contract still replaces the lower ones.
     @Test func onlyTheHighestSyncVersionIsCurrent() throws {
         let dir = try ExportTemporaryDirectory()
         func synced(_ minute: Int, _ count: Int, id: String, version: String?, source: String = "Pedometer++") -> ExportTestRecord {
@@ -189,11 +190,15 @@ import Testing
         let otherSource = synced(2, 50, id: "day-1", version: "1", source: "Fitbit")
         let noVersion = synced(3, 7, id: "day-1", version: "x")
         let lone = synced(4, 9, id: "day-2", version: "1")
-        let records = [v1, v3, v2, otherSource, noVersion, lone]
+        let w1 = synced(5, 10, id: "day-3", version: "1")
+        var w2 = synced(6, 10, id: "day-3", version: "2")
+        w2.value = "2000000"                                          // outside the contract, but the current version
+        let records = [v1, v3, v2, otherSource, noVersion, lone, w1, w2]
         let provider = try AppleHealthExportProvider(path: try dir.write("sync.xml", ExportTestDocument.xml(records: records)))
         #expect(Set(provider.allSamples().map(\.id)) == Set([v3, otherSource, noVersion, lone].map(\.expectedID)))
-        #expect(provider.summary.syncVersionsReplaced == 2)
-        #expect(Set(provider.replacedRecords.map(\.id)) == Set([v1, v2].map(\.expectedID)))
+        #expect(provider.summary.syncVersionsReplaced == 3)
+        #expect(provider.summary.outOfContractStepRecords == 1)
+        #expect(Set(provider.replacedRecords.map(\.id)) == Set([v1, v2, w1].map(\.expectedID)))
         let current = try #require(provider.syncedRecords.first { $0.id == v3.expectedID })
         #expect(current == ExportSyncedRecord(id: v3.expectedID, startMilliseconds: ExportTestDates.base, sourceName: "Pedometer++",
                                               syncIdentifier: "day-1", syncVersion: 3))

@@ -14,6 +14,9 @@ enum IngestCommand {
         UUID, 1,000 a batch, synced before the interval is marked fetched). Running it
         again resumes where the last run stopped; with nothing left it changes nothing.
         Ctrl-C or SIGTERM pauses at a safe point (exit 130); run the same command to continue.
+        An export is read first, whole, before anything is stored: records that cannot be
+        samples or break the sample contract are skipped and reported (--json: read.malformed,
+        read.outOfContract); a structural error in the file stores nothing.
 
         options:
           --store DIR       the StepLog store (created when missing)
@@ -87,12 +90,13 @@ enum IngestCommand {
         progress.finish()
         let counts = store.counts
         try store.close()
-        printSummary(spec: provider.sourceIdentity, store: storePath, layered: layered, fetched: fetched, counts: counts, json: args.has("json"))
+        printSummary(spec: provider.sourceIdentity, store: storePath, read: (provider as? AppleHealthExportProvider)?.summary,
+                     layered: layered, fetched: fetched, counts: counts, json: args.has("json"))
         return 0
     }
 
-    static func printSummary(spec: String, store: String, layered: LayeringSummary, fetched: FetchSummary,
-                             counts: StoreCounts, json: Bool) {
+    static func printSummary(spec: String, store: String, read: ExportReadSummary?, layered: LayeringSummary,
+                             fetched: FetchSummary, counts: StoreCounts, json: Bool) {
         let out = StepSyncTool.out
         let storeShare = fetched.seconds > 0 ? fetched.storeSeconds / fetched.seconds : 0
         let rate = fetched.seconds > 0 ? Double(fetched.samplesSeen) / fetched.seconds : 0
@@ -101,6 +105,10 @@ enum IngestCommand {
             w.beginObject()
             w.field("source", spec)
             w.field("store", store)
+            if let read {
+                w.key("read")
+                SourceFactory.write(read, into: &w)
+            }
             w.key("layering"); w.beginObject()
             w.field("intervalsRecorded", layered.intervalsRecorded)
             w.field("intervalsKept", layered.intervalsKept)

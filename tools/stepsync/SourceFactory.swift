@@ -26,14 +26,45 @@ enum SourceFactory {
         }
     }
 
-    /// One summary line on stderr, plus the first malformed records skipped.
+    /// One summary line on stderr, plus the first records skipped.
     static func report(_ s: ExportReadSummary) {
         let err = StepSyncTool.err
         let rate = s.seconds > 0 ? Double(s.xmlBytes) / s.seconds : 0
         err.line("read \(s.input): \(Format.count(s.recordsKept)) step records from \(Format.bytes(s.xmlBytes)) of XML in \(Format.duration(s.seconds)) (\(Format.bytes(Int64(rate)))/s)"
                  + (s.duplicatesCollapsed > 0 ? ", \(Format.count(s.duplicatesCollapsed)) duplicates collapsed" : "")
                  + (s.syncVersionsReplaced > 0 ? ", \(Format.count(s.syncVersionsReplaced)) replaced by a newer sync version" : "")
-                 + (s.malformedStepRecords > 0 ? ", \(Format.count(s.malformedStepRecords)) malformed step records skipped" : ""))
+                 + (s.malformedStepRecords > 0 ? ", \(Format.count(s.malformedStepRecords)) malformed step records skipped" : "")
+                 + (s.outOfContractStepRecords > 0 ? ", \(Format.count(s.outOfContractStepRecords)) outside the sample contract skipped" : ""))
         for example in s.malformedExamples { err.line("  skipped: \(example)") }
+        for example in s.outOfContractExamples { err.line("  skipped (outside the sample contract): \(example)") }
+    }
+
+    /// The read's figures as the `read` object of `ingest --json`.
+    static func write(_ s: ExportReadSummary, into w: inout JSONWriter) {
+        w.beginObject()
+        w.field("input", s.input)
+        w.field("xmlBytes", s.xmlBytes)
+        w.field("stepRecordsKept", s.recordsKept)
+        w.field("duplicatesCollapsed", s.duplicatesCollapsed)
+        w.field("syncVersionsReplaced", s.syncVersionsReplaced)
+        w.field("nestedStepRecordsSkipped", s.nestedStepRecordsSkipped)
+        func skipped(_ name: String, _ count: Int, _ examples: [ExportSkippedRecord]) {
+            w.key(name); w.beginObject()
+            w.field("count", count)
+            w.key("examples"); w.beginArray()
+            for example in examples {
+                w.beginObject()
+                w.field("line", example.line)
+                if let field = example.field { w.field("field", field.rawValue) }
+                w.field("reason", example.reason)
+                w.endObject()
+            }
+            w.endArray()
+            w.endObject()
+        }
+        skipped("malformed", s.malformedStepRecords, s.malformedExamples)
+        skipped("outOfContract", s.outOfContractStepRecords, s.outOfContractExamples)
+        w.key("seconds"); w.value(s.seconds)
+        w.endObject()
     }
 }

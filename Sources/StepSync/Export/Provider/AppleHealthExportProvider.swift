@@ -45,11 +45,13 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
 
     /// Reads the export at `path`. Throws `ExportError` (one line naming the
     /// file and the line or byte offset) when the file is not a readable,
-    /// well-formed export; single malformed step records are skipped and
-    /// counted in `summary` instead. `progress` is called on this thread at
-    /// most every 0.25 s while reading, and once at the end.
-    public init(path: String, progress: (@Sendable (ExportReadProgress) -> Void)? = nil) throws {
-        let result = try ExportReader.read(path: path, progress: progress)
+    /// well-formed export; single step records that cannot be samples, or
+    /// break the sample contract (checked against `now`, the importer's
+    /// clock), are skipped and counted in `summary` instead. `progress` is
+    /// called on this thread at most every 0.25 s while reading, and once at
+    /// the end.
+    public init(path: String, now: Date = Date(), progress: (@Sendable (ExportReadProgress) -> Void)? = nil) throws {
+        let result = try ExportReader.read(path: path, nowMilliseconds: Milliseconds.from(now), progress: progress)
         self.path = path
         syncedRecords = result.synced
         replacedRecords = result.replaced

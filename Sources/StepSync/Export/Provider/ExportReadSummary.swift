@@ -9,6 +9,11 @@ public struct ExportReadSummary: Sendable, Equatable {
     public var malformedStepRecords = 0
     /// The first `maxSkippedExamples` of them, in file order.
     public var malformedExamples: [ExportSkippedRecord] = []
+    /// Well-formed step records outside the sample contract (`SampleContract`):
+    /// never stored, since the server would refuse them.
+    public var outOfContractStepRecords = 0
+    /// The first `maxSkippedExamples` of them, in file order, with the field each breaks.
+    public var outOfContractExamples: [ExportSkippedRecord] = []
     /// Step records whose identity equalled one already kept (same fields, same UUID).
     public var duplicatesCollapsed = 0
     /// Step records replaced by a higher `HKMetadataKeySyncVersion` of the

@@ -32,7 +32,10 @@ enum ExportReader {
         case zip(ZipEntry)
     }
 
-    static func read(path: String, progress: (@Sendable (ExportReadProgress) -> Void)?) throws -> Result {
+    /// Reads the export at `path`. `nowMilliseconds` is the importer's clock
+    /// for the sample contract.
+    static func read(path: String, nowMilliseconds: Int64,
+                     progress: (@Sendable (ExportReadProgress) -> Void)?) throws -> Result {
         let started = DispatchTime.now().uptimeNanoseconds
         let file = try ExportInputFile(path: path)
         var summary = ExportReadSummary()
@@ -83,7 +86,7 @@ enum ExportReader {
         // before this returns.
         defer { queue.cancelAndWait() }
 
-        let scanner = HealthXMLScanner(path: path)
+        let scanner = HealthXMLScanner(path: path, nowMilliseconds: nowMilliseconds)
         var carry = ExportCarryBuffer()
         var lines = ExportLineCounter()
         var lineAtCarry = 1
@@ -171,6 +174,8 @@ enum ExportReader {
         summary.recordsKept = records.count
         summary.malformedStepRecords = scanner.malformedStepRecords
         summary.malformedExamples = scanner.malformedExamples
+        summary.outOfContractStepRecords = scanner.outOfContractStepRecords
+        summary.outOfContractExamples = scanner.outOfContractExamples
         summary.nestedStepRecordsSkipped = scanner.nestedStepRecordsSkipped
         summary.exportDateMilliseconds = scanner.exportDateMilliseconds
         summary.bytesRead = inputPosition

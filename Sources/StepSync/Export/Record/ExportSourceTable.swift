@@ -10,12 +10,17 @@ struct ExportSourceTable: Sendable {
     }
 
     private(set) var sources: [Source] = []
+    /// Per source, the sample contract's verdict on its two names (checked
+    /// once, on the strings the samples will carry).
+    private var violations: [SampleContract.Violation?] = []
     private var indexByKey: [[UInt8]: UInt32] = [:]
     /// Consecutive records usually share a source: the last key is checked
     /// before the dictionary, which saves hashing and a key allocation.
     private var lastKey: [UInt8] = []
     private var lastIndex: UInt32 = .max
     private var key: [UInt8] = []
+
+    func violation(at index: UInt32) -> SampleContract.Violation? { violations[Int(index)] }
 
     mutating func intern(sourceName: UnsafeBufferPointer<UInt8>, deviceName: UnsafeBufferPointer<UInt8>?) -> UInt32 {
         key.removeAll(keepingCapacity: true)
@@ -31,8 +36,11 @@ struct ExportSourceTable: Sendable {
             index = known
         } else {
             index = UInt32(sources.count)
-            sources.append(Source(sourceBundleId: String(decoding: sourceName, as: UTF8.self),
-                                  sourceDeviceName: deviceName.map { String(decoding: $0, as: UTF8.self) }))
+            let source = Source(sourceBundleId: String(decoding: sourceName, as: UTF8.self),
+                                sourceDeviceName: deviceName.map { String(decoding: $0, as: UTF8.self) })
+            sources.append(source)
+            violations.append(SampleContract.checkSource(sourceBundleId: source.sourceBundleId,
+                                                         sourceDeviceName: source.sourceDeviceName))
             indexByKey[key] = index
         }
         swap(&lastKey, &key)   // keeps both buffers uniquely owned: no copy, no allocation

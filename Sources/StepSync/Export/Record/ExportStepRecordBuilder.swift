@@ -12,7 +12,8 @@ import StepLog
 /// A record is read in three calls: `begin` with its start tag's attributes,
 /// `addMetadata` for each `MetadataEntry` child, and `finish` at its end tag
 /// (right after `begin` for `<Record …/>`): the children belong to its
-/// identity.
+/// identity. Records outside the sample contract are never kept, but their
+/// sync metadata still counts (a higher version replaces older ones).
 final class ExportStepRecordBuilder {
     static let stepCountType: StaticString = "HKQuantityTypeIdentifierStepCount"
     static let syncIdentifierKey: StaticString = "HKMetadataKeySyncIdentifier"
@@ -21,8 +22,11 @@ final class ExportStepRecordBuilder {
     enum Outcome: Equatable {
         /// A sample, open until `finish()`.
         case kept
-        /// Not a sample (a missing or unreadable field); nothing is open.
+        /// Not a sample at all (a missing or unreadable field); nothing is open.
         case malformed(String)
+        /// Well-formed but outside the sample contract: open until `finish()`,
+        /// never kept.
+        case outOfContract(SampleContract.Violation)
     }
 
     private(set) var records: [ExportStepRecord] = []
@@ -31,6 +35,8 @@ final class ExportStepRecordBuilder {
     /// Records whose identity gained a metadata section: (the id they had
     /// before metadata counted, the id they have now).
     private(set) var reidentified: [(legacy: UUIDBytes, id: UUIDBytes)] = []
+    /// The importer's clock, for the contract's "endDate ≤ now + 24 h".
+    let now: SampleContract.Instant
 
     private var identity = ExportRecordIdentity.Encoder()
     private var deviceWithoutAddress: [UInt8] = []
@@ -39,10 +45,15 @@ final class ExportStepRecordBuilder {
     private var scratchCapacity = 4096
 
     /// The record between `begin` and `finish`.
-    private var open: ExportStepRecord?
+    private struct OpenRecord {
+        var record: ExportStepRecord
+        var keep: Bool
+    }
+    private var open: OpenRecord?
     private var metadata = ExportRecordMetadata()
 
-    init() {
+    init(nowMilliseconds: Int64) {
+        now = SampleContract.Instant(milliseconds: nowMilliseconds)
         scratch = .allocate(capacity: scratchCapacity)
         records.reserveCapacity(1 << 16)
     }
@@ -66,7 +77,6 @@ final class ExportStepRecordBuilder {
         guard let start = Self.date(startText) else { return .malformed("bad startDate \(Self.quoted(startText))") }
         guard let endText = attributes.endDate else { return .malformed("missing endDate") }
         guard let end = Self.date(endText) else { return .malformed("bad endDate \(Self.quoted(endText))") }
-        guard end >= start else { return .malformed("endDate is before startDate") }
         var creation: Int64?
         if let creationText = attributes.creationDate {
             guard let parsed = Self.date(creationText) else { return .malformed("bad creationDate \(Self.quoted(creationText))") }
@@ -103,14 +113,21 @@ final class ExportStepRecordBuilder {
         case .failure(let problem): return .malformed(problem.reason)
         }
 
-        guard sourceName.count <= FormatConstants.maxStringBytes else {
-            return .malformed("sourceName is longer than \(FormatConstants.maxStringBytes) bytes")
-        }
+        // The sample contract. Names too long to be kept are refused before
+        // they are interned, so a hostile file cannot fill the source table.
         let deviceName = device.flatMap { ExportDeviceString.name($0) }
-        if let deviceName, deviceName.count > FormatConstants.maxStringBytes {
-            return .malformed("device name is longer than \(FormatConstants.maxStringBytes) bytes")
+        var violation: SampleContract.Violation?
+        if sourceName.count > SampleContract.maxSourceBundleIdBytes {
+            violation = .init(.sourceBundleId, "sourceBundleId is \(sourceName.count) bytes (at most \(SampleContract.maxSourceBundleIdBytes))")
+        } else if let deviceName, deviceName.count > SampleContract.maxSourceDeviceNameBytes {
+            violation = .init(.sourceDeviceName, "sourceDeviceName is \(deviceName.count) bytes (at most \(SampleContract.maxSourceDeviceNameBytes))")
         }
-        let source = sources.intern(sourceName: sourceName, deviceName: deviceName)
+        var source: UInt32 = 0
+        if violation == nil {
+            source = sources.intern(sourceName: sourceName, deviceName: deviceName)
+            violation = SampleContract.checkDates(start: .init(milliseconds: start), end: .init(milliseconds: end), now: now)
+                ?? SampleContract.checkCount(Int(count)) ?? sources.violation(at: source)
+        }
 
         identity.start()
         Self.stepCountType.withUTF8Buffer { identity.text($0) }
@@ -128,10 +145,19 @@ final class ExportStepRecordBuilder {
         identity.instant(start)
         identity.instant(end)
         identity.text(value)
-        open = ExportStepRecord(startMilliseconds: start, endMilliseconds: end, idHigh: 0, idLow: 0, count: count, source: source)
+        open = OpenRecord(record: ExportStepRecord(startMilliseconds: start, endMilliseconds: end, idHigh: 0, idLow: 0,
+                                                   count: count, source: source),
+                          keep: violation == nil)
         metadata.removeAll()
-        return .kept
+        if violation == nil { return .kept }
+        // The sync table needs the name of an unkept record's source.
+        syncSourceName.removeAll(keepingCapacity: true)
+        syncSourceName.append(contentsOf: sourceName)
+        return .outOfContract(violation!)
     }
+
+    /// The source name of an open record outside the contract (not interned).
+    private var syncSourceName: [UInt8] = []
 
     /// A `<MetadataEntry>` child of the open record (raw attribute bytes).
     func addMetadata(key: UnsafeBufferPointer<UInt8>?, value: UnsafeBufferPointer<UInt8>?) {
@@ -141,7 +167,7 @@ final class ExportStepRecordBuilder {
 
     /// Ends the open record: its identity is complete.
     func finish() {
-        guard var record = open else { return }
+        guard var current = open else { return }
         open = nil
         let legacy = identity.uuid()
         var id = legacy
@@ -149,18 +175,24 @@ final class ExportStepRecordBuilder {
             identity.metadata(metadata)
             id = identity.uuid()
         }
-        record.idHigh = id.high
-        record.idLow = id.low
-        records.append(record)
-        if id != legacy { reidentified.append((legacy, id)) }
+        current.record.idHigh = id.high
+        current.record.idLow = id.low
+        if current.keep {
+            records.append(current.record)
+            if id != legacy { reidentified.append((legacy, id)) }
+        }
         guard let identifier = metadata.value(forKey: Self.syncIdentifierKey) else { return }
         let version = metadata.value(forKey: Self.syncVersionKey)
-        let sourceName = Array(sources.sources[Int(record.source)].sourceBundleId.utf8)
         metadata.bytes.withUnsafeBufferPointer { all in
             func slice(_ range: Range<Int>) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: all[range]) }
-            sourceName.withUnsafeBufferPointer { name in
-                sync.add(id: id, startMilliseconds: record.startMilliseconds, sourceName: name,
-                         identifier: slice(identifier), version: version.map(slice))
+            let add = { (sourceName: UnsafeBufferPointer<UInt8>) in
+                self.sync.add(id: current.keep ? id : nil, startMilliseconds: current.record.startMilliseconds,
+                              sourceName: sourceName, identifier: slice(identifier), version: version.map(slice))
+            }
+            if current.keep {
+                Array(sources.sources[Int(current.record.source)].sourceBundleId.utf8).withUnsafeBufferPointer(add)
+            } else {
+                syncSourceName.withUnsafeBufferPointer(add)
             }
         }
     }

@@ -4,9 +4,12 @@ import StepLog
 /// (few records carry any), and the rule that applies it: among records
 /// with the same (sourceName, sync identifier) and an integer version, only
 /// those with the highest version are current samples; the others were
-/// replaced.
+/// replaced. A record skipped for breaking the sample contract still counts
+/// here: its higher version replaces the older ones even though it is not
+/// stored itself.
 struct ExportSyncTable {
     struct Entry {
+        /// Nil for a record that is not stored (outside the sample contract).
         var id: UUIDBytes?
         var startMilliseconds: Int64
         var key: UInt32

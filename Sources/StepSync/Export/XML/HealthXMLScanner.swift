@@ -46,6 +46,8 @@ final class HealthXMLScanner {
     let builder: ExportStepRecordBuilder
     private(set) var malformedStepRecords = 0
     private(set) var malformedExamples: [ExportSkippedRecord] = []
+    private(set) var outOfContractStepRecords = 0
+    private(set) var outOfContractExamples: [ExportSkippedRecord] = []
     private(set) var nestedStepRecordsSkipped = 0
     private(set) var exportDateMilliseconds: Int64?
 
@@ -65,9 +67,10 @@ final class HealthXMLScanner {
     private var rootClosedLine = 0
     private var attributes = ExportRecordAttributes()
 
-    init(path: String) {
+    /// `nowMilliseconds`: the importer's clock, for the sample contract.
+    init(path: String, nowMilliseconds: Int64) {
         self.path = path
-        builder = ExportStepRecordBuilder()
+        builder = ExportStepRecordBuilder(nowMilliseconds: nowMilliseconds)
         openElements.reserveCapacity(64)
         openNames.reserveCapacity(1024)
     }
@@ -224,6 +227,12 @@ final class HealthXMLScanner {
                     malformedStepRecords += 1
                     if malformedExamples.count < ExportReadSummary.maxSkippedExamples {
                         malformedExamples.append(ExportSkippedRecord(line: lines.line(at: lt), reason: reason))
+                    }
+                case .outOfContract(let violation):
+                    outOfContractStepRecords += 1
+                    if outOfContractExamples.count < ExportReadSummary.maxSkippedExamples {
+                        outOfContractExamples.append(ExportSkippedRecord(line: lines.line(at: lt), reason: violation.reason,
+                                                                         field: violation.field))
                     }
                 }
                 if tag.selfClosing { builder.finish() }

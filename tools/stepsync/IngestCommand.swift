@@ -16,7 +16,8 @@ enum IngestCommand {
         Ctrl-C or SIGTERM pauses at a safe point (exit 130); run the same command to continue.
         An export is read first, whole, before anything is stored: records that cannot be
         samples or break the sample contract are skipped and reported (--json: read.malformed,
-        read.outOfContract); a structural error in the file stores nothing.
+        read.outOfContract); a structural error in the file stores nothing. Ctrl-C during
+        the read stops it at once and leaves the store as it was.
 
         options:
           --store DIR       the StepLog store (created when missing)
@@ -36,7 +37,7 @@ enum IngestCommand {
         let sourceText = args.value("source") ?? "mock"
         let spec = try SourceSpec.parse(sourceText)
         let err = StepSyncTool.err
-        let trap = SignalTrap { _ in err.line("\nstepsync ingest: stopping after the current batch (again to quit at once)") }
+        let trap = SignalTrap { _ in err.line("\nstepsync ingest: stopping at the next safe point (again to quit at once)") }
 
         // An existing store is opened first, so that a locked or damaged one is
         // reported before a long export read; a new one is created only once
@@ -50,7 +51,14 @@ enum IngestCommand {
         }
         var opened = FileManager.default.fileExists(atPath: storePath) ? try openStore() : nil
         defer { try? opened?.close() }
-        let provider = try SourceFactory.provider(for: spec, progress: ProgressLine())
+        let resume = "stepsync ingest --store \(storePath)" + (args.value("source").map { " --source \($0)" } ?? "")
+        let provider: StepDataProvider
+        do {
+            provider = try SourceFactory.provider(for: spec, progress: ProgressLine(), stop: trap.stop)
+        } catch is StoppedByRequest {
+            err.line("stepsync ingest: stopped while reading the export; nothing was stored. To continue: \(resume)")
+            return 130
+        }
         if opened == nil { opened = try openStore() }
         let store = opened!
         let progress = ProgressLine()
@@ -60,7 +68,6 @@ enum IngestCommand {
             progress.update("layering: \(Format.count(p.intervalsFound)) intervals, \(Format.count(p.queries)) queries, \(Format.percent(p.fractionDone)) of the range (\(p.status))",
                             force: p.status == "done")
         }
-        let resume = "stepsync ingest --store \(storePath)" + (args.value("source").map { " --source \($0)" } ?? "")
         let layered: LayeringSummary
         do {
             layered = try await layering.performLayering()

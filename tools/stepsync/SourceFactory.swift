@@ -4,9 +4,9 @@ import StepSync
 import ToolSupport
 
 /// Builds the provider a `--source` names; reading an export shows progress
-/// (bytes, MB/s, ETA) and reports what was skipped.
+/// (bytes, MB/s, ETA), stops early on `stop`, and reports what was skipped.
 enum SourceFactory {
-    static func provider(for spec: SourceSpec, progress: ProgressLine) throws -> StepDataProvider {
+    static func provider(for spec: SourceSpec, progress: ProgressLine, stop: StopSignal? = nil) throws -> StepDataProvider {
         switch spec {
         case .mock(let configuration):
             return MockStepDataProvider(configuration: configuration)
@@ -14,7 +14,11 @@ enum SourceFactory {
             guard FileManager.default.fileExists(atPath: path) else {
                 throw SourceSpecError("--source \(path): no such file (give mock[:…] or an Apple Health export.zip / export.xml)")
             }
-            let provider = try AppleHealthExportProvider(path: path) { p in
+            defer { progress.finish() }
+            // The first line at once: a reader of the output (a person, a
+            // test) knows the read has begun before the first 0.25 s report.
+            progress.update("reading export: \(path)")
+            let provider = try AppleHealthExportProvider(path: path, stop: stop) { p in
                 let seconds = progress.elapsed
                 let rate = seconds > 0 ? Double(p.bytesRead) / seconds : 0
                 let eta = rate > 0 ? " ETA " + Format.duration(Double(p.totalBytes - p.bytesRead) / rate) : ""

@@ -49,9 +49,11 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     /// break the sample contract (checked against `now`, the importer's
     /// clock), are skipped and counted in `summary` instead. `progress` is
     /// called on this thread at most every 0.25 s while reading, and once at
-    /// the end.
-    public init(path: String, now: Date = Date(), progress: (@Sendable (ExportReadProgress) -> Void)? = nil) throws {
-        let result = try ExportReader.read(path: path, nowMilliseconds: Milliseconds.from(now), progress: progress)
+    /// the end. A `stop` request ends the read within a chunk's time
+    /// (milliseconds), throwing `StoppedByRequest`.
+    public init(path: String, now: Date = Date(), stop: StopSignal? = nil,
+                progress: (@Sendable (ExportReadProgress) -> Void)? = nil) throws {
+        let result = try ExportReader.read(path: path, nowMilliseconds: Milliseconds.from(now), stop: stop, progress: progress)
         self.path = path
         syncedRecords = result.synced
         replacedRecords = result.replaced

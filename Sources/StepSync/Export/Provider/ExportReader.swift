@@ -33,8 +33,9 @@ enum ExportReader {
     }
 
     /// Reads the export at `path`. `nowMilliseconds` is the importer's clock
-    /// for the sample contract.
-    static func read(path: String, nowMilliseconds: Int64,
+    /// for the sample contract; a `stop` request ends the read within a chunk
+    /// (throwing `StoppedByRequest`).
+    static func read(path: String, nowMilliseconds: Int64, stop: StopSignal? = nil,
                      progress: (@Sendable (ExportReadProgress) -> Void)?) throws -> Result {
         let started = DispatchTime.now().uptimeNanoseconds
         let file = try ExportInputFile(path: path)
@@ -105,6 +106,7 @@ enum ExportReader {
         }
 
         while let chunk = try queue.next() {
+            if let stop, stop.isRequested { throw StoppedByRequest(stage: "reading the export") }
             xmlBytes += Int64(chunk.count)
             inputPosition = chunk.inputPosition
             if gatherUntil == 0 {
@@ -142,6 +144,7 @@ enum ExportReader {
                 }
             }
         }
+        if let stop, stop.isRequested { throw StoppedByRequest(stage: "reading the export") }
         lines.reset(base: carry.base, lineAtBase: lineAtCarry, offsetAtBase: offsetAtCarry)
         _ = try scanner.scan(carry.base, count: carry.count, atEnd: true, lines: &lines)
         report()

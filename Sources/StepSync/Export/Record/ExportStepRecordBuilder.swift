@@ -9,10 +9,10 @@ import StepLog
 /// `ExportRecordIdentity`. Runs once per step record, so it works on the
 /// scanner's bytes and allocates nothing in the common case.
 ///
-/// A record is read in three calls: `begin` with its start tag's attributes,
-/// `addMetadata` for each `MetadataEntry` child, and `finish` at its end tag
-/// (right after `begin` for `<Record …/>`): the children belong to its
-/// identity. Records outside the sample contract are never kept, but their
+/// A record with children is read in three calls: `begin` with its start
+/// tag's attributes, `addMetadata` for each `MetadataEntry` child, and
+/// `finish` at its end tag: the children belong to its identity. A
+/// self-closing `<Record …/>` (most of them) is complete after `begin`. Records outside the sample contract are never kept, but their
 /// sync metadata still counts (a higher version replaces older ones).
 final class ExportStepRecordBuilder {
     static let stepCountType: StaticString = "HKQuantityTypeIdentifierStepCount"
@@ -69,7 +69,9 @@ final class ExportStepRecordBuilder {
     /// Whether a record is open (its `MetadataEntry` children are wanted).
     var isOpen: Bool { open != nil }
 
-    func begin(_ attributes: ExportRecordAttributes) -> Outcome {
+    /// The start tag of a step record; `complete` when it is self-closing
+    /// (no children follow, no `finish`).
+    func begin(_ attributes: ExportRecordAttributes, complete: Bool) -> Outcome {
         if let problem = attributes.syntaxError { return .malformed(problem) }
         // Dates first: a missing or bad date is the most common defect, and
         // nothing needs decoding to find it.
@@ -145,9 +147,19 @@ final class ExportStepRecordBuilder {
         identity.instant(start)
         identity.instant(end)
         identity.text(value)
-        open = OpenRecord(record: ExportStepRecord(startMilliseconds: start, endMilliseconds: end, idHigh: 0, idLow: 0,
-                                                   count: count, source: source),
-                          keep: violation == nil)
+        var record = ExportStepRecord(startMilliseconds: start, endMilliseconds: end, idHigh: 0, idLow: 0, count: count, source: source)
+        if complete {
+            // No metadata: the identity is complete, and there is no sync identifier.
+            guard let violation else {
+                let id = identity.uuid()
+                record.idHigh = id.high
+                record.idLow = id.low
+                records.append(record)
+                return .kept
+            }
+            return .outOfContract(violation)
+        }
+        open = OpenRecord(record: record, keep: violation == nil)
         metadata.removeAll()
         if violation == nil { return .kept }
         // The sync table needs the name of an unkept record's source.

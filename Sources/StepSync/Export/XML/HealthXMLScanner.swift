@@ -51,19 +51,8 @@ final class HealthXMLScanner {
     private(set) var nestedStepRecordsSkipped = 0
     private(set) var exportDateMilliseconds: Int64?
 
-    /// An element whose start tag has been read and whose end tag has not.
-    private struct OpenElement {
-        /// Its name: `nameCount` bytes at `nameStart` of `openNames`.
-        var nameStart: Int
-        var nameCount: Int
-        var line: Int
-        var offset: Int64
-    }
-
-    /// Open elements, innermost last, and their names back to back (a stack
-    /// of bytes: pushing and popping an element appends and drops its name).
-    private var openElements: [OpenElement] = []
-    private var openNames: [UInt8] = []
+    /// The elements whose start tag has been read and whose end tag has not.
+    private var open = ExportElementStack()
     private var rootClosedLine = 0
     private var attributes = ExportRecordAttributes()
 
@@ -71,8 +60,6 @@ final class HealthXMLScanner {
     init(path: String, nowMilliseconds: Int64) {
         self.path = path
         builder = ExportStepRecordBuilder(nowMilliseconds: nowMilliseconds)
-        openElements.reserveCapacity(64)
-        openNames.reserveCapacity(1024)
     }
 
     var stepRecordsKept: Int { builder.records.count }
@@ -104,9 +91,9 @@ final class HealthXMLScanner {
             }
         }
         let consumed = try scanBody(base, from: start, count: count, atEnd: atEnd, lines: &lines)
-        if atEnd, phase == .body, let innermost = openElements.last {
-            throw ExportError.truncatedXML(path: path, inside: "<\(name(of: innermost))> element", line: innermost.line,
-                                           end: lines.position(at: count))
+        if atEnd, phase == .body, let innermost = open.innermost {
+            throw ExportError.truncatedXML(path: path, inside: "<\(open.name(of: innermost))> element",
+                                           line: innermost.position.line, end: lines.position(at: count))
         }
         return consumed
     }
@@ -135,15 +122,20 @@ final class HealthXMLScanner {
             }
             return try incomplete(lt, nameCount.map { "<\(Self.text(base, lt + 1, $0))> start tag" } ?? "tag", lines: &lines)
         }
+        if phase == .epilog { return try scanEpilog(base, from: i, count: count, atEnd: atEnd, lines: &lines) }
+        // The next '<', when the last start tag's check already found it.
+        var next: Int?
         while true {
-            if phase == .epilog { return try scanEpilog(base, from: i, count: count, atEnd: atEnd, lines: &lines) }
-            guard let lt = ExportByteSearch.find(UInt8(ascii: "<"), in: base, from: i, to: count) else { return count }
+            let found = next ?? ExportByteSearch.find(UInt8(ascii: "<"), in: base, from: i, to: count)
+            next = nil
+            guard let lt = found else { return count }
             guard lt + 1 < count else { return try incomplete(lt, "tag", lines: &lines) }
             switch base[lt + 1] {
             case UInt8(ascii: "/"):
                 guard let end = try endTag(base, lt, count: count, lines: &lines) else {
                     return try incomplete(lt, "end tag", lines: &lines)
                 }
+                if phase == .epilog { return try scanEpilog(base, from: end, count: count, atEnd: atEnd, lines: &lines) }
                 i = end
                 continue
             case UInt8(ascii: "!"):
@@ -185,7 +177,7 @@ final class HealthXMLScanner {
             }
             guard j < count else { return try incompleteTag(lt, nil, lines: &lines) }
             let nameCount = j - lt - 1
-            let depth = openElements.count
+            let depth = open.depth
             let isRecord = ExportByteSearch.equals(base, lt + 1, nameCount, "Record")
             let tag: TagEnd
             var isStep = false
@@ -211,8 +203,10 @@ final class HealthXMLScanner {
                 tag = end
             }
             // A tag never holds a '<' (values write it as &lt;): one here
-            // means a value's closing quote is missing.
-            if ExportByteSearch.find(UInt8(ascii: "<"), in: base, from: lt + 1, to: tag.end) != nil {
+            // means a value's closing quote is missing. One search from just
+            // after this '<' finds both that and the next tag's '<'.
+            next = ExportByteSearch.find(UInt8(ascii: "<"), in: base, from: lt + 1, to: count)
+            if let after = next, after < tag.end {
                 throw unterminatedValue(base, lt, nameCount, limit: tag.end, lines: &lines)
             }
             if nameCount == 0 {
@@ -220,7 +214,7 @@ final class HealthXMLScanner {
             }
 
             if isStep {
-                switch builder.begin(attributes) {
+                switch builder.begin(attributes, complete: tag.selfClosing) {
                 case .kept:
                     break
                 case .malformed(let reason):
@@ -235,7 +229,6 @@ final class HealthXMLScanner {
                                                                          field: violation.field))
                     }
                 }
-                if tag.selfClosing { builder.finish() }
             } else if isMetadata {
                 builder.addMetadata(key: wanted.0, value: wanted.1)
             } else if isRecord {
@@ -246,13 +239,12 @@ final class HealthXMLScanner {
             }
 
             if !tag.selfClosing {
-                openElements.append(OpenElement(nameStart: openNames.count, nameCount: nameCount,
-                                                line: lines.line(at: lt), offset: lines.byteOffset(at: lt)))
-                openNames.append(contentsOf: UnsafeBufferPointer(start: base + lt + 1, count: nameCount))
+                open.push(name: base + lt + 1, count: nameCount, at: lines.position(at: lt))
             } else if depth == 0 {
                 // <HealthData/>: an export with nothing in it.
                 rootClosedLine = lines.line(at: lt)
                 phase = .epilog
+                return try scanEpilog(base, from: tag.end, count: count, atEnd: atEnd, lines: &lines)
             }
             i = tag.end
         }
@@ -271,28 +263,30 @@ final class HealthXMLScanner {
             throw ExportError.malformedXML(path: path, at: lines.position(at: lt),
                                            problem: .malformedEndTag(name: Self.text(base, lt + 2, nameCount)))
         }
-        guard let top = openElements.last else { return j + 1 }     // not reached: the epilog handles end tags
-        if nameCount == top.nameCount, matches(top, base + lt + 2) {
-            openElements.removeLast()
-            openNames.removeLast(nameCount)
-            if openElements.count == 1, builder.isOpen { builder.finish() }
-            if openElements.isEmpty {
+        switch open.close(name: base + lt + 2, count: nameCount) {
+        case .closed(let depth):
+            if depth == 1 { builder.finish() }       // a step record's end: its metadata is complete
+            if depth == 0 {
                 rootClosedLine = lines.line(at: lt)
                 phase = .epilog
             }
             return j + 1
+        case let .mismatch(innermost, outerHasName):
+            // Not the innermost element's name. If an outer element has it,
+            // the ones inside that were never closed: report the innermost,
+            // at its own start tag. Otherwise nothing open has this name.
+            let name = Self.text(base, lt + 2, nameCount)
+            if outerHasName {
+                throw ExportError.malformedXML(path: path, at: innermost.position,
+                                               problem: .unclosedElement(name: open.name(of: innermost), closedBy: name,
+                                                                         closedAtLine: lines.line(at: lt)))
+            }
+            throw ExportError.malformedXML(path: path, at: lines.position(at: lt),
+                                           problem: .strayEndTag(name: name, openElement: open.name(of: innermost),
+                                                                 openLine: innermost.position.line))
+        case .empty:
+            return j + 1        // not reached: after the root, the epilog handles end tags
         }
-        // Not the innermost element's name. If an outer element has it, the
-        // ones inside that were never closed: report the innermost, at its
-        // own start tag. Otherwise nothing open has this name.
-        let name = Self.text(base, lt + 2, nameCount)
-        let closedAt = lines.line(at: lt)
-        if openElements.dropLast().contains(where: { $0.nameCount == nameCount && matches($0, base + lt + 2) }) {
-            throw ExportError.malformedXML(path: path, at: ExportXMLPosition(line: top.line, offset: top.offset),
-                                           problem: .unclosedElement(name: self.name(of: top), closedBy: name, closedAtLine: closedAt))
-        }
-        throw ExportError.malformedXML(path: path, at: lines.position(at: lt),
-                                       problem: .strayEndTag(name: name, openElement: self.name(of: top), openLine: top.line))
     }
 
     /// After the root element: whitespace, comments and processing instructions.
@@ -517,15 +511,6 @@ final class HealthXMLScanner {
         let nameEnd = j
         while j >= from, !ExportByteSearch.isSpace(base[j]), base[j] != UInt8(ascii: "=") { j -= 1 }
         return j < nameEnd && j >= from && ExportByteSearch.isSpace(base[j])
-    }
-
-    @inline(__always)
-    private func matches(_ element: OpenElement, _ name: UnsafePointer<UInt8>) -> Bool {
-        openNames.withUnsafeBufferPointer { memcmp($0.baseAddress! + element.nameStart, name, element.nameCount) == 0 }
-    }
-
-    private func name(of element: OpenElement) -> String {
-        String(decoding: openNames[element.nameStart..<(element.nameStart + element.nameCount)], as: UTF8.self)
     }
 
     private static func text(_ base: UnsafePointer<UInt8>, _ offset: Int, _ count: Int) -> String {

@@ -32,12 +32,14 @@ let package = Package(
         .target(name: "ToolSupport", dependencies: ["StepSync"], path: "tools/common"),
         .executableTarget(name: "steplog", dependencies: ["StepLog", "ToolSupport"], path: "tools/steplog"),
         .executableTarget(name: "stepsync", dependencies: ["StepSync", "StepLog", "ToolSupport"], path: "tools/stepsync"),
-        .executableTarget(name: "stepbench", dependencies: ["StepSync", "StepLog", "ToolSupport", "CZlib"], path: "tools/stepbench"),
+        .executableTarget(name: "stepbench", dependencies: ["StepSync", "StepLog", "ToolSupport", "CZlib", "StepTestSupport"],
+                          path: "tools/stepbench"),
 
         // A fixture program the SIGKILL tests start and kill.
         .executableTarget(name: "steplog-crash-writer", dependencies: ["StepLog"], path: "Tests/CrashWriter"),
-        // Helpers shared by the test targets (temporary directories, child processes).
-        .target(name: "StepTestSupport", dependencies: ["StepLog", "StepSync"], path: "Tests/Support"),
+        // Helpers shared by the test targets (temporary directories, child processes) and,
+        // for synthetic exports (the generator and the zip writer), by stepbench.
+        .target(name: "StepTestSupport", dependencies: ["StepLog", "StepSync", "CZlib"], path: "Tests/Support"),
         .testTarget(name: "StepLogTests", dependencies: ["StepLog", "StepTestSupport", "steplog-crash-writer", "steplog"],
                     path: "Tests/StepLogTests"),
         .testTarget(name: "StepSyncTests", dependencies: ["StepSync", "StepLog", "StepTestSupport", "stepsync", "CZlib"], path: "Tests/StepSyncTests",

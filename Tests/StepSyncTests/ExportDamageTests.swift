@@ -9,7 +9,7 @@ import Testing
     static let xml = ExportTestDocument.xml(records: records)
 
     static func zip() -> [UInt8] {
-        var zip = ExportTestZip()
+        let zip = ExportTestZip()
         zip.add("apple_health_export/export_cda.xml", "<ClinicalDocument/>")
         zip.add("apple_health_export/export.xml", xml)
         return zip.finished()

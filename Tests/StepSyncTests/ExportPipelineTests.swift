@@ -19,7 +19,7 @@ import Testing
 
     @Test func theSameExportTwiceLeavesTheStoreUnchanged() async throws {
         let tmp = try ExportTemporaryDirectory()
-        var zip = ExportTestZip()
+        let zip = ExportTestZip()
         zip.add("apple_health_export/export.xml", ExportTestDocument.xml(records: records(0..<400)))
         let path = try tmp.write("export.zip", zip.finished())
         let dir = TemporaryDirectory()

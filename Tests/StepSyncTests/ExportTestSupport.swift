@@ -1,4 +1,3 @@
-import CZlib
 import Foundation
 import StepLog
 @testable import StepSync
@@ -129,49 +128,13 @@ enum ExportTestDates {
 enum ExportTestDocument {
     /// The iOS 16 ("HealthKit Export Version: 12") DTD as Apple shipped it:
     /// the VisionPrescription, RightEye and LeftEye ATTLISTs are never closed.
-    static let malformedIOS16DTD = """
-        <!DOCTYPE HealthData [
-        <!-- HealthKit Export Version: 12 -->
-        <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation|Workout|ActivitySummary|ClinicalRecord|Audiogram|VisionPrescription)*)>
-        <!ATTLIST HealthData
-          locale CDATA #REQUIRED
-        >
-        <!ELEMENT Record ((MetadataEntry|HeartRateVariabilityMetadataList)*)>
-        <!ATTLIST Record
-          type          CDATA #REQUIRED
-          startDate     CDATA #REQUIRED
-          endDate       CDATA #REQUIRED
-        >
-        <!ELEMENT VisionPrescription ((RightEye|LeftEye|Attachment|MetadataEntry)*)>
-        <!ATTLIST VisionPrescription
-          type             CDATA #REQUIRED
-          dateIssued       CDATA #REQUIRED
-          expirationDate   CDATA #IMPLIED
-          brand            CDATA #IMPLIED
-        <!ELEMENT RightEye EMPTY>
-        <!ATTLIST RightEye
-          sphere            CDATA #IMPLIED
-          sphereUnit        CDATA #IMPLIED
-        <!ELEMENT LeftEye EMPTY>
-        <!ATTLIST LeftEye
-          sphere            CDATA #IMPLIED
-          sphereUnit        CDATA #IMPLIED
-        <!ELEMENT Attachment EMPTY>
-        <!ATTLIST Attachment
-          identifier        CDATA #IMPLIED
-        >
-        ]>
-        """
+    static let malformedIOS16DTD = SyntheticExport.iOS16DTD
 
     /// An export.xml: declaration, `doctype`, HealthData with ExportDate, Me,
     /// then `body` (lines), joined with `newline`.
     static func xml(_ body: [String], doctype: String? = malformedIOS16DTD, exportDate: String? = "2021-06-30 21:14:05 -0700",
                     newline: String = "\n") -> String {
-        var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>"]
-        if let doctype { lines += doctype.components(separatedBy: "\n") }
-        lines.append("<HealthData locale=\"en_US\">")
-        if let exportDate { lines.append(" <ExportDate value=\"\(exportDate)\"/>") }
-        lines.append(" <Me HKCharacteristicTypeIdentifierDateOfBirth=\"1990-02-02\" HKCharacteristicTypeIdentifierBiologicalSex=\"HKBiologicalSexMale\"/>")
+        var lines = SyntheticExport.head(dtd: doctype, exportDate: exportDate)
         lines += body.map { " " + $0 }
         lines.append("</HealthData>")
         return lines.joined(separator: newline) + newline
@@ -182,97 +145,32 @@ enum ExportTestDocument {
     }
 }
 
-/// A small in-memory zip writer for tests: stored or raw-deflate entries
-/// (zlib `deflateInit2_`, windowBits -15) with their CRC-32 (zlib `crc32`),
+/// A zip in memory, written by the shared `ExportZipWriter` (the one
+/// `stepbench export generate` uses): stored or raw-deflate entries,
 /// optionally with ZIP64 records even for small sizes, to exercise that path.
 struct ExportTestZip {
-    enum Method { case stored, deflate }
+    typealias Method = ExportZipWriter.Method
 
-    private(set) var bytes: [UInt8] = []
-    private var central: [UInt8] = []
-    private var count = 0
-    var zip64 = false
+    private let output = ZipMemoryOutput()
+    private let writer: ExportZipWriter
 
-    init(zip64: Bool = false) { self.zip64 = zip64 }
+    init(zip64: Bool = false) {
+        writer = ExportZipWriter(output: output, zip64: zip64)
+    }
 
-    mutating func add(_ name: String, _ text: String, method: Method = .deflate) {
+    func add(_ name: String, _ text: String, method: Method = .deflate) {
         add(name, Array(text.utf8), method: method)
     }
 
-    mutating func add(_ name: String, _ data: [UInt8], method: Method = .deflate) {
-        let crc = UInt32(truncatingIfNeeded: data.withUnsafeBufferPointer { crc32(0, $0.baseAddress, UInt32($0.count)) })
-        let payload = method == .deflate ? Self.deflate(data) : data
-        let offset = bytes.count
-        let nameBytes = Array(name.utf8)
-        let methodCode: UInt16 = method == .deflate ? 8 : 0
-        var zip64Sizes: [UInt8] = []
-        if zip64 {
-            zip64Sizes.exportLE16(1); zip64Sizes.exportLE16(16); zip64Sizes.exportLE64(UInt64(data.count)); zip64Sizes.exportLE64(UInt64(payload.count))
-        }
-        bytes.exportLE32(0x0403_4B50); bytes.exportLE16(zip64 ? 45 : 20); bytes.exportLE16(0x0800); bytes.exportLE16(methodCode)
-        bytes.exportLE16(0); bytes.exportLE16(0x5821); bytes.exportLE32(crc)
-        bytes.exportLE32(zip64 ? 0xFFFF_FFFF : UInt32(payload.count)); bytes.exportLE32(zip64 ? 0xFFFF_FFFF : UInt32(data.count))
-        bytes.exportLE16(UInt16(nameBytes.count)); bytes.exportLE16(UInt16(zip64Sizes.count))
-        bytes += nameBytes + zip64Sizes + payload
-
-        var extra: [UInt8] = []
-        if zip64 {
-            extra.exportLE16(1); extra.exportLE16(24); extra.exportLE64(UInt64(data.count)); extra.exportLE64(UInt64(payload.count)); extra.exportLE64(UInt64(offset))
-        }
-        central.exportLE32(0x0201_4B50); central.exportLE16(0x031E); central.exportLE16(zip64 ? 45 : 20); central.exportLE16(0x0800)
-        central.exportLE16(methodCode); central.exportLE16(0); central.exportLE16(0x5821); central.exportLE32(crc)
-        central.exportLE32(zip64 ? 0xFFFF_FFFF : UInt32(payload.count)); central.exportLE32(zip64 ? 0xFFFF_FFFF : UInt32(data.count))
-        central.exportLE16(UInt16(nameBytes.count)); central.exportLE16(UInt16(extra.count)); central.exportLE16(0); central.exportLE16(0); central.exportLE16(0)
-        central.exportLE32(0); central.exportLE32(zip64 ? 0xFFFF_FFFF : UInt32(offset))
-        central += nameBytes + extra
-        count += 1
+    func add(_ name: String, _ data: [UInt8], method: Method = .deflate) {
+        try! writer.add(name, data, method: method)     // in memory: only zlib could fail
     }
 
     /// The complete zip: entries, central directory, (ZIP64 end + locator,) end record.
     func finished() -> [UInt8] {
-        var out = bytes
-        let directoryOffset = out.count
-        out += central
-        if zip64 {
-            let zip64End = out.count
-            out.exportLE32(0x0606_4B50); out.exportLE64(44); out.exportLE16(0x031E); out.exportLE16(45); out.exportLE32(0); out.exportLE32(0)
-            out.exportLE64(UInt64(count)); out.exportLE64(UInt64(count)); out.exportLE64(UInt64(central.count)); out.exportLE64(UInt64(directoryOffset))
-            out.exportLE32(0x0706_4B50); out.exportLE32(0); out.exportLE64(UInt64(zip64End)); out.exportLE32(1)
-        }
-        out.exportLE32(0x0605_4B50); out.exportLE16(0); out.exportLE16(0)
-        out.exportLE16(zip64 ? 0xFFFF : UInt16(count)); out.exportLE16(zip64 ? 0xFFFF : UInt16(count))
-        out.exportLE32(zip64 ? 0xFFFF_FFFF : UInt32(central.count)); out.exportLE32(zip64 ? 0xFFFF_FFFF : UInt32(directoryOffset))
-        out.exportLE16(0)
-        return out
+        try! writer.close()
+        return output.bytes
     }
-
-    /// Raw deflate of `data` in one call.
-    static func deflate(_ data: [UInt8]) -> [UInt8] {
-        let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
-        stream.initialize(to: z_stream())
-        defer { deflateEnd(stream); stream.deallocate() }
-        precondition(deflateInit2_(stream, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
-                                   Int32(MemoryLayout<z_stream>.size)) == Z_OK)
-        var out = [UInt8](repeating: 0, count: Int(deflateBound(stream, UInt(data.count))) + 64)
-        var input = data
-        let produced = input.withUnsafeMutableBufferPointer { inBuffer in
-            out.withUnsafeMutableBufferPointer { outBuffer -> Int in
-                stream.pointee.next_in = inBuffer.baseAddress
-                stream.pointee.avail_in = UInt32(inBuffer.count)
-                stream.pointee.next_out = outBuffer.baseAddress
-                stream.pointee.avail_out = UInt32(outBuffer.count)
-                precondition(CZlib.deflate(stream, Z_FINISH) == Z_STREAM_END)
-                return outBuffer.count - Int(stream.pointee.avail_out)
-            }
-        }
-        return Array(out.prefix(produced))
-    }
-}
-
-extension Array where Element == UInt8 {
-    mutating func exportLE16(_ value: UInt16) { append(UInt8(value & 0xFF)); append(UInt8(value >> 8)) }
-    mutating func exportLE32(_ value: UInt32) { exportLE16(UInt16(value & 0xFFFF)); exportLE16(UInt16(value >> 16)) }
-    mutating func exportLE64(_ value: UInt64) { exportLE32(UInt32(value & 0xFFFF_FFFF)); exportLE32(UInt32(value >> 32)) }
 }
 
 /// Reads `path` with the provider, returning the error it throws (or nil).

@@ -11,7 +11,7 @@ import Testing
 
     /// A zip like the Health app's, with a localized export name.
     static func localizedZip(zip64: Bool = false, method: ExportTestZip.Method = .deflate) -> [UInt8] {
-        var zip = ExportTestZip(zip64: zip64)
+        let zip = ExportTestZip(zip64: zip64)
         zip.add("apple_health_export/", "", method: .stored)
         zip.add("apple_health_export/export_cda.xml", cda)
         zip.add("apple_health_export/eksport.xml", exportXML, method: method)
@@ -50,7 +50,7 @@ import Testing
         let dir = try ExportTemporaryDirectory()
         // Larger decoys with a HealthData root, in places the export never is.
         let decoy = ExportTestDocument.xml(records: (0..<500).map { ExportTestRecord.step(minute: $0, count: 1) })
-        var zip = ExportTestZip()
+        let zip = ExportTestZip()
         zip.add("apple_health_export/export_cda.xml", decoy)
         zip.add("apple_health_export/workout-routes/route.xml", decoy)
         zip.add("apple_health_export/electrocardiograms/ecg.xml", decoy)
@@ -63,7 +63,7 @@ import Testing
 
     @Test func zipWithoutAHealthExport() throws {
         let dir = try ExportTemporaryDirectory()
-        var zip = ExportTestZip()
+        let zip = ExportTestZip()
         zip.add("apple_health_export/export_cda.xml", Self.cda)
         zip.add("apple_health_export/other.xml", Self.cda)
         zip.add("apple_health_export/readme.txt", "hello")
@@ -95,7 +95,7 @@ import Testing
         // The directory survives but claims more data than the file holds
         // before it (e.g. a zip spliced together): reported as truncation.
         let dir = try ExportTemporaryDirectory()
-        var zip = ExportTestZip()
+        let zip = ExportTestZip()
         zip.add("apple_health_export/export.xml", Self.exportXML, method: .stored)
         var bytes = zip.finished()
         // Claim a compressed size far beyond the end of the file.
@@ -158,6 +158,27 @@ import Testing
         case .damagedZip, .badCRC: #expect(error.description.hasPrefix(path + ": "))
         default: Issue.record("expected a zip data error, got \(error)")
         }
+    }
+
+    /// The benchmark's export (`stepbench export generate`: the same
+    /// generator and zip writer, from Tests/Support) reads back with every
+    /// step record it wrote, streamed through a deflated ZIP64 entry.
+    @Test func theBenchmarksSyntheticExportReadsBack() throws {
+        let dir = try ExportTemporaryDirectory()
+        let output = ZipMemoryOutput()
+        let zip = ExportZipWriter(output: output, zip64: true)
+        let entry = try zip.beginEntry("apple_health_export/export.xml", mayExceed4GiB: true)
+        var writer = SyntheticExportWriter(seed: 7) { try entry.write($0) }
+        try writer.writeExport(atLeast: 3_000_000)
+        try zip.finish(entry)
+        for (name, text) in SyntheticExport.sideFiles { try zip.add(name, text) }
+        try zip.close()
+        let provider = try AppleHealthExportProvider(path: try dir.write("synthetic.zip", output.bytes))
+        #expect(provider.summary.input == "zip:apple_health_export/export.xml")
+        #expect(provider.summary.xmlBytes == writer.bytesWritten)
+        #expect(provider.sampleCount == writer.stepRecords && writer.stepRecords > 1_000)
+        #expect(provider.summary.malformedStepRecords == 0 && provider.summary.outOfContractStepRecords == 0)
+        #expect(provider.summary.nestedStepRecordsSkipped == 0 && provider.summary.duplicatesCollapsed == 0)
     }
 
     static func find(_ needle: [UInt8], in bytes: [UInt8], from: Int = 0) -> Int? {

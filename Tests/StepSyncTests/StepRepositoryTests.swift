@@ -177,7 +177,7 @@ import Testing
         let files = try ExportTemporaryDirectory()
         let records = [ExportTestRecord.step(minute: -24 * 60, count: 5_000), .step(minute: 0, count: 100),
                        .step(minute: 30, count: 200), .step(minute: 60, count: 400), .step(minute: 120, count: 800)]
-        var zip = ExportTestZip()
+        let zip = ExportTestZip()
         zip.add("apple_health_export/export.xml", ExportTestDocument.xml(records: records))
         let zipPath = try files.write("export.zip", zip.finished())
         let tmp = TemporaryDirectory()

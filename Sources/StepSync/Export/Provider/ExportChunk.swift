@@ -6,7 +6,7 @@
 /// copying the chunk itself.
 ///
 /// `@unchecked Sendable`: a chunk is owned by one thread at a time, and
-/// changes hands only through `ExportChunkQueue`, under its lock.
+/// changes hands only through `ExportReader`'s `BoundedQueue`s, under their locks.
 final class ExportChunk: @unchecked Sendable {
     static let prefixCapacity = 64 << 10
 

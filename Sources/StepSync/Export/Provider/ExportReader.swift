@@ -3,9 +3,10 @@ import StepLog
 
 /// One streaming pass over an export: detects zip or XML, picks the export
 /// entry of a zip, and runs two threads — this one scanning, a second one
-/// reading (and for a zip, inflating and checksumming) — joined by a bounded
-/// queue of chunks. Memory is the chunks, one carried-over element, and the
-/// kept step records (40 bytes each), whatever the file size.
+/// reading (and for a zip, inflating and checksumming) — joined by two
+/// `BoundedQueue`s around a fixed set of chunks: filled ones forward, empty
+/// ones back. Memory is the chunks, one carried-over element, and the kept
+/// step records (40 bytes each), whatever the file size.
 enum ExportReader {
     static let chunkCapacity = 2 << 20
     static let chunkCount = 6
@@ -24,6 +25,14 @@ enum ExportReader {
         /// Kept records whose identity includes metadata: (their id before
         /// metadata counted, their id).
         var reidentified: [(legacy: UUIDBytes, id: UUIDBytes)]
+    }
+
+    /// What the reading thread hands over, in order.
+    private enum Delivery: Sendable {
+        case chunk(ExportChunk)
+        /// The input has ended (every chunk before this was delivered).
+        case finished
+        case failed(Error)
     }
 
     /// Where the XML bytes come from; opened on the reading thread.
@@ -52,40 +61,46 @@ enum ExportReader {
             summary.input = "zip:" + choice.entry.name
         }
 
-        let queue = ExportChunkQueue(chunks: chunkCount, chunkCapacity: chunkCapacity)
+        // At most `chunkCount` chunks exist, so a put on `filled` never waits.
+        let filled = BoundedQueue<Delivery>(capacity: chunkCount + 1)
+        let empty = BoundedQueue<ExportChunk>(capacity: chunkCount)
+        for _ in 0..<chunkCount { empty.put(ExportChunk(capacity: chunkCapacity)) }
+        let producerDone = DispatchSemaphore(value: 0)
         let producer = Thread {
+            defer { producerDone.signal() }
             do {
                 let stream: ExportByteStream
                 switch origin {
                 case .xml: stream = ExportXMLFileStream(file: file)
                 case .zip(let entry): stream = try ZipEntryReader(file: file, entry: entry)
                 }
-                while let chunk = queue.takeFree() {
-                    var filled = 0
-                    while filled < chunk.capacity {
-                        let n = try stream.read(into: chunk.data + filled, capacity: chunk.capacity - filled)
+                while let chunk = empty.take() {
+                    var count = 0
+                    while count < chunk.capacity {
+                        let n = try stream.read(into: chunk.data + count, capacity: chunk.capacity - count)
                         if n == 0 { break }
-                        filled += n
+                        count += n
                     }
-                    chunk.count = filled
+                    chunk.count = count
                     chunk.inputPosition = stream.inputPosition
-                    if filled == 0 {
-                        queue.recycle(chunk)
-                        break
-                    }
-                    queue.publish(chunk)
-                    if filled < chunk.capacity { break }
+                    if count == 0 { break }
+                    guard filled.put(.chunk(chunk)) else { return }
+                    if count < chunk.capacity { break }
                 }
-                queue.finish(error: nil)
+                filled.put(.finished)
             } catch {
-                queue.finish(error: error)
+                filled.put(.failed(error))
             }
         }
         producer.name = "steplog-export-reader"
         producer.start()
         // Whatever happens below, the reading thread is stopped and gone
-        // before this returns.
-        defer { queue.cancelAndWait() }
+        // before this returns (it reads `file`, which closes on deinit).
+        defer {
+            empty.cancel()
+            filled.cancel()
+            producerDone.wait()
+        }
 
         let scanner = HealthXMLScanner(path: path, nowMilliseconds: nowMilliseconds)
         var carry = ExportCarryBuffer()
@@ -105,7 +120,13 @@ enum ExportReader {
                                          stepRecordsKept: scanner.stepRecordsKept))
         }
 
-        while let chunk = try queue.next() {
+        reading: while let delivery = filled.take() {
+            let chunk: ExportChunk
+            switch delivery {
+            case .chunk(let next): chunk = next
+            case .finished: break reading
+            case .failed(let error): throw error
+            }
             if let stop, stop.isRequested { throw StoppedByRequest(stage: "reading the export") }
             xmlBytes += Int64(chunk.count)
             inputPosition = chunk.inputPosition
@@ -119,10 +140,10 @@ enum ExportReader {
                 lineAtCarry = lines.line(at: consumed)
                 offsetAtCarry += Int64(consumed)
                 carry.replace(with: start + consumed, count: total - consumed)
-                queue.recycle(chunk)
+                empty.put(chunk)
             } else {
                 carry.append(chunk.data, count: chunk.count)
-                queue.recycle(chunk)
+                empty.put(chunk)
                 if carry.count >= gatherUntil {
                     lines.reset(base: carry.base, lineAtBase: lineAtCarry, offsetAtBase: offsetAtCarry)
                     let consumed = try scanner.scan(carry.base, count: carry.count, atEnd: false, lines: &lines)

@@ -42,10 +42,19 @@ struct ReplayPipeline {
     /// How many sample versions ahead the applier prefetches.
     static let prefetchDistance = 16
 
+    /// What the reader thread hands the applier, in log order.
+    enum Item: Sendable {
+        case chunk(Chunk)
+        case damage(segmentIndex: Int, offset: Int64, reason: String, mayBeTorn: Bool)
+        case snapshotIgnored(String, String)
+        case failed(Error)
+        case finished
+    }
+
     /// Replays into `state`, whose index is first sized for `expectedKeys`
     /// (on this thread, while the reader thread already reads).
     func run(into state: StoreState, expectedKeys: Int, report: inout OpenReport) throws -> Outcome {
-        let queue = ChunkQueue(depth: Self.queueDepth)
+        let queue = BoundedQueue<Item>(capacity: Self.queueDepth)
         let segments = self.segments, snapshots = self.snapshots, directory = self.directory
         let reader = Thread { ReplayPipeline.read(segments, snapshots: snapshots, directory: directory, into: queue) }
         reader.stackSize = 1 << 20
@@ -70,8 +79,10 @@ struct ReplayPipeline {
             return .damaged(segmentIndex: pending[problem.run].segmentIndex, offset: problem.offset,
                             reason: problem.reason, mayBeTorn: false)
         }
-        while true {
-            switch queue.take() {
+        // take() is nil only once the queue is cancelled, which this thread
+        // does only on its way out.
+        while let item = queue.take() {
+            switch item {
             case .chunk(let chunk):
                 if chunk.snapshot != nil {
                     pending.append(chunk)
@@ -106,11 +117,13 @@ struct ReplayPipeline {
                 return .clean(dataEnds: dataEnds, replayed: replayed)
             }
         }
+        // Not reached (see above); were it, the replay did not finish.
+        throw StepLogError.io(operation: "replay (its reader's queue was cancelled)", path: directory, errno: ECANCELED)
     }
 
     // MARK: Reader thread
 
-    private static func read(_ segments: [SegmentInfo], snapshots: Set<Int>, directory: String, into queue: ChunkQueue) {
+    private static func read(_ segments: [SegmentInfo], snapshots: Set<Int>, directory: String, into queue: BoundedQueue<Item>) {
         let queueDepth = ReplayPipeline.queueDepth
         do {
             for (index, segment) in segments.enumerated() {
@@ -314,56 +327,5 @@ struct Chunk: Sendable {
         kinds.reserveCapacity(ReplayPipeline.chunkRecords)
         keys.reserveCapacity(ReplayPipeline.chunkRecords)
         entries.reserveCapacity(ReplayPipeline.chunkRecords)
-    }
-}
-
-/// A bounded blocking queue between the reader and the applier.
-final class ChunkQueue: @unchecked Sendable {
-    enum Item: Sendable {
-        case chunk(Chunk)
-        case damage(segmentIndex: Int, offset: Int64, reason: String, mayBeTorn: Bool)
-        case snapshotIgnored(String, String)
-        case failed(Error)
-        case finished
-    }
-
-    private let condition = NSCondition()
-    private var items: [(item: Item, weight: Int)] = []
-    private var load = 0
-    private let depth: Int
-    private var cancelled = false
-
-    init(depth: Int) { self.depth = depth }
-
-    /// Blocks while the queue holds `depth` or more weight. Returns false once cancelled.
-    func put(_ item: Item, weight: Int = 1) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        while load + weight > depth && load > 0 && !cancelled { condition.wait() }
-        if cancelled { return false }
-        items.append((item, weight))
-        load += weight
-        condition.broadcast()
-        return true
-    }
-
-    func take() -> Item {
-        condition.lock()
-        defer { condition.unlock() }
-        while items.isEmpty { condition.wait() }
-        let (item, weight) = items.removeFirst()
-        load -= weight
-        condition.broadcast()
-        return item
-    }
-
-    /// Wakes and stops the reader; later puts are dropped.
-    func cancel() {
-        condition.lock()
-        cancelled = true
-        items.removeAll()
-        load = 0
-        condition.broadcast()
-        condition.unlock()
     }
 }

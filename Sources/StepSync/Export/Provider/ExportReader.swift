@@ -44,7 +44,7 @@ enum ExportReader {
     /// Reads the export at `path`. `nowMilliseconds` is the importer's clock
     /// for the sample contract; a `stop` request ends the read within a chunk
     /// (throwing `StoppedByRequest`).
-    static func read(path: String, nowMilliseconds: Int64, stop: StopSignal? = nil,
+    static func read(path: String, nowMilliseconds: Int64 = Milliseconds.from(Date()), stop: StopSignal? = nil,
                      progress: (@Sendable (ExportReadProgress) -> Void)?) throws -> Result {
         let started = DispatchTime.now().uptimeNanoseconds
         let file = try ExportInputFile(path: path)

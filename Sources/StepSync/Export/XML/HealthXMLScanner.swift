@@ -1,3 +1,6 @@
+import Foundation
+import StepLog
+
 /// A streaming scanner for an Apple Health `export.xml`, hand-written over
 /// bytes. It keeps what a step import needs — top-level StepCount `<Record>`s
 /// and the `<ExportDate>` — and steps over everything else as fast as it can
@@ -57,7 +60,7 @@ final class HealthXMLScanner {
     private var attributes = ExportRecordAttributes()
 
     /// `nowMilliseconds`: the importer's clock, for the sample contract.
-    init(path: String, nowMilliseconds: Int64) {
+    init(path: String, nowMilliseconds: Int64 = Milliseconds.from(Date())) {
         self.path = path
         builder = ExportStepRecordBuilder(nowMilliseconds: nowMilliseconds)
     }

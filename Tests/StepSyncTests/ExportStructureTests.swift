@@ -179,6 +179,58 @@ import Testing
         #expect(problem == .unclosedElement(name: "Workout", closedBy: "HealthData", closedAtLine: Self.position(of: "</HealthData>", in: text).line))
     }
 
+    /// The scanner fed a few bytes at a time (carrying what it did not
+    /// consume, as the reader does with its chunks) reports the same error at
+    /// the same line and byte offset as fed everything at once.
+    @Test func errorsAreTheSameWhateverTheBufferSizes() throws {
+        let dir = try ExportTemporaryDirectory()
+        var tagged = Self.records[1]
+        tagged.metadata = [("HKExternalUUID", "X")]
+        let broken = [
+            Self.records.map(\.xml) + ["</Record>"],
+            [tagged.xml, "<Workout sourceName=\"x\">"] + Self.records.map(\.xml),
+            [Self.records[0].xml.replacingOccurrences(of: "value=\"10\"/>", with: "value=\"10/>"), Self.records[1].xml],
+        ]
+        for body in broken {
+            let text = ExportTestDocument.xml(body)
+            let whole = try #require(exportError(try dir.write("whole.xml", text)))
+            for piece in [1, 7, 64, 4096] {
+                #expect(Self.scanError(Array(text.utf8), piece: piece, path: dir.path + "/whole.xml") == whole, "pieces of \(piece)")
+            }
+        }
+    }
+
+    /// Runs the scanner over `bytes` handed `piece` bytes at a time.
+    static func scanError(_ bytes: [UInt8], piece: Int, path: String) -> ExportError? {
+        let scanner = HealthXMLScanner(path: path)
+        var lines = ExportLineCounter()
+        var carry: [UInt8] = []
+        var lineAtCarry = 1
+        do {
+            var at = 0
+            while at < bytes.count {
+                let end = min(bytes.count, at + piece)
+                var buffer = carry + bytes[at..<end]
+                at = end
+                let consumed = try buffer.withUnsafeMutableBufferPointer { b in
+                    lines.reset(base: b.baseAddress!, lineAtBase: lineAtCarry)
+                    let n = try scanner.scan(b.baseAddress!, count: b.count, atEnd: false, lines: &lines)
+                    lineAtCarry = lines.line(at: n)
+                    return n
+                }
+                carry = Array(buffer[consumed...])
+            }
+            carry.append(0)
+            try carry.withUnsafeMutableBufferPointer { b in
+                lines.reset(base: b.baseAddress!, lineAtBase: lineAtCarry)
+                _ = try scanner.scan(b.baseAddress!, count: b.count - 1, atEnd: true, lines: &lines)
+            }
+            return nil
+        } catch {
+            return error as? ExportError
+        }
+    }
+
     /// Through `stepsync`: exit 1, one line naming the file, line and
     /// offset; the store it was given is not touched.
     @Test func theCommandExitsOneAndStoresNothing() throws {

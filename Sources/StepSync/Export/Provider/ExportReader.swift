@@ -107,8 +107,6 @@ enum ExportReader {
         var lines = ExportLineCounter()
         var lineAtCarry = 1
         var xmlBytes: Int64 = 0
-        // The XML offset of the carry's first byte.
-        var offsetAtCarry: Int64 = 0
         var inputPosition: Int64 = 0
         // While one element is larger than a chunk, bytes are gathered until
         // the carry has doubled before it is scanned again, so a huge element
@@ -135,20 +133,18 @@ enum ExportReader {
                 let start = chunk.data - carry.count
                 start.update(from: carry.base, count: carry.count)
                 let total = carry.count + chunk.count
-                lines.reset(base: start, lineAtBase: lineAtCarry, offsetAtBase: offsetAtCarry)
+                lines.reset(base: start, lineAtBase: lineAtCarry)
                 let consumed = try scanner.scan(start, count: total, atEnd: false, lines: &lines)
                 lineAtCarry = lines.line(at: consumed)
-                offsetAtCarry += Int64(consumed)
                 carry.replace(with: start + consumed, count: total - consumed)
                 empty.put(chunk)
             } else {
                 carry.append(chunk.data, count: chunk.count)
                 empty.put(chunk)
                 if carry.count >= gatherUntil {
-                    lines.reset(base: carry.base, lineAtBase: lineAtCarry, offsetAtBase: offsetAtCarry)
+                    lines.reset(base: carry.base, lineAtBase: lineAtCarry)
                     let consumed = try scanner.scan(carry.base, count: carry.count, atEnd: false, lines: &lines)
                     lineAtCarry = lines.line(at: consumed)
-                    offsetAtCarry += Int64(consumed)
                     carry.removeFirst(consumed)
                 }
             }
@@ -166,7 +162,7 @@ enum ExportReader {
             }
         }
         if let stop, stop.isRequested { throw StoppedByRequest(stage: "reading the export") }
-        lines.reset(base: carry.base, lineAtBase: lineAtCarry, offsetAtBase: offsetAtCarry)
+        lines.reset(base: carry.base, lineAtBase: lineAtCarry)
         _ = try scanner.scan(carry.base, count: carry.count, atEnd: true, lines: &lines)
         report()
 

@@ -3,20 +3,20 @@
 /// newline to newline with `memchr`, only as far as the last position asked
 /// about, so the cost is one pass over the newlines whatever is asked. CRLF
 /// ends count once (by their LF). Byte offsets are counted from the first
-/// byte of the XML (of the entry, for a zip).
+/// byte of the XML (of the entry, for a zip): the scanner, which knows how
+/// much it has consumed, sets `offsetAtBase` for each buffer.
 struct ExportLineCounter {
     private var base: UnsafePointer<UInt8>?
     private var lineAtBase = 1
-    private var offsetAtBase: Int64 = 0
+    /// The XML offset of the current buffer's first byte.
+    var offsetAtBase: Int64 = 0
     private var cursor = 0
     private var lineAtCursor = 1
 
-    /// Starts a new buffer whose first byte is on line `line`, at byte
-    /// `offset` of the XML.
-    mutating func reset(base: UnsafePointer<UInt8>, lineAtBase line: Int, offsetAtBase offset: Int64 = 0) {
+    /// Starts a new buffer whose first byte is on line `line`.
+    mutating func reset(base: UnsafePointer<UInt8>, lineAtBase line: Int) {
         self.base = base
         lineAtBase = line
-        offsetAtBase = offset
         cursor = 0
         lineAtCursor = line
     }

@@ -57,6 +57,9 @@ final class HealthXMLScanner {
     /// The elements whose start tag has been read and whose end tag has not.
     private var open = ExportElementStack()
     private var rootClosedLine = 0
+    /// Bytes consumed by earlier calls: the XML offset of the buffer `scan`
+    /// is handed (the caller offers again, first, whatever was not consumed).
+    private var consumedBefore: Int64 = 0
     private var attributes = ExportRecordAttributes()
 
     /// `nowMilliseconds`: the importer's clock, for the sample contract.
@@ -72,6 +75,13 @@ final class HealthXMLScanner {
     /// `atEnd` the buffer is the end of the input: everything is consumed or
     /// an error explains why it cannot be (a truncated file, not an export).
     func scan(_ base: UnsafePointer<UInt8>, count: Int, atEnd: Bool, lines: inout ExportLineCounter) throws -> Int {
+        lines.offsetAtBase = consumedBefore
+        let consumed = try scanBuffer(base, count: count, atEnd: atEnd, lines: &lines)
+        consumedBefore += Int64(consumed)
+        return consumed
+    }
+
+    private func scanBuffer(_ base: UnsafePointer<UInt8>, count: Int, atEnd: Bool, lines: inout ExportLineCounter) throws -> Int {
         var start = 0
         if phase == .prolog {
             switch HealthXMLProlog.findRoot(base, count: count, atEnd: atEnd) {

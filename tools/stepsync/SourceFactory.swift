@@ -15,9 +15,6 @@ enum SourceFactory {
                 throw SourceSpecError("--source \(path): no such file (give mock[:…] or an Apple Health export.zip / export.xml)")
             }
             defer { progress.finish() }
-            // The first line at once: a reader of the output (a person, a
-            // test) knows the read has begun before the first 0.25 s report.
-            progress.update("reading export: \(path)")
             let provider = try AppleHealthExportProvider(path: path, stop: stop) { p in
                 let seconds = progress.elapsed
                 let rate = seconds > 0 ? Double(p.bytesRead) / seconds : 0

@@ -48,8 +48,8 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     /// well-formed export; single step records that cannot be samples, or
     /// break the sample contract (checked against `now`, the importer's
     /// clock), are skipped and counted in `summary` instead. `progress` is
-    /// called on this thread at most every 0.25 s while reading, and once at
-    /// the end. A `stop` request ends the read within a chunk's time
+    /// called on this thread once when the XML starts streaming, at most
+    /// every 0.25 s while reading, and once at the end. A `stop` request ends the read within a chunk's time
     /// (milliseconds), throwing `StoppedByRequest`.
     public init(path: String, now: Date = Date(), stop: StopSignal? = nil,
                 progress: (@Sendable (ExportReadProgress) -> Void)? = nil) throws {

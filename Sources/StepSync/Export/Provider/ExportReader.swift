@@ -117,6 +117,9 @@ enum ExportReader {
             progress?(ExportReadProgress(bytesRead: inputPosition, totalBytes: file.size, xmlBytes: xmlBytes,
                                          stepRecordsKept: scanner.stepRecordsKept))
         }
+        // Once as the stream starts (the file is an export, or a zip with
+        // one), so a reader of the progress knows at once what is going on.
+        report()
 
         reading: while let delivery = filled.take() {
             let chunk: ExportChunk

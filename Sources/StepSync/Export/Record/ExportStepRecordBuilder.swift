@@ -12,20 +12,21 @@ import StepLog
 /// A record with children is read in three calls: `begin` with its start
 /// tag's attributes, `addMetadata` for each `MetadataEntry` child, and
 /// `finish` at its end tag: the children belong to its identity. A
-/// self-closing `<Record …/>` (most of them) is complete after `begin`. Records outside the sample contract are never kept, but their
-/// sync metadata still counts (a higher version replaces older ones).
+/// self-closing `<Record …/>` (most of them) is complete after `begin`.
+/// Records outside the sample contract are never kept, but their sync
+/// metadata still counts (a higher version replaces older ones).
 final class ExportStepRecordBuilder {
     static let stepCountType: StaticString = "HKQuantityTypeIdentifierStepCount"
     static let syncIdentifierKey: StaticString = "HKMetadataKeySyncIdentifier"
     static let syncVersionKey: StaticString = "HKMetadataKeySyncVersion"
 
     enum Outcome: Equatable {
-        /// A sample, open until `finish()`.
+        /// A sample (open until `finish()` unless `begin` was told it is complete).
         case kept
         /// Not a sample at all (a missing or unreadable field); nothing is open.
         case malformed(String)
-        /// Well-formed but outside the sample contract: open until `finish()`,
-        /// never kept.
+        /// Well-formed but outside the sample contract: never kept (open
+        /// until `finish()` unless complete, for its sync metadata).
         case outOfContract(SampleContract.Violation)
     }
 

@@ -16,6 +16,7 @@ enum StepSyncTool {
           intervals  every interval, one JSON object per line
           export     every sample, one JSON object per line (the API's sample shape)
           today      today's steps that never go backwards (the monotonic ratchet)
+          daily      steps per local day, overlapping sources (Watch, iPhone) counted once
 
         Run 'stepsync <command> --help' for a command's options.
         """
@@ -33,6 +34,7 @@ enum StepSyncTool {
             "intervals": { try IntervalsCommand.run($0) },
             "export": { try ExportCommand.run($0) },
             "today": TodayCommand.run,
+            "daily": { try DailyCommand.run($0) },
         ])
     }
 

@@ -1,0 +1,193 @@
+/// The merge of docs/TOTALS.md §4 in one sweep over the samples sorted by
+/// start: time is cut at every sample start and end and every day start;
+/// between two cuts the highest-ranked source with an active sample wins, and
+/// each of its active samples adds `F(next) − F(now)`. Active samples sit in a
+/// heap by end; which ranks are active is a bit set, so the winner is its
+/// lowest set bit. O(n log a) for n samples with at most a active at once.
+public enum DailyMerge {
+    /// Totals for `days` (local day numbers) in `calendar`'s zone.
+    public static func totals(_ table: SampleTable, priority: SourcePriority, calendar: LocalDayCalendar,
+                              days: ClosedRange<Int64>) -> DailyTotals {
+        let ordered = priority.ordered(table.sources)
+        var positionOf: [StepSource: UInt32] = [:]
+        for (p, s) in ordered.enumerated() { positionOf[s] = UInt32(p) }
+        let position = table.sources.map { positionOf[$0]! }
+        let boundaries = calendar.boundaries(days)
+        let dayCount = boundaries.count - 1
+        let n = ordered.count
+        var merged = [Int64](repeating: 0, count: dayCount * n)
+        var raw = [Int64](repeating: 0, count: dayCount * n)
+
+        // The samples that touch the range, by priority position, sorted by start.
+        let rangeStart = boundaries[0], rangeEnd = boundaries[dayCount]
+        var xs: [SampleTable.Entry] = []
+        xs.reserveCapacity(table.count)
+        var sorted = true
+        for e in table.entries {
+            let inside = e.start < e.end ? (e.end > rangeStart && e.start < rangeEnd) : (e.start >= rangeStart && e.start < rangeEnd)
+            guard inside else { continue }
+            if let last = xs.last, last.start > e.start { sorted = false }
+            xs.append(SampleTable.Entry(start: e.start, end: e.end, count: e.count, source: position[Int(e.source)]))
+        }
+        if !sorted { xs.sort { $0.start < $1.start } }
+
+        xs.withUnsafeBufferPointer { xs in
+            boundaries.withUnsafeBufferPointer { bounds in
+                merged.withUnsafeMutableBufferPointer { merged in
+                    raw.withUnsafeMutableBufferPointer { raw in
+                        addRaw(xs, bounds, n, into: raw)
+                        addMerged(xs, bounds, n, into: merged)
+                    }
+                }
+            }
+        }
+        return DailyTotals(timeZone: calendar.identifier, priority: priority, sources: ordered,
+                           firstDay: days.lowerBound, dayCount: dayCount, boundaries: boundaries,
+                           mergedBySource: merged, rawBySource: raw)
+    }
+
+    /// F(t): the steps a sample spreading `count` evenly over [start, end) has
+    /// completed by `t`, floor(count × (t − start) / (end − start)), exact.
+    @inline(__always)
+    public static func completed(_ count: UInt32, start: Int64, end: Int64, at t: Int64) -> Int64 {
+        let elapsed = t - start, length = end - start
+        if elapsed >= length { return Int64(count) }
+        if elapsed <= 0 { return 0 }
+        if elapsed < 1 << 31 { return Int64(count) * elapsed / length } // < 2^63
+        let product = Int64(count).multipliedFullWidth(by: elapsed)
+        return length.dividingFullWidth(product).quotient
+    }
+
+    /// Every sample's pieces per day, by source.
+    private static func addRaw(_ xs: UnsafeBufferPointer<SampleTable.Entry>, _ bounds: UnsafeBufferPointer<Int64>, _ n: Int,
+                               into raw: UnsafeMutableBufferPointer<Int64>) {
+        let dayCount = bounds.count - 1
+        var day = 0
+        for x in xs {
+            let from = max(x.start, bounds[0])
+            while bounds[day + 1] <= from { day += 1 } // starts ascend: so does `day`
+            let slot = Int(x.source)
+            if x.start == x.end {
+                raw[day * n + slot] += Int64(x.count)
+                continue
+            }
+            var k = day
+            var before = completed(x.count, start: x.start, end: x.end, at: from)
+            while k < dayCount && bounds[k] < x.end {
+                let after = completed(x.count, start: x.start, end: x.end, at: min(x.end, bounds[k + 1]))
+                raw[k * n + slot] += after - before
+                before = after
+                k += 1
+            }
+        }
+    }
+
+    private struct Active {
+        var end: Int64
+        var index: Int32
+    }
+
+    /// The sweep: each segment's winner keeps its active samples' pieces.
+    private static func addMerged(_ xs: UnsafeBufferPointer<SampleTable.Entry>, _ bounds: UnsafeBufferPointer<Int64>, _ n: Int,
+                                  into merged: UnsafeMutableBufferPointer<Int64>) {
+        guard let first = xs.first else { return }
+        let dayCount = bounds.count - 1
+        var heap = MinHeap()
+        var activeOfRank = [Int32](repeating: 0, count: n)
+        var ranks = RankSet(count: n)
+        var t = min(first.start, bounds[0])
+        var day = -1 // -1: before the range
+        var i = 0
+        while true {
+            while day < dayCount && bounds[day + 1] <= t { day += 1 }
+            if day == dayCount { return }
+            // Samples ending at t no longer cover it; samples starting at t do.
+            while let top = heap.top, top.end <= t {
+                heap.pop()
+                let rank = Int(xs[Int(top.index)].source)
+                activeOfRank[rank] -= 1
+                if activeOfRank[rank] == 0 { ranks.remove(rank) }
+            }
+            let firstStarting = i
+            while i < xs.count && xs[i].start <= t {
+                let x = xs[i]
+                if x.start < x.end {
+                    heap.push(Active(end: x.end, index: Int32(i)))
+                    let rank = Int(x.source)
+                    if activeOfRank[rank] == 0 { ranks.insert(rank) }
+                    activeOfRank[rank] += 1
+                }
+                i += 1
+            }
+            // Instantaneous samples at t count unless a higher source covers t.
+            if day >= 0 {
+                for j in firstStarting..<i where xs[j].start == xs[j].end {
+                    let rank = Int(xs[j].source)
+                    if ranks.lowest.map({ $0 >= rank }) ?? true { merged[day * n + rank] += Int64(xs[j].count) }
+                }
+            }
+            if heap.isEmpty && i == xs.count { return }
+            let next = min(i < xs.count ? xs[i].start : .max, heap.top?.end ?? .max, bounds[day + 1])
+            if day >= 0, let winner = ranks.lowest {
+                for active in heap.items {
+                    let x = xs[Int(active.index)]
+                    guard Int(x.source) == winner else { continue }
+                    merged[day * n + winner] += completed(x.count, start: x.start, end: x.end, at: next)
+                        - completed(x.count, start: x.start, end: x.end, at: t)
+                }
+            }
+            t = next
+        }
+    }
+
+    /// A binary min-heap of active samples by end.
+    private struct MinHeap {
+        private(set) var items: [Active] = []
+
+        var isEmpty: Bool { items.isEmpty }
+        var top: Active? { items.first }
+
+        mutating func push(_ a: Active) {
+            items.append(a)
+            var c = items.count - 1
+            while c > 0 {
+                let p = (c - 1) / 2
+                guard items[c].end < items[p].end else { break }
+                items.swapAt(c, p)
+                c = p
+            }
+        }
+
+        mutating func pop() {
+            let last = items.removeLast()
+            guard !items.isEmpty else { return }
+            items[0] = last
+            var p = 0
+            while true {
+                let l = 2 * p + 1, r = l + 1
+                var m = p
+                if l < items.count && items[l].end < items[m].end { m = l }
+                if r < items.count && items[r].end < items[m].end { m = r }
+                if m == p { return }
+                items.swapAt(p, m)
+                p = m
+            }
+        }
+    }
+
+    /// Which priority positions have an active sample.
+    private struct RankSet {
+        private var words: [UInt64]
+
+        init(count: Int) { words = [UInt64](repeating: 0, count: max(1, (count + 63) / 64)) }
+
+        mutating func insert(_ r: Int) { words[r >> 6] |= 1 << UInt64(r & 63) }
+        mutating func remove(_ r: Int) { words[r >> 6] &= ~(1 << UInt64(r & 63)) }
+
+        /// The highest-priority active position.
+        var lowest: Int? {
+            for (w, word) in words.enumerated() where word != 0 { return w << 6 | word.trailingZeroBitCount }
+            return nil
+        }
+    }
+}

@@ -1,13 +1,10 @@
 import StepLog
 
-/// One day of mock data, generated from (seed, day) alone.
-///
-/// The day's total is drawn first (weekdays 7,000–15,000 steps, weekends
-/// 5,000–10,000; with `perDay`, about 75 steps a sample), then split over the
-/// day's samples so each has 10–500 steps; so `total(seed:day:)` costs a few
-/// random draws and always equals the sum of the samples `generate` makes.
-/// Samples are spread over 06:00–23:00 UTC (the whole day past 400 a day),
-/// start at strictly increasing instants and last 30 s–5 min.
+/// One day of mock data, generated from the configuration and the day alone:
+/// the iPhone's samples (`MockPhoneStream`) and, unless `watch=0` or
+/// `perDay`, the Apple Watch's (`MockWatchStream`), together sorted by start
+/// then UUID, with running sums so that the steps of the samples starting in
+/// any interval of the day cost two binary searches.
 struct MockDay {
     let day: Int64
     let samples: [StepSample]
@@ -17,73 +14,32 @@ struct MockDay {
     let prefix: [Int64]
 
     static let millisecondsPerDay: Int64 = 86_400_000
-    static let bundleId = "com.apple.health.mock"
-    static let deviceName = "Mock iPhone"
 
-    private struct Draws {
-        var rng: SplitMix64
-        var total: Int
-        var count: Int
+    /// The day's total steps; without generating samples when there is no Watch.
+    static func total(_ configuration: MockConfiguration, day: Int64) -> Int64 {
+        guard configuration.watch else {
+            return MockPhoneStream.total(seed: configuration.seed, day: day, samplesPerDay: configuration.samplesPerDay)
+        }
+        return MockDay(configuration, day: day).prefix.last!
     }
 
-    private static func draws(seed: UInt64, day: Int64, samplesPerDay: Int?) -> Draws {
-        var rng = SplitMix64(seed: seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(bitPattern: day) &* 0xD6E8_FEB8_6659_FD93)
-        let weekday = Int(ISO8601.floorDivide(day + 4, 7).1) // 0 = Sunday; 1970-01-01 was a Thursday
-        let weekend = weekday == 0 || weekday == 6
-        if let perDay = samplesPerDay {
-            let count = max(1, perDay)
-            return Draws(rng: rng, total: count * rng.next(in: 40...110), count: count)
+    init(_ configuration: MockConfiguration, day: Int64) {
+        var samples = MockPhoneStream.samples(seed: configuration.seed, day: day, samplesPerDay: configuration.samplesPerDay)
+        if configuration.watch {
+            samples += MockWatchStream.samples(seed: configuration.seed, day: day, phone: samples)
+            samples.sort { a, b in
+                if a.startMilliseconds != b.startMilliseconds { return a.startMilliseconds < b.startMilliseconds }
+                let x = UUIDBytes(a.id), y = UUIDBytes(b.id)
+                return (x.high, x.low) < (y.high, y.low)
+            }
         }
-        let total = weekend ? rng.next(in: 5_000...10_000) : rng.next(in: 7_000...15_000)
-        return Draws(rng: rng, total: total, count: rng.next(in: 50...200))
-    }
-
-    /// The day's total steps, without generating its samples.
-    static func total(seed: UInt64, day: Int64, samplesPerDay: Int?) -> Int64 {
-        Int64(draws(seed: seed, day: day, samplesPerDay: samplesPerDay).total)
-    }
-
-    init(seed: UInt64, day: Int64, samplesPerDay: Int?) {
-        var d = Self.draws(seed: seed, day: day, samplesPerDay: samplesPerDay)
-        let n = d.count
-        // Split the total: 10 steps each, the rest by random weights, capped at 500.
-        var counts = [Int](repeating: 10, count: n)
-        var rest = d.total - 10 * n
-        var weights = [Int](repeating: 0, count: n)
-        var weightSum = 0
-        for i in 0..<n { weights[i] = d.rng.next(in: 1...1000); weightSum += weights[i] }
-        let share = rest
-        for i in 0..<n {
-            let extra = min(490, share * weights[i] / weightSum)
-            counts[i] += extra
-            rest -= extra
-        }
-        var i = d.rng.next(in: 0...(n - 1))
-        while rest > 0 {
-            if counts[i] < 500 { counts[i] += 1; rest -= 1 }
-            i = (i + 1) % n
-        }
-        // Times.
-        let dayStart = day * Self.millisecondsPerDay
-        let (windowStart, windowLength): (Int64, Int64) = n <= 400 ? (6 * 3_600_000, 17 * 3_600_000) : (0, Self.millisecondsPerDay)
-        let slot = windowLength / Int64(n)
-        var samples: [StepSample] = []
-        samples.reserveCapacity(n)
         var starts: [Int64] = []
-        starts.reserveCapacity(n)
+        starts.reserveCapacity(samples.count)
         var prefix: [Int64] = [0]
-        prefix.reserveCapacity(n + 1)
-        for k in 0..<n {
-            let jitterRange = max(Int64(0), slot - 30_000)
-            var jitter = jitterRange > 0 ? Int64(d.rng.next(in: 0...Int(jitterRange))) : 0
-            if slot >= 2_000 { jitter -= jitter % 1000 } // whole seconds, like real data, when there is room
-            let start = dayStart + windowStart + Int64(k) * slot + jitter
-            let duration = Int64(d.rng.next(in: 30...300)) * 1000
-            let id = DerivedUUID.make(DerivedUUID.mockSampleDomain, seed, UInt64(bitPattern: day), UInt64(k))
-            samples.append(StepSample(id: id, startMilliseconds: start, endMilliseconds: start + duration, count: counts[k],
-                                      sourceBundleId: Self.bundleId, sourceDeviceName: Self.deviceName))
-            starts.append(start)
-            prefix.append(prefix[k] + Int64(counts[k]))
+        prefix.reserveCapacity(samples.count + 1)
+        for s in samples {
+            starts.append(s.startMilliseconds)
+            prefix.append(prefix.last! + Int64(s.count))
         }
         self.day = day
         self.samples = samples

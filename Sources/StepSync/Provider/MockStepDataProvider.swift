@@ -7,9 +7,12 @@ import StepLog
 ///
 /// Unlike the seeds' mock, samples have stable UUIDs derived from the seed, the
 /// day and the sample's index, and the aggregate of any interval is exactly
-/// the sum of the raw samples starting in it. Days are generated on demand and
-/// the last few are cached; daily totals need no generation, so aggregates over
-/// years cost a prefix-sum lookup.
+/// the sum of the raw samples starting in it. Two sources, an iPhone and an
+/// Apple Watch worn on some days (`MockWatchStream`), overlap the way real
+/// pairs do, so merged daily totals differ from raw sums (docs/TOTALS.md).
+/// Days are generated on demand and the last few are cached; each day's total
+/// is computed once at start (from a few draws without the Watch), so
+/// aggregates over years cost a prefix-sum lookup.
 public final class MockStepDataProvider: StepDataProvider, @unchecked Sendable {
     public let configuration: MockConfiguration
     private let lock = NSLock()
@@ -24,7 +27,7 @@ public final class MockStepDataProvider: StepDataProvider, @unchecked Sendable {
         var prefix: [Int64] = [0]
         prefix.reserveCapacity(configuration.days + 1)
         for day in configuration.firstDay..<configuration.endDay {
-            prefix.append(prefix.last! + MockDay.total(seed: configuration.seed, day: day, samplesPerDay: configuration.samplesPerDay))
+            prefix.append(prefix.last! + MockDay.total(configuration, day: day))
         }
         dailyPrefix = prefix
     }
@@ -38,7 +41,7 @@ public final class MockStepDataProvider: StepDataProvider, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if let cached = cache[d] { return cached }
-        let made = MockDay(seed: configuration.seed, day: d, samplesPerDay: configuration.samplesPerDay)
+        let made = MockDay(configuration, day: d)
         cache[d] = made
         cacheOrder.append(d)
         if cacheOrder.count > Self.cacheDays { cache.removeValue(forKey: cacheOrder.removeFirst()) }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Where samples come from, as `--source` spells it:
-/// `mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,latency=MS]` or a path to an
+/// `mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,watch=0|1,latency=MS]` or a path to an
 /// Apple Health `export.zip` / `export.xml`.
 public enum SourceSpec: Equatable, Sendable {
     case mock(MockConfiguration)
@@ -17,6 +17,7 @@ public enum SourceSpec: Equatable, Sendable {
         if text == "mock" { return defaultMock(today: today) }
         if text.hasPrefix("mock:") {
             var config = MockConfiguration(endDay: today)
+            var watch: Bool?
             for part in text.dropFirst(5).split(separator: ",", omittingEmptySubsequences: false) {
                 let pieces = part.split(separator: "=", maxSplits: 1).map(String.init)
                 guard pieces.count == 2, !pieces[1].isEmpty else {
@@ -36,14 +37,21 @@ public enum SourceSpec: Equatable, Sendable {
                 case "days": config.days = try number(1...36_600)
                 case "perDay": config.samplesPerDay = try number(1...1_000_000)
                 case "latency": config.latencyMilliseconds = try number(0...60_000)
+                case "watch": watch = try number(0...1) == 1
                 case "end":
                     guard let ms = ISO8601.parse(value + "T00:00:00Z") else {
                         throw SourceSpecError("--source \(text): end must be a date YYYY-MM-DD, found '\(value)'")
                     }
                     config.endDay = ms / 86_400_000
                 default:
-                    throw SourceSpecError("--source \(text): unknown mock option '\(key)' (known: seed, days, end, perDay, latency)")
+                    throw SourceSpecError("--source \(text): unknown mock option '\(key)' (known: seed, days, end, perDay, watch, latency)")
                 }
+            }
+            if let watch {
+                if watch && config.samplesPerDay != nil {
+                    throw SourceSpecError("--source \(text): perDay is the iPhone alone; watch=1 cannot go with it")
+                }
+                config.watch = watch
             }
             return .mock(config)
         }

@@ -32,4 +32,5 @@ public enum DerivedUUID {
     /// Domain tags (never renumber: ids in existing stores depend on them).
     public static let mockSampleDomain: UInt64 = 1
     public static let intervalDomain: UInt64 = 2
+    public static let mockWatchSampleDomain: UInt64 = 3
 }

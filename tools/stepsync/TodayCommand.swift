@@ -9,7 +9,8 @@ enum TodayCommand {
         usage: stepsync today --store DIR [--source SOURCE] [--live N] [--goal N] [--time-zone TZ] [--now TIME] [--json]
 
         Today's steps that never go backwards: the maximum of the live reading (--live,
-        the pedometer's count), the source's verified total for the current local day,
+        the pedometer's count), the source's verified total for the current local day so
+        far (overlapping sources counted once, as the Health app does: docs/TOTALS.md),
         and the high score saved in the store for that day. A new high score is saved
         (durably) for later runs. Prints steps, goal, progress and steps remaining.
 
@@ -20,7 +21,8 @@ enum TodayCommand {
           --goal N          the daily goal (default 10,000)
           --time-zone TZ    the local time zone, e.g. Europe/Paris (default: the system's)
           --now TIME        the current time, ISO 8601 (default: now), e.g. to look at an export's day
-          --json            {"date","steps","goal","goalReached","progress","stepsRemaining",…}
+          --json            {"date","steps","goal","goalReached","progress","stepsRemaining",
+                            "pedometer","verified","verifiedRaw","savedHighScore",…}
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {
@@ -50,7 +52,7 @@ enum TodayCommand {
         let repository = StepRepository(store: store, goal: goal, clock: FixedClock(fixedNow), timeZone: { zone })
         let saved = repository.today.steps
         if let live { try repository.update(pedometer: live) }
-        let verified = try await provider.getAggregatedStepCount(for: DateInterval(start: startOfDay(now, zone), end: now))
+        let (verified, verifiedRaw) = try await MergedToday.steps(from: provider, now: now, timeZone: zone)
         let today = try repository.update(verified: verified)
         try store.close()
         if args.has("json") {
@@ -65,6 +67,7 @@ enum TodayCommand {
             w.field("stepsRemaining", today.stepsRemaining)
             w.key("pedometer"); if let live { w.value(live) } else { w.null() }
             w.field("verified", verified)
+            w.field("verifiedRaw", verifiedRaw)
             w.field("savedHighScore", saved)
             w.endObject()
             StepSyncTool.out.line(w.string)
@@ -72,15 +75,9 @@ enum TodayCommand {
             let out = StepSyncTool.out
             out.line("\(today.date) (\(zone.identifier)): \(Format.count(today.steps)) steps of \(Format.count(today.goal)) (\(Format.percent(today.progress))), "
                      + (today.goalReached ? "goal reached" : "\(Format.count(today.stepsRemaining)) to go"))
-            out.line("  pedometer \(live.map { Format.count($0) } ?? "-"), verified \(Format.count(verified)), saved high score \(Format.count(saved))")
+            out.line("  pedometer \(live.map { Format.count($0) } ?? "-"), verified \(Format.count(verified)) (raw sum \(Format.count(verifiedRaw))), saved high score \(Format.count(saved))")
         }
         return 0
-    }
-
-    static func startOfDay(_ date: Date, _ zone: TimeZone) -> Date {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = zone
-        return calendar.startOfDay(for: date)
     }
 }
 

@@ -61,13 +61,13 @@ public final class StepRepository {
         return try ratchet()
     }
 
-    /// B from a provider: the aggregate of [local midnight, now).
+    /// B from a provider: today's merged total so far, overlapping sources
+    /// counted once (`MergedToday`, docs/TOTALS.md).
     @discardableResult
-    public func refreshVerified(from provider: StepDataProvider) async throws -> TodaySteps {
+    public func refreshVerified(from provider: StepDataProvider, priority: SourcePriority = .default) async throws -> TodaySteps {
         try rollDayIfNeeded()
-        let now = clock.now()
-        let steps = try await provider.getAggregatedStepCount(for: DateInterval(start: startOfDay(now), end: now))
-        verified = max(0, steps)
+        let steps = try await MergedToday.steps(from: provider, now: clock.now(), timeZone: timeZone(), priority: priority)
+        verified = max(0, steps.merged)
         return try ratchet()
     }
 
@@ -110,12 +110,6 @@ public final class StepRepository {
     }
 
     private func publish() { for o in observers { o(today) } }
-
-    private func startOfDay(_ date: Date) -> Date {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = timeZone()
-        return calendar.startOfDay(for: date)
-    }
 
     /// The local date of `date` in `zone`, as yyyymmdd.
     public static func dayKey(_ date: Date, _ zone: TimeZone) -> UInt32 {

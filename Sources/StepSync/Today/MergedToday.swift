@@ -1,0 +1,25 @@
+import Foundation
+import StepLog
+
+/// Seed 004's verified total (B) as the Health app shows it: today's steps so
+/// far with overlapping sources counted once (docs/TOTALS.md), from the
+/// source's samples that start before `now` and overlap the current local day.
+public enum MergedToday {
+    /// How far before midnight a sample may start and still reach into today:
+    /// the longest sample the API accepts.
+    public static let lookbackMilliseconds: Int64 = 48 * 3_600_000
+
+    /// Today's merged and raw totals so far in `timeZone` at `now`.
+    public static func steps(from provider: StepDataProvider, now: Date, timeZone: TimeZone,
+                             priority: SourcePriority = .default) async throws -> (merged: Int, raw: Int) {
+        let calendar = LocalDayCalendar(timeZone: timeZone)
+        let nowMilliseconds = Milliseconds.from(now)
+        let today = calendar.localDay(ofMilliseconds: nowMilliseconds)
+        let start = calendar.startMilliseconds(ofDay: today)
+        let samples = try await provider.getRawStepSamples(for: DateInterval(start: Milliseconds.date(start - lookbackMilliseconds),
+                                                                               end: Milliseconds.date(max(start, nowMilliseconds))))
+        let totals = DailyMerge.totals(SampleTable(samples), priority: priority, calendar: calendar, days: today...today)
+        let row = totals.day(0)
+        return (Int(row.merged), Int(row.raw))
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+@testable import StepLog
+
+/// `forEachSampleSpan` sees exactly what `forEachSample` sees, in the same order.
+@Suite struct SampleSpanTests {
+    struct Seen: Equatable {
+        var start: Int64
+        var end: Int64
+        var count: Int
+        var bundle: [UInt8]
+        var device: [UInt8]?
+    }
+
+    func spans(_ store: StepLogStore) throws -> [Seen] {
+        var seen: [Seen] = []
+        try store.forEachSampleSpan { s in
+            seen.append(Seen(start: s.startMilliseconds, end: s.endMilliseconds, count: Int(s.count),
+                             bundle: Array(s.sourceBundleId), device: s.sourceDeviceName.map { Array($0) }))
+        }
+        return seen
+    }
+
+    func samples(_ store: StepLogStore) throws -> [Seen] {
+        var seen: [Seen] = []
+        try store.forEachSample { s in
+            let x = s.sample
+            seen.append(Seen(start: x.startMilliseconds, end: x.endMilliseconds, count: x.count,
+                             bundle: Array(x.sourceBundleId.utf8), device: x.sourceDeviceName.map { Array($0.utf8) }))
+        }
+        return seen
+    }
+
+    @Test func currentVersionsOnlyAcrossSegmentsAndPendingWrites() throws {
+        let dir = TemporaryDirectory()
+        var options = StoreOptions()
+        options.segmentSize = 64 << 10 // many segments
+        let store = try StepLogStore.open(dir.path, options: options)
+        var rng = SplitMix64(seed: 21)
+        for round in 0..<40 {
+            var batch: [StepSample] = []
+            for _ in 0..<100 {
+                let n = UInt64(rng.next(in: 0...2_000)) // often a sample written before: a newer version
+                let device: String? = rng.next(in: 0...3) == 0 ? nil : (rng.next(in: 0...9) == 0 ? String(repeating: "Ä", count: 700) : "iPhone")
+                batch.append(makeSample(n, count: round * 10 + rng.next(in: 0...9), bundle: rng.next(in: 0...1) == 0 ? "Jane’s Apple\u{00A0}Watch" : "",
+                                        device: device))
+            }
+            try store.upsert(batch, fetchedAt: Date())
+            if round % 3 == 0 { try store.sync() } // and some left pending in the writer
+        }
+        let expected = try samples(store)
+        #expect(expected.count == store.counts.samples && expected.count > 1_000)
+        #expect(try spans(store) == expected)
+        #expect(expected.contains { $0.device?.count == 1_400 }, "a payload longer than the queue's first slots")
+        try store.close()
+        let reopened = try StepLogStore.open(dir.path, options: StoreOptions(readOnly: true))
+        #expect(try spans(reopened) == expected)
+    }
+}

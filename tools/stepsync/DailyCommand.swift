@@ -71,7 +71,7 @@ enum DailyCommand {
         if let days, days.upperBound - days.lowerBound + 1 > maximumDays {
             throw Arguments.UsageError("the range \(LocalDayCalendar.format(day: days.lowerBound)) to \(LocalDayCalendar.format(day: days.upperBound)) is longer than \(maximumDays) days")
         }
-        let totals = DailyMerge.totals(table, priority: priority, calendar: calendar, days: days ?? 1...0)
+        let totals = DailyMerge.totals(table, priority: priority, calendar: calendar, days: days)
         let bySource = args.has("by-source")
         let out = StepSyncTool.out
         if args.has("json") {

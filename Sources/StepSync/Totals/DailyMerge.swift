@@ -5,10 +5,16 @@
 /// heap by end; which ranks are active is a bit set, so the winner is its
 /// lowest set bit. O(n log a) for n samples with at most a active at once.
 public enum DailyMerge {
-    /// Totals for `days` (local day numbers) in `calendar`'s zone.
-    public static func totals(_ table: SampleTable, priority: SourcePriority, calendar: LocalDayCalendar,
-                              days: ClosedRange<Int64>) -> DailyTotals {
+    /// Totals for `days` (local day numbers) in `calendar`'s zone; no days
+    /// when `days` is nil (an empty store without a range).
+    /// The table is consumed: its entries are filtered and sorted in place.
+    public static func totals(_ table: consuming SampleTable, priority: SourcePriority, calendar: LocalDayCalendar,
+                              days: ClosedRange<Int64>?) -> DailyTotals {
         let ordered = priority.ordered(table.sources)
+        guard let days else {
+            return DailyTotals(timeZone: calendar.identifier, priority: priority, sources: ordered, firstDay: 0, dayCount: 0,
+                               boundaries: [], mergedBySource: [], rawBySource: [])
+        }
         var positionOf: [StepSource: UInt32] = [:]
         for (p, s) in ordered.enumerated() { positionOf[s] = UInt32(p) }
         let position = table.sources.map { positionOf[$0]! }
@@ -18,17 +24,22 @@ public enum DailyMerge {
         var merged = [Int64](repeating: 0, count: dayCount * n)
         var raw = [Int64](repeating: 0, count: dayCount * n)
 
-        // The samples that touch the range, by priority position, sorted by start.
+        // The samples that touch the range, by priority position, sorted by
+        // start: in place, in the table's own storage.
         let rangeStart = boundaries[0], rangeEnd = boundaries[dayCount]
-        var xs: [SampleTable.Entry] = []
-        xs.reserveCapacity(table.count)
+        var xs = table.takeEntries()
+        var kept = 0
         var sorted = true
-        for e in table.entries {
+        for r in xs.indices {
+            var e = xs[r]
             let inside = e.start < e.end ? (e.end > rangeStart && e.start < rangeEnd) : (e.start >= rangeStart && e.start < rangeEnd)
             guard inside else { continue }
-            if let last = xs.last, last.start > e.start { sorted = false }
-            xs.append(SampleTable.Entry(start: e.start, end: e.end, count: e.count, source: position[Int(e.source)]))
+            if kept > 0 && xs[kept - 1].start > e.start { sorted = false }
+            e.source = position[Int(e.source)]
+            xs[kept] = e
+            kept += 1
         }
+        xs.removeLast(xs.count - kept)
         if !sorted { xs.sort { $0.start < $1.start } }
 
         xs.withUnsafeBufferPointer { xs in
@@ -82,9 +93,16 @@ public enum DailyMerge {
         }
     }
 
+    /// An active sample: everything its credit needs, so the sweep never
+    /// goes back to the sample array.
     private struct Active {
         var end: Int64
-        var index: Int32
+        var start: Int64
+        var count: UInt32
+        var rank: UInt32
+        /// F at `creditedUntil`: the next credit from there needs one division, not two.
+        var creditedUntil: Int64
+        var credited: Int64
     }
 
     /// The sweep: each segment's winner keeps its active samples' pieces.
@@ -104,7 +122,7 @@ public enum DailyMerge {
             // Samples ending at t no longer cover it; samples starting at t do.
             while let top = heap.top, top.end <= t {
                 heap.pop()
-                let rank = Int(xs[Int(top.index)].source)
+                let rank = Int(top.rank)
                 activeOfRank[rank] -= 1
                 if activeOfRank[rank] == 0 { ranks.remove(rank) }
             }
@@ -112,7 +130,7 @@ public enum DailyMerge {
             while i < xs.count && xs[i].start <= t {
                 let x = xs[i]
                 if x.start < x.end {
-                    heap.push(Active(end: x.end, index: Int32(i)))
+                    heap.push(Active(end: x.end, start: x.start, count: x.count, rank: x.source, creditedUntil: x.start, credited: 0))
                     let rank = Int(x.source)
                     if activeOfRank[rank] == 0 { ranks.insert(rank) }
                     activeOfRank[rank] += 1
@@ -129,12 +147,7 @@ public enum DailyMerge {
             if heap.isEmpty && i == xs.count { return }
             let next = min(i < xs.count ? xs[i].start : .max, heap.top?.end ?? .max, bounds[day + 1])
             if day >= 0, let winner = ranks.lowest {
-                for active in heap.items {
-                    let x = xs[Int(active.index)]
-                    guard Int(x.source) == winner else { continue }
-                    merged[day * n + winner] += completed(x.count, start: x.start, end: x.end, at: next)
-                        - completed(x.count, start: x.start, end: x.end, at: t)
-                }
+                merged[day * n + winner] += heap.credit(rank: UInt32(winner), from: t, to: next)
             }
             t = next
         }
@@ -156,6 +169,20 @@ public enum DailyMerge {
                 items.swapAt(c, p)
                 c = p
             }
+        }
+
+        /// The steps the active samples of `rank` hold in [from, to).
+        mutating func credit(rank: UInt32, from: Int64, to: Int64) -> Int64 {
+            var gained: Int64 = 0
+            for k in items.indices where items[k].rank == rank {
+                let a = items[k]
+                let before = a.creditedUntil == from ? a.credited : completed(a.count, start: a.start, end: a.end, at: from)
+                let after = completed(a.count, start: a.start, end: a.end, at: to)
+                gained += after - before
+                items[k].creditedUntil = to
+                items[k].credited = after
+            }
+            return gained
         }
 
         mutating func pop() {

@@ -8,7 +8,8 @@ public struct DailyTotals: Sendable {
     /// The first day (days since 1970), and how many; no days for an empty range.
     public let firstDay: Int64
     public let dayCount: Int
-    /// `start(D)` of each day and of the day after the last (dayCount + 1 values).
+    /// `start(D)` of each day and of the day after the last (dayCount + 1
+    /// values; none when there are no days).
     public let boundaries: [Int64]
     /// Day-major tables: [day * sources.count + position in `sources`].
     let mergedBySource: [Int64]

@@ -1,3 +1,4 @@
+import Foundation
 import StepLog
 
 /// Samples as the merge reads them: 24 bytes each (start, end, count and an
@@ -25,13 +26,64 @@ public struct SampleTable: Sendable {
         for s in samples { append(s) }
     }
 
-    /// Every sample of the store (its current version), in log order.
+    /// Every sample of the store (its current version), in log order, read
+    /// in place: sources are compared as bytes, and a `String` is made only
+    /// for each distinct source.
     public init(store: StepLogStore) throws {
+        // Locals, not properties of self, in the hot closure: no exclusivity checks.
+        var entries: [Entry] = []
         entries.reserveCapacity(store.counts.samples)
-        try store.forEachSample { append($0.sample) }
+        var table = SampleTable()
+        var byBytes: [[UInt8]: UInt32] = [:]
+        var last: (bundle: [UInt8], device: [UInt8]?, index: UInt32)?
+        try store.forEachSampleSpan { s in
+            let index: UInt32
+            if let l = last, Self.same(l.bundle, s.sourceBundleId), Self.same(l.device, s.sourceDeviceName) {
+                index = l.index
+            } else {
+                let bundle = Array(s.sourceBundleId), device = s.sourceDeviceName.map { Array($0) }
+                var key = bundle
+                if let device { key.append(0xFF); key += device } else { key.append(0xFE) } // never UTF-8 bytes
+                if let known = byBytes[key] {
+                    index = known
+                } else {
+                    index = table.intern(StepSource(bundleId: String(decoding: bundle, as: UTF8.self),
+                                              deviceName: device.map { String(decoding: $0, as: UTF8.self) }))
+                    byBytes[key] = index
+                }
+                last = (bundle, device, index)
+            }
+            entries.append(Entry(start: s.startMilliseconds, end: max(s.startMilliseconds, s.endMilliseconds), count: s.count, source: index))
+        }
+        table.entries = entries
+        self = table
+    }
+
+    private static func same(_ a: [UInt8]?, _ b: UnsafeRawBufferPointer?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case (let x?, let y?):
+            return x.count == y.count && x.withUnsafeBytes { x in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
+        default: return false
+        }
+    }
+
+    private mutating func intern(_ source: StepSource) -> UInt32 {
+        if let known = sourceIndex[source] { return known }
+        let index = UInt32(sources.count)
+        sources.append(source)
+        sourceIndex[source] = index
+        return index
     }
 
     public var count: Int { entries.count }
+
+    /// Moves the entries out (the merge sorts them in place, without a copy).
+    mutating func takeEntries() -> [Entry] {
+        var taken: [Entry] = []
+        swap(&taken, &entries)
+        return taken
+    }
 
     /// Adds a sample; a count outside 0...UInt32.max (which the store refuses) is clamped.
     public mutating func append(_ s: StepSample) {
@@ -43,23 +95,20 @@ public struct SampleTable: Sendable {
     /// so the last is checked (bytewise) before the dictionary.
     private mutating func index(_ bundleId: String, _ deviceName: String?) -> UInt32 {
         if let last = lastSource, sameBytes(last.bundleId, bundleId), sameBytes(last.deviceName, deviceName) { return last.index }
-        let source = StepSource(bundleId: bundleId, deviceName: deviceName)
-        let index: UInt32
-        if let known = sourceIndex[source] {
-            index = known
-        } else {
-            index = UInt32(sources.count)
-            sources.append(source)
-            sourceIndex[source] = index
-        }
+        let index = intern(StepSource(bundleId: bundleId, deviceName: deviceName))
         lastSource = (bundleId, deviceName, index)
         return index
     }
 
+    @inline(__always)
     private func sameBytes(_ a: String?, _ b: String?) -> Bool {
         switch (a, b) {
         case (nil, nil): return true
-        case (let x?, let y?): return x.utf8.elementsEqual(y.utf8)
+        case (var x?, var y?):
+            // memcmp of the contiguous UTF-8 (native strings: no copy); the
+            // generic elementsEqual walks byte by byte.
+            guard x.utf8.count == y.utf8.count else { return false }
+            return x.withUTF8 { p in y.withUTF8 { q in p.count == 0 || memcmp(p.baseAddress!, q.baseAddress!, p.count) == 0 } }
         default: return false
         }
     }

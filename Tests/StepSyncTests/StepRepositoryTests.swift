@@ -119,6 +119,28 @@ import Testing
         }
     }
 
+    /// B is today's merged total: the Watch's and the iPhone's samples of the
+    /// same walk count once, a walk that started before midnight counts its
+    /// part after it, and yesterday counts nothing.
+    @Test func theVerifiedTotalCountsOverlappingSourcesOnce() async throws {
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path)
+        func sample(_ n: UInt64, _ start: String, _ end: String, _ count: Int, _ device: String) -> StepSample {
+            StepSample(id: DerivedUUID.make(50, n), startMilliseconds: ISO8601.parse(start)!, endMilliseconds: ISO8601.parse(end)!,
+                       count: count, sourceBundleId: "Jane\u{2019}s \(device)", sourceDeviceName: device)
+        }
+        let samples = [sample(1, "2026-06-10T21:00:00Z", "2026-06-10T21:30:00Z", 900, "iPhone"),       // the day before in Paris
+                       sample(2, "2026-06-10T21:50:00Z", "2026-06-10T22:10:00Z", 400, "iPhone"),       // crosses Paris midnight: 200 today
+                       sample(3, "2026-06-11T06:00:00Z", "2026-06-11T06:10:00Z", 1_000, "iPhone"),
+                       sample(4, "2026-06-11T06:00:00Z", "2026-06-11T06:10:00Z", 1_100, "Apple Watch"), // the same walk
+                       sample(5, "2026-06-11T09:00:00Z", "2026-06-11T09:10:00Z", 700, "iPhone")]       // after now
+        let provider = FixedProvider(samples: samples, range: interval(0, 2_000_000_000_000))
+        let repo = StepRepository(store: store, clock: VirtualClock(date("2026-06-11T08:00:00Z")), timeZone: { self.paris })
+        #expect(try await repo.refreshVerified(from: provider).steps == 200 + 1_100)
+        let both = try await MergedToday.steps(from: provider, now: date("2026-06-11T08:00:00Z"), timeZone: paris)
+        #expect(both.merged == 1_300 && both.raw == 200 + 1_000 + 1_100)
+    }
+
     @Test func goalArithmetic() {
         #expect(TodaySteps(day: 20260610, steps: 2_500, goal: 10_000).progress == 0.25)
         #expect(TodaySteps(day: 20260610, steps: 2_500, goal: 10_000).stepsRemaining == 7_500)
@@ -156,8 +178,9 @@ import Testing
         #expect(first.code == 0)
         let a = try #require(try JSONSerialization.jsonObject(with: Data(first.lines[0].utf8)) as? [String: Any])
         #expect(a["date"] as? String == "2026-06-10" && a["steps"] as? Int == 25_000 && a["goalReached"] as? Bool == true)
-        let verified = try #require(a["verified"] as? Int)
+        let verified = try #require(a["verified"] as? Int), verifiedRaw = try #require(a["verifiedRaw"] as? Int)
         #expect(verified > 0 && verified < 25_000) // the mock's steps so far today
+        #expect(verified <= verifiedRaw) // merged: the mock's Watch and iPhone counted once
         // Another process, no live reading: the saved high score holds.
         let second = try runProgram(stepsync, ["today", "--store", store, "--now", now, "--time-zone", "Europe/Paris",
                                                "--source", "mock:days=30,end=2026-06-11", "--json"])

@@ -9,6 +9,7 @@ let usage = """
            stepbench snapshots DIR [--json]
            stepbench compact [--n N] [--dir DIR] [--keep]
            stepbench export generate --out PATH.zip --size-mb N [--seed S] | import PATH.zip
+           stepbench daily [--n N] [--dir DIR] [--repeat K] [--keep]
     """
 
 func parseSizes(_ text: String) -> [Int] {
@@ -77,6 +78,20 @@ do {
             case "--dir": i += 1; bench.directory = arguments[i]
             case "--keep": bench.keep = true
             default: FileHandle.standardError.write(Data("stepbench compact: unknown option \(arguments[i])\n\(usage)\n".utf8)); exit(2)
+            }
+            i += 1
+        }
+        try bench.run()
+    case "daily":
+        var bench = DailyBench()
+        var i = 0
+        while i < arguments.count {
+            switch arguments[i] {
+            case "--n": i += 1; bench.n = parseSizes(arguments[i]).first ?? bench.n
+            case "--dir": i += 1; bench.directory = arguments[i]
+            case "--repeat": i += 1; bench.repeats = max(1, Int(arguments[i]) ?? bench.repeats)
+            case "--keep": bench.keep = true
+            default: FileHandle.standardError.write(Data("stepbench daily: unknown option \(arguments[i])\n\(usage)\n".utf8)); exit(2)
             }
             i += 1
         }

@@ -140,6 +140,30 @@ import Testing
         }
     }
 
+    /// Runs of days swept on their own threads give the numbers of one sweep:
+    /// samples crossing a run's first boundary, long ones, instants at it.
+    @Test func splittingTheDaysAcrossThreadsChangesNothing() {
+        var rng = SplitMix64(seed: 18)
+        for _ in 0..<30 {
+            var c = Self.randomCase(&rng, sources: Self.pool + [Self.lowest], samples: rng.next(in: 2_000...8_000))
+            // Spread the samples over about 200 days.
+            let spread = c.samples.map { s -> StepSample in
+                var s = s
+                let shift = Int64(rng.next(in: 0...200)) * 86_400_000 + Int64(rng.next(in: 0...1)) * 3_600_000
+                s.startMilliseconds += shift
+                s.endMilliseconds += shift
+                return s
+            }
+            c.samples = spread
+            c.days = SampleTable(spread).dayRange(in: c.calendar)!
+            let one = DailyMerge.totals(SampleTable(spread), priority: Self.priority, calendar: c.calendar, days: c.days, threads: 1)
+            for threads in [2, 3, 7] {
+                let many = DailyMerge.totals(SampleTable(spread), priority: Self.priority, calendar: c.calendar, days: c.days, threads: threads)
+                #expect(many.days == one.days, "\(threads) threads, \(c.calendar.identifier)")
+            }
+        }
+    }
+
     @Test func completedStepsAreExactEvenWhere64BitsOverflow() {
         // 4,294,967,295 steps over 100 days, at 99 days: the product needs 128 bits.
         let count = UInt32.max, length: Int64 = 100 * 86_400_000

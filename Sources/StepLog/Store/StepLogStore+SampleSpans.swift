@@ -22,21 +22,82 @@ extension StepLogStore {
     /// prefetched when its record is read, so the misses overlap instead of
     /// queueing. Records waiting for their lookup are copied (a few KiB).
     public func forEachSampleSpan(_ body: (SampleSpan) throws -> Void) throws {
+        try locked { try scanSpans(try segmentsToScan()[...], body) }
+    }
+
+    /// `forEachSampleSpan` with the segments split into up to `parts` runs of
+    /// about equal size, read at once, one thread each: `body` gets the run's
+    /// number and is called concurrently for different runs (it must keep
+    /// each run's results apart); within a run, spans come in log order, and
+    /// run p holds log positions before run p + 1's. The store stays locked
+    /// throughout (the index is only read).
+    public func forEachSampleSpan(parts: Int, _ body: @Sendable (Int, SampleSpan) throws -> Void) throws {
         try locked {
-            var queue = SpanQueue(index: state.index)
-            defer { queue.deallocate() }
-            try scan(from: .zero) { position, type, payload in
-                guard type == RecordType.sampleUpsert.rawValue else { return true }
-                guard SamplePayload.isWellFormed(payload) else {
-                    throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue),
-                                                  reason: "sample-upsert payload of \(payload.count) bytes is malformed")
-                }
-                if queue.isFull { try queue.emitOldest(body) }
-                queue.add(payload, at: position)
-                return true
+            let files = try segmentsToScan()
+            let runs = Self.runs(of: files, parts: max(1, parts))
+            guard runs.count > 1 else {
+                try scanSpans(files[...]) { try body(0, $0) }
+                return
             }
-            while !queue.isEmpty { try queue.emitOldest(body) }
+            let firstError = FirstError()
+            DispatchQueue.concurrentPerform(iterations: runs.count) { run in
+                do { try self.scanSpans(files[runs[run]]) { try body(run, $0) } } catch { firstError.record(error) }
+            }
+            if let error = firstError.first { throw error }
         }
+    }
+
+    /// The segments as they stand, the writer's pending records written out first.
+    private func segmentsToScan() throws -> [SegmentInfo] {
+        if let w = writer, failure == nil { do { try w.flush() } catch { throw fail(error) } }
+        var files = segments
+        if let w = writer, !files.isEmpty { files[files.count - 1] = w.info }
+        return files
+    }
+
+    /// Consecutive segments in up to `parts` runs of about equal bytes.
+    static func runs(of files: [SegmentInfo], parts: Int) -> [Range<Int>] {
+        let total = files.reduce(Int64(0)) { $0 + $1.size }
+        var runs: [Range<Int>] = []
+        var start = 0, bytes: Int64 = 0
+        for (i, file) in files.enumerated() {
+            bytes += file.size
+            if bytes * Int64(parts) >= total * Int64(runs.count + 1) && runs.count < parts - 1 {
+                runs.append(start..<(i + 1))
+                start = i + 1
+            }
+        }
+        if start < files.count { runs.append(start..<files.count) }
+        return runs
+    }
+
+    /// The spans of the sample records in `files`, each checked against the index.
+    private func scanSpans(_ files: ArraySlice<SegmentInfo>, _ body: (SampleSpan) throws -> Void) throws {
+        var queue = SpanQueue(index: state.index)
+        defer { queue.deallocate() }
+        for info in files {
+            guard Int64(FormatConstants.segmentHeaderSize) < info.size else { continue }
+            let fd = try FileDescriptor.open(info.path, O_RDONLY)
+            defer { fd.close() }
+            fd.adviseSequential()
+            var reader = SegmentReader(fd: fd, fileSize: info.size)
+            while let item = try reader.next() {
+                switch item {
+                case .record(let offset, let type, let payload, _):
+                    guard type == RecordType.sampleUpsert.rawValue else { continue }
+                    let position = LogPosition(info.basePosition + UInt64(offset))
+                    guard SamplePayload.isWellFormed(payload) else {
+                        throw StepLogError.corruption(path: info.path, offset: offset,
+                                                      reason: "sample-upsert payload of \(payload.count) bytes is malformed")
+                    }
+                    if queue.isFull { try queue.emitOldest(body) }
+                    queue.add(payload, at: position)
+                case .damage(let offset, let damage):
+                    throw StepLogError.corruption(path: info.path, offset: offset, reason: damage.description)
+                }
+            }
+        }
+        while !queue.isEmpty { try queue.emitOldest(body) }
     }
 }
 

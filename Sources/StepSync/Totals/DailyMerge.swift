@@ -1,3 +1,5 @@
+import Foundation
+
 /// The merge of docs/TOTALS.md §4 in one sweep over the samples sorted by
 /// start: time is cut at every sample start and end and every day start;
 /// between two cuts the highest-ranked source with an active sample wins, and
@@ -8,8 +10,11 @@ public enum DailyMerge {
     /// Totals for `days` (local day numbers) in `calendar`'s zone; no days
     /// when `days` is nil (an empty store without a range).
     /// The table is consumed: its entries are filtered and sorted in place.
+    /// With `threads` > 1, runs of days are swept at once (each from the
+    /// samples that reach into it), which gives the same numbers.
     public static func totals(_ table: consuming SampleTable, priority: SourcePriority, calendar: LocalDayCalendar,
-                              days: ClosedRange<Int64>?) -> DailyTotals {
+                              days: ClosedRange<Int64>?,
+                              threads: Int = min(4, ProcessInfo.processInfo.activeProcessorCount)) -> DailyTotals {
         let ordered = priority.ordered(table.sources)
         guard let days else {
             return DailyTotals(timeZone: calendar.identifier, priority: priority, sources: ordered, firstDay: 0, dayCount: 0,
@@ -30,11 +35,13 @@ public enum DailyMerge {
         var xs = table.takeEntries()
         var kept = 0
         var sorted = true
+        var longest: Int64 = 0
         for r in xs.indices {
             var e = xs[r]
             let inside = e.start < e.end ? (e.end > rangeStart && e.start < rangeEnd) : (e.start >= rangeStart && e.start < rangeEnd)
             guard inside else { continue }
             if kept > 0 && xs[kept - 1].start > e.start { sorted = false }
+            longest = max(longest, e.end - e.start)
             e.source = position[Int(e.source)]
             xs[kept] = e
             kept += 1
@@ -46,8 +53,13 @@ public enum DailyMerge {
             boundaries.withUnsafeBufferPointer { bounds in
                 merged.withUnsafeMutableBufferPointer { merged in
                     raw.withUnsafeMutableBufferPointer { raw in
-                        addRaw(xs, bounds, n, into: raw)
-                        addMerged(xs, bounds, n, into: merged)
+                        let runs = DayRun.split(xs, bounds, n, longest: longest, parts: min(max(1, threads), max(1, dayCount / 32)),
+                                                merged: merged, raw: raw)
+                        if runs.count == 1 {
+                            runs[0].sweep()
+                        } else {
+                            DispatchQueue.concurrentPerform(iterations: runs.count) { runs[$0].sweep() }
+                        }
                     }
                 }
             }
@@ -69,12 +81,62 @@ public enum DailyMerge {
         return length.dividingFullWidth(product).quotient
     }
 
+    /// A run of consecutive days and the samples that reach into it (sorted
+    /// by start; some may end before it or start after it): one sweep, into
+    /// the run's own rows of the output.
+    private struct DayRun: @unchecked Sendable {
+        var xs: UnsafeBufferPointer<SampleTable.Entry>
+        var bounds: UnsafeBufferPointer<Int64>
+        var n: Int
+        var merged: UnsafeMutableBufferPointer<Int64>
+        var raw: UnsafeMutableBufferPointer<Int64>
+
+        func sweep() {
+            addRaw(xs, bounds, n, into: raw)
+            addMerged(xs, bounds, n, into: merged)
+        }
+
+        /// Up to `parts` runs holding about as many samples each.
+        static func split(_ xs: UnsafeBufferPointer<SampleTable.Entry>, _ bounds: UnsafeBufferPointer<Int64>, _ n: Int, longest: Int64,
+                          parts: Int, merged: UnsafeMutableBufferPointer<Int64>, raw: UnsafeMutableBufferPointer<Int64>) -> [DayRun] {
+            let dayCount = bounds.count - 1
+            // First sample index starting at or after t.
+            func firstStarting(atOrAfter t: Int64) -> Int {
+                var lo = 0, hi = xs.count
+                while lo < hi { let mid = (lo + hi) / 2; if xs[mid].start < t { lo = mid + 1 } else { hi = mid } }
+                return lo
+            }
+            // The day holding t (bounds ascend).
+            func day(of t: Int64) -> Int {
+                var lo = 0, hi = dayCount
+                while lo + 1 < hi { let mid = (lo + hi) / 2; if bounds[mid] <= t { lo = mid } else { hi = mid } }
+                return lo
+            }
+            var cuts = [0]
+            if parts > 1 && !xs.isEmpty {
+                for k in 1..<parts {
+                    let d = day(of: xs[k * xs.count / parts].start)
+                    if d > cuts.last! && d < dayCount { cuts.append(d) }
+                }
+            }
+            cuts.append(dayCount)
+            return zip(cuts, cuts.dropFirst()).map { a, b in
+                let from = firstStarting(atOrAfter: bounds[a] - longest), to = firstStarting(atOrAfter: bounds[b])
+                return DayRun(xs: UnsafeBufferPointer(rebasing: xs[from..<to]), bounds: UnsafeBufferPointer(rebasing: bounds[a...b]), n: n,
+                              merged: UnsafeMutableBufferPointer(rebasing: merged[(a * n)..<(b * n)]),
+                              raw: UnsafeMutableBufferPointer(rebasing: raw[(a * n)..<(b * n)]))
+            }
+        }
+    }
+
     /// Every sample's pieces per day, by source.
     private static func addRaw(_ xs: UnsafeBufferPointer<SampleTable.Entry>, _ bounds: UnsafeBufferPointer<Int64>, _ n: Int,
                                into raw: UnsafeMutableBufferPointer<Int64>) {
         let dayCount = bounds.count - 1
         var day = 0
         for x in xs {
+            // Samples before the days (a run's first ones) have nothing here.
+            guard x.start == x.end ? x.start >= bounds[0] : x.end > bounds[0] else { continue }
             let from = max(x.start, bounds[0])
             while bounds[day + 1] <= from { day += 1 } // starts ascend: so does `day`
             let slot = Int(x.source)

@@ -27,44 +27,78 @@ public struct SampleTable: Sendable {
     }
 
     /// Every sample of the store (its current version), in log order, read
-    /// in place: sources are compared as bytes, and a `String` is made only
+    /// in place (`forEachSampleSpan`) by up to `threads` threads over runs of
+    /// segments; sources are compared as bytes, and a `String` is made only
     /// for each distinct source.
-    public init(store: StepLogStore) throws {
-        // Locals, not properties of self, in the hot closure: no exclusivity checks.
-        var entries: [Entry] = []
-        entries.reserveCapacity(store.counts.samples)
+    public init(store: StepLogStore, threads: Int = min(4, ProcessInfo.processInfo.activeProcessorCount)) throws {
+        let total = store.counts.samples
+        let parts = (0..<max(1, threads)).map { p in Builder(capacity: p == 0 ? total : total / max(1, threads) + total / 16) }
+        try store.forEachSampleSpan(parts: parts.count) { p, span in parts[p].add(span) }
         var table = SampleTable()
-        var byBytes: [[UInt8]: UInt32] = [:]
-        var last: (bundle: [UInt8], device: [UInt8]?, index: UInt32)?
-        try store.forEachSampleSpan { s in
-            let index: UInt32
-            if let l = last, Self.same(l.bundle, s.sourceBundleId), Self.same(l.device, s.sourceDeviceName) {
-                index = l.index
-            } else {
-                let bundle = Array(s.sourceBundleId), device = s.sourceDeviceName.map { Array($0) }
-                var key = bundle
-                if let device { key.append(0xFF); key += device } else { key.append(0xFE) } // never UTF-8 bytes
-                if let known = byBytes[key] {
-                    index = known
-                } else {
-                    index = table.intern(StepSource(bundleId: String(decoding: bundle, as: UTF8.self),
-                                              deviceName: device.map { String(decoding: $0, as: UTF8.self) }))
-                    byBytes[key] = index
-                }
-                last = (bundle, device, index)
+        var entries = parts[0].takeEntries()
+        for source in parts[0].sources { _ = table.intern(source) } // the same indices, in the same order
+        for part in parts.dropFirst() {
+            let global = part.sources.map { table.intern($0) }
+            for var e in part.takeEntries() {
+                e.source = global[Int(e.source)]
+                entries.append(e)
             }
-            entries.append(Entry(start: s.startMilliseconds, end: max(s.startMilliseconds, s.endMilliseconds), count: s.count, source: index))
         }
         table.entries = entries
         self = table
     }
 
-    private static func same(_ a: [UInt8]?, _ b: UnsafeRawBufferPointer?) -> Bool {
-        switch (a, b) {
-        case (nil, nil): return true
-        case (let x?, let y?):
-            return x.count == y.count && x.withUnsafeBytes { x in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
-        default: return false
+    /// One run's samples: its own entries and sources, touched by the one
+    /// thread that reads the run (so unchecked: nothing is shared).
+    private final class Builder: @unchecked Sendable {
+        @exclusivity(unchecked) private var entries: [Entry] = []
+        @exclusivity(unchecked) private(set) var sources: [StepSource] = []
+        @exclusivity(unchecked) private var byBytes: [[UInt8]: UInt32] = [:]
+        @exclusivity(unchecked) private var last: (bundle: [UInt8], device: [UInt8]?, index: UInt32)?
+
+        init(capacity: Int) { entries.reserveCapacity(capacity) }
+
+        func takeEntries() -> [Entry] {
+            var taken: [Entry] = []
+            swap(&taken, &entries)
+            return taken
+        }
+
+        @inline(__always)
+        func add(_ s: SampleSpan) {
+            let index: UInt32
+            if let l = last, Self.same(l.bundle, s.sourceBundleId), Self.same(l.device, s.sourceDeviceName) {
+                index = l.index
+            } else {
+                index = intern(s)
+            }
+            entries.append(Entry(start: s.startMilliseconds, end: max(s.startMilliseconds, s.endMilliseconds), count: s.count, source: index))
+        }
+
+        private func intern(_ s: SampleSpan) -> UInt32 {
+            let bundle = Array(s.sourceBundleId), device = s.sourceDeviceName.map { Array($0) }
+            var key = bundle
+            if let device { key.append(0xFF); key += device } else { key.append(0xFE) } // never UTF-8 bytes
+            let index: UInt32
+            if let known = byBytes[key] {
+                index = known
+            } else {
+                index = UInt32(sources.count)
+                sources.append(StepSource(bundleId: String(decoding: bundle, as: UTF8.self), deviceName: device.map { String(decoding: $0, as: UTF8.self) }))
+                byBytes[key] = index
+            }
+            last = (bundle, device, index)
+            return index
+        }
+
+        @inline(__always)
+        private static func same(_ a: [UInt8]?, _ b: UnsafeRawBufferPointer?) -> Bool {
+            switch (a, b) {
+            case (nil, nil): return true
+            case (let x?, let y?):
+                return x.count == y.count && x.withUnsafeBytes { x in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
+            default: return false
+            }
         }
     }
 

@@ -1,11 +1,10 @@
 import Foundation
 
-/// The merge of docs/TOTALS.md §4 in one sweep over the samples sorted by
-/// start: time is cut at every sample start and end and every day start;
-/// between two cuts the highest-ranked source with an active sample wins, and
-/// each of its active samples adds `F(next) − F(now)`. Active samples sit in a
-/// heap by end; which ranks are active is a bit set, so the winner is its
-/// lowest set bit. O(n log a) for n samples with at most a active at once.
+/// The merge of docs/TOTALS.md §4 over the samples sorted by start: rank by
+/// rank, highest first, each sample keeps the gaps the higher ranks leave of
+/// it (their union, grown after each rank), credited per day as
+/// `F(b) − F(a)` for each kept piece [a, b); instants count unless covered.
+/// One linear pass per rank, a sort when the samples come out of order.
 public enum DailyMerge {
     /// Totals for `days` (local day numbers) in `calendar`'s zone; no days
     /// when `days` is nil (an empty store without a range).
@@ -155,128 +154,104 @@ public enum DailyMerge {
         }
     }
 
-    /// An active sample: everything its credit needs, so the sweep never
-    /// goes back to the sample array.
-    private struct Active {
-        var end: Int64
+    /// A stretch of time some higher-ranked source covers.
+    private struct Covered {
         var start: Int64
-        var count: UInt32
-        var rank: UInt32
-        /// F at `creditedUntil`: the next credit from there needs one division, not two.
-        var creditedUntil: Int64
-        var credited: Int64
+        var end: Int64
     }
 
-    /// The sweep: each segment's winner keeps its active samples' pieces.
+    /// Rank by rank, highest first: a sample keeps what the union of the
+    /// higher ranks' samples leaves of it — exactly the instants where its
+    /// source is the highest one covering them. The union is kept as sorted,
+    /// disjoint intervals and grows by a merge after each rank; samples and
+    /// union are both in start order, so each rank is one linear pass.
     private static func addMerged(_ xs: UnsafeBufferPointer<SampleTable.Entry>, _ bounds: UnsafeBufferPointer<Int64>, _ n: Int,
                                   into merged: UnsafeMutableBufferPointer<Int64>) {
-        guard let first = xs.first else { return }
+        guard !xs.isEmpty else { return }
         let dayCount = bounds.count - 1
-        var heap = MinHeap()
-        var activeOfRank = [Int32](repeating: 0, count: n)
-        var ranks = RankSet(count: n)
-        var t = min(first.start, bounds[0])
-        var day = -1 // -1: before the range
-        var i = 0
-        while true {
-            while day < dayCount && bounds[day + 1] <= t { day += 1 }
-            if day == dayCount { return }
-            // Samples ending at t no longer cover it; samples starting at t do.
-            while let top = heap.top, top.end <= t {
-                heap.pop()
-                let rank = Int(top.rank)
-                activeOfRank[rank] -= 1
-                if activeOfRank[rank] == 0 { ranks.remove(rank) }
-            }
-            let firstStarting = i
-            while i < xs.count && xs[i].start <= t {
-                let x = xs[i]
-                if x.start < x.end {
-                    heap.push(Active(end: x.end, start: x.start, count: x.count, rank: x.source, creditedUntil: x.start, credited: 0))
-                    let rank = Int(x.source)
-                    if activeOfRank[rank] == 0 { ranks.insert(rank) }
-                    activeOfRank[rank] += 1
-                }
-                i += 1
-            }
-            // Instantaneous samples at t count unless a higher source covers t.
-            if day >= 0 {
-                for j in firstStarting..<i where xs[j].start == xs[j].end {
-                    let rank = Int(xs[j].source)
-                    if ranks.lowest.map({ $0 >= rank }) ?? true { merged[day * n + rank] += Int64(xs[j].count) }
+        // The samples' indices grouped by rank (a counting sort: start order within each rank).
+        var firstOfRank = [Int](repeating: 0, count: n + 1)
+        for x in xs { firstOfRank[Int(x.source) + 1] += 1 }
+        for r in 0..<n { firstOfRank[r + 1] += firstOfRank[r] }
+        var byRank = [Int32](repeating: 0, count: xs.count)
+        var fill = firstOfRank
+        for (i, x) in xs.enumerated() {
+            byRank[fill[Int(x.source)]] = Int32(i)
+            fill[Int(x.source)] += 1
+        }
+        let lastRank = (0..<n).last { firstOfRank[$0 + 1] > firstOfRank[$0] }!
+        var cover: [Covered] = []
+        var grown: [Covered] = []
+
+        for rank in 0...lastRank where firstOfRank[rank + 1] > firstOfRank[rank] {
+            let building = rank < lastRank
+            grown.removeAll(keepingCapacity: true)
+            var c = 0 // next interval of `cover` to merge into `grown`
+            var j = 0 // first interval of `cover` that may still reach a sample
+            var day = 0
+            func extend(_ s: Int64, _ e: Int64) {
+                if let last = grown.last, s <= last.end {
+                    if e > last.end { grown[grown.count - 1].end = e }
+                } else {
+                    grown.append(Covered(start: s, end: e))
                 }
             }
-            if heap.isEmpty && i == xs.count { return }
-            let next = min(i < xs.count ? xs[i].start : .max, heap.top?.end ?? .max, bounds[day + 1])
-            if day >= 0, let winner = ranks.lowest {
-                merged[day * n + winner] += heap.credit(rank: UInt32(winner), from: t, to: next)
+            for i in byRank[firstOfRank[rank]..<firstOfRank[rank + 1]] {
+                let x = xs[Int(i)]
+                while j < cover.count && cover[j].end <= x.start { j += 1 }
+                let from = max(x.start, bounds[0])
+                while bounds[day + 1] <= from && day < dayCount - 1 { day += 1 }
+                if x.start == x.end {
+                    // An instant: counted unless a higher rank covers it.
+                    if x.start >= bounds[0] && !(j < cover.count && cover[j].start <= x.start) {
+                        merged[day * n + rank] += Int64(x.count)
+                    }
+                    continue
+                }
+                if building {
+                    while c < cover.count && cover[c].start <= x.start { extend(cover[c].start, cover[c].end); c += 1 }
+                    extend(x.start, x.end)
+                }
+                if x.end <= bounds[0] { continue } // before the days: it only covers
+                // The gaps the cover leaves in [start, end), each credited by day.
+                var cursor = x.start
+                var k = j
+                while cursor < x.end {
+                    let blocked = k < cover.count && cover[k].start < x.end
+                    let gapEnd = blocked ? cover[k].start : x.end
+                    if gapEnd > cursor {
+                        credit(x, from: cursor, to: gapEnd, rank: rank, day: day, bounds, n, into: merged)
+                    }
+                    guard blocked else { break }
+                    cursor = max(cursor, cover[k].end)
+                    k += 1
+                }
             }
-            t = next
-        }
-    }
-
-    /// A binary min-heap of active samples by end.
-    private struct MinHeap {
-        private(set) var items: [Active] = []
-
-        var isEmpty: Bool { items.isEmpty }
-        var top: Active? { items.first }
-
-        mutating func push(_ a: Active) {
-            items.append(a)
-            var c = items.count - 1
-            while c > 0 {
-                let p = (c - 1) / 2
-                guard items[c].end < items[p].end else { break }
-                items.swapAt(c, p)
-                c = p
-            }
-        }
-
-        /// The steps the active samples of `rank` hold in [from, to).
-        mutating func credit(rank: UInt32, from: Int64, to: Int64) -> Int64 {
-            var gained: Int64 = 0
-            for k in items.indices where items[k].rank == rank {
-                let a = items[k]
-                let before = a.creditedUntil == from ? a.credited : completed(a.count, start: a.start, end: a.end, at: from)
-                let after = completed(a.count, start: a.start, end: a.end, at: to)
-                gained += after - before
-                items[k].creditedUntil = to
-                items[k].credited = after
-            }
-            return gained
-        }
-
-        mutating func pop() {
-            let last = items.removeLast()
-            guard !items.isEmpty else { return }
-            items[0] = last
-            var p = 0
-            while true {
-                let l = 2 * p + 1, r = l + 1
-                var m = p
-                if l < items.count && items[l].end < items[m].end { m = l }
-                if r < items.count && items[r].end < items[m].end { m = r }
-                if m == p { return }
-                items.swapAt(p, m)
-                p = m
+            if building {
+                while c < cover.count { extend(cover[c].start, cover[c].end); c += 1 }
+                swap(&cover, &grown)
             }
         }
     }
 
-    /// Which priority positions have an active sample.
-    private struct RankSet {
-        private var words: [UInt64]
-
-        init(count: Int) { words = [UInt64](repeating: 0, count: max(1, (count + 63) / 64)) }
-
-        mutating func insert(_ r: Int) { words[r >> 6] |= 1 << UInt64(r & 63) }
-        mutating func remove(_ r: Int) { words[r >> 6] &= ~(1 << UInt64(r & 63)) }
-
-        /// The highest-priority active position.
-        var lowest: Int? {
-            for (w, word) in words.enumerated() where word != 0 { return w << 6 | word.trailingZeroBitCount }
-            return nil
+    /// Adds a kept piece [a, b) of sample x to its days (from `day` on), clipped to the days.
+    @inline(__always)
+    private static func credit(_ x: SampleTable.Entry, from a: Int64, to b: Int64, rank: Int, day: Int,
+                               _ bounds: UnsafeBufferPointer<Int64>, _ n: Int, into merged: UnsafeMutableBufferPointer<Int64>) {
+        let dayCount = bounds.count - 1
+        var a = max(a, bounds[0])
+        let b = min(b, bounds[dayCount])
+        guard a < b else { return }
+        var d = day
+        while bounds[d + 1] <= a { d += 1 }
+        var before = completed(x.count, start: x.start, end: x.end, at: a)
+        while a < b {
+            let cut = min(b, bounds[d + 1])
+            let after = completed(x.count, start: x.start, end: x.end, at: cut)
+            merged[d * n + rank] += after - before
+            before = after
+            a = cut
+            d += 1
         }
     }
 }

@@ -53,8 +53,12 @@ public struct SampleTable: Sendable {
     private final class Builder: @unchecked Sendable {
         @exclusivity(unchecked) private var entries: [Entry] = []
         @exclusivity(unchecked) private(set) var sources: [StepSource] = []
+        /// Each source's bytes, by index: samples of a few sources alternate,
+        /// so a sample's source is found by comparing bytes with these.
+        @exclusivity(unchecked) private var known: [(bundle: [UInt8], device: [UInt8]?)] = []
         @exclusivity(unchecked) private var byBytes: [[UInt8]: UInt32] = [:]
-        @exclusivity(unchecked) private var last: (bundle: [UInt8], device: [UInt8]?, index: UInt32)?
+        @exclusivity(unchecked) private var last: Int = -1
+        static let linearLimit = 64
 
         init(capacity: Int) { entries.reserveCapacity(capacity) }
 
@@ -66,13 +70,20 @@ public struct SampleTable: Sendable {
 
         @inline(__always)
         func add(_ s: SampleSpan) {
-            let index: UInt32
-            if let l = last, Self.same(l.bundle, s.sourceBundleId), Self.same(l.device, s.sourceDeviceName) {
-                index = l.index
-            } else {
-                index = intern(s)
+            entries.append(Entry(start: s.startMilliseconds, end: max(s.startMilliseconds, s.endMilliseconds), count: s.count,
+                                 source: index(s)))
+        }
+
+        @inline(__always)
+        private func index(_ s: SampleSpan) -> UInt32 {
+            if last >= 0, Self.same(known[last], s) { return UInt32(last) }
+            if known.count <= Self.linearLimit {
+                for i in known.indices where Self.same(known[i], s) {
+                    last = i
+                    return UInt32(i)
+                }
             }
-            entries.append(Entry(start: s.startMilliseconds, end: max(s.startMilliseconds, s.endMilliseconds), count: s.count, source: index))
+            return intern(s)
         }
 
         private func intern(_ s: SampleSpan) -> UInt32 {
@@ -80,15 +91,21 @@ public struct SampleTable: Sendable {
             var key = bundle
             if let device { key.append(0xFF); key += device } else { key.append(0xFE) } // never UTF-8 bytes
             let index: UInt32
-            if let known = byBytes[key] {
-                index = known
+            if let found = byBytes[key] {
+                index = found
             } else {
                 index = UInt32(sources.count)
                 sources.append(StepSource(bundleId: String(decoding: bundle, as: UTF8.self), deviceName: device.map { String(decoding: $0, as: UTF8.self) }))
+                known.append((bundle, device))
                 byBytes[key] = index
             }
-            last = (bundle, device, index)
+            last = Int(index)
             return index
+        }
+
+        @inline(__always)
+        private static func same(_ k: (bundle: [UInt8], device: [UInt8]?), _ s: SampleSpan) -> Bool {
+            same(k.bundle, s.sourceBundleId) && same(k.device, s.sourceDeviceName)
         }
 
         @inline(__always)

@@ -49,7 +49,7 @@ def test_server_errors_and_timeouts_for_a_while(server, tmp_path):
 
 def test_uploader_killed_at_random_moments(server, tmp_path):
     store = tmp_path / "store"
-    ingest(store, days=1500)  # ~190k samples: enough work left for a dozen kills
+    ingest(store, days=1100)  # ~190k samples (iPhone and Watch): enough work left for a dozen kills
     rng = random.Random(7)
     arrived = JSONLLineCounter(server.data)
     kills = 0

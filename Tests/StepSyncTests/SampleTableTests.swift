@@ -38,4 +38,21 @@ import Testing
             #expect(Set(table.sources) == Set(expected.sources))
         }
     }
+
+    /// Times no real sample has (a damaged record) are clamped, never a trap:
+    /// a sample over ±2^62 ms still spreads over the days asked for.
+    @Test func absurdTimesAreClampedNotATrap() {
+        let huge = StepSample(id: DerivedUUID.make(42, 1), startMilliseconds: -(1 << 62), endMilliseconds: 1 << 62, count: Int(UInt32.max),
+                              sourceBundleId: "x", sourceDeviceName: nil)
+        let normal = StepSample(id: DerivedUUID.make(42, 2), startMilliseconds: 1_780_000_000_000, endMilliseconds: 1_780_000_600_000,
+                                count: 100, sourceBundleId: "Jane\u{2019}s iPhone", sourceDeviceName: "iPhone")
+        let table = SampleTable([huge, normal])
+        #expect(table.entries[0].start == -(1 << 60) && table.entries[0].end == 1 << 60)
+        let calendar = LocalDayCalendar(identifier: "UTC")!
+        let day = calendar.localDay(ofMilliseconds: 1_780_000_000_000)
+        let totals = DailyMerge.totals(table, priority: .default, calendar: calendar, days: (day - 1)...(day + 1))
+        for d in totals.days { #expect(d.merged <= d.raw) }
+        // 4,294,967,295 steps over 2^61 ms are a fraction of a step a day: the iPhone's 100 are what counts.
+        #expect(totals.day(1).raw >= 100 && totals.day(1).raw <= 101)
+    }
 }

@@ -1,17 +1,5 @@
 import Foundation
 
-/// A sample version's fields read in place from its record: no `String`, no
-/// `UUID`, no allocation. The byte views are valid only during the call.
-public struct SampleSpan {
-    public var startMilliseconds: Int64
-    public var endMilliseconds: Int64
-    public var count: UInt32
-    /// UTF-8 bytes of `sourceBundleId`.
-    public var sourceBundleId: UnsafeRawBufferPointer
-    /// UTF-8 bytes of `sourceDeviceName`; nil when the sample has none.
-    public var sourceDeviceName: UnsafeRawBufferPointer?
-}
-
 extension StepLogStore {
     /// `forEachSample` for passes over millions of samples (daily totals):
     /// the current version of every sample, in log order, as a `SampleSpan`.

@@ -12,6 +12,25 @@ public struct SampleTable: Sendable {
         public var count: UInt32
         /// Index into `sources` (or, inside the merge, a priority position).
         public var source: UInt32
+
+        /// Instants are kept within ±2^60 ms (±36 million years), so no
+        /// difference of two overflows: only a damaged record lies outside.
+        static let limit: Int64 = 1 << 60
+
+        @inline(__always)
+        init(start: Int64, end: Int64, count: UInt32, source: UInt32) {
+            self.start = start
+            self.end = end
+            self.count = count
+            self.source = source
+        }
+
+        /// From a sample's fields: times clamped to ±`limit`, end at least start.
+        @inline(__always)
+        init(_ start: Int64, _ end: Int64, _ count: UInt32, _ source: UInt32) {
+            let s = min(max(start, -Self.limit), Self.limit)
+            self.init(start: s, end: min(max(end, s), Self.limit), count: count, source: source)
+        }
     }
 
     public private(set) var entries: [Entry] = []
@@ -70,8 +89,7 @@ public struct SampleTable: Sendable {
 
         @inline(__always)
         func add(_ s: SampleSpan) {
-            entries.append(Entry(start: s.startMilliseconds, end: max(s.startMilliseconds, s.endMilliseconds), count: s.count,
-                                 source: index(s)))
+            entries.append(Entry(s.startMilliseconds, s.endMilliseconds, s.count, index(s)))
         }
 
         @inline(__always)
@@ -138,8 +156,7 @@ public struct SampleTable: Sendable {
 
     /// Adds a sample; a count outside 0...UInt32.max (which the store refuses) is clamped.
     public mutating func append(_ s: StepSample) {
-        entries.append(Entry(start: s.startMilliseconds, end: max(s.startMilliseconds, s.endMilliseconds),
-                             count: UInt32(clamping: s.count), source: index(s.sourceBundleId, s.sourceDeviceName)))
+        entries.append(Entry(s.startMilliseconds, s.endMilliseconds, UInt32(clamping: s.count), index(s.sourceBundleId, s.sourceDeviceName)))
     }
 
     /// The interned index of a source; consecutive samples mostly share one,

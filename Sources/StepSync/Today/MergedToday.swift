@@ -6,8 +6,8 @@ import StepLog
 /// source's samples that start before `now` and overlap the current local day.
 public enum MergedToday {
     /// How far before midnight a sample may start and still reach into today:
-    /// the longest sample the API accepts.
-    public static let lookbackMilliseconds: Int64 = 48 * 3_600_000
+    /// the longest sample the API accepts (48 hours).
+    public static let lookbackMilliseconds = SampleContract.maxDurationMilliseconds
 
     /// Today's merged and raw totals so far in `timeZone` at `now`.
     public static func steps(from provider: StepDataProvider, now: Date, timeZone: TimeZone,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 import traceback
 from typing import Any, Awaitable, Callable, Optional
 
@@ -146,21 +147,27 @@ def guarded(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Req
 
 
 class ErrorBoundary:
-    """Outermost ASGI layer, a last resort for exceptions outside the endpoints (they are guarded)."""
+    """Outermost ASGI layer: a last resort for exceptions outside the endpoints (they are guarded), and
+    the access log (method, path without the query string, status, milliseconds: never a header, a
+    query string or a body, so a token sent in the wrong place is not logged either)."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+    def __init__(self, app: Callable[..., Awaitable[None]], access_log: bool) -> None:
         self.app = app
+        self.access_log = access_log
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = False
+        status = 0
+        began = time.monotonic()
 
         async def tracking_send(message: dict) -> None:
-            nonlocal started
+            nonlocal started, status
             if message["type"] == "http.response.start":
                 started = True
+                status = message["status"]
             await send(message)
 
         try:
@@ -169,7 +176,13 @@ class ErrorBoundary:
             if started:
                 raise  # the answer is already on its way; the server closes the connection
             response = internal_error(error, scope.get("method", "?"), scope.get("path", "?"))
+            status = 500
             await response(scope, receive, send)
+        finally:
+            if self.access_log:
+                client = scope.get("client") or ("-", 0)
+                log(f"{client[0]} {scope.get('method')} {scope.get('path')} {status} "
+                    f"{(time.monotonic() - began) * 1000:.1f} ms")
 
 
 def create_app(settings: Settings, storage: Storage) -> Callable:
@@ -203,4 +216,4 @@ def create_app(settings: Settings, storage: Storage) -> Callable:
     app.add_exception_handler(ApiError, api_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, http_error)  # type: ignore[arg-type]
     app.state.context = context
-    return ErrorBoundary(app)
+    return ErrorBoundary(app, access_log=settings.log_level in ("info", "debug", "trace"))

@@ -116,9 +116,9 @@ def make_server(app: Callable[..., Any], settings: Settings, host: str, port: in
         ws="none",
         loop="uvloop",
         server_header=False,
+        access_log=False,  # ours (app.ErrorBoundary) leaves the query string out
         date_header=False,
         timeout_keep_alive=int(settings.keep_alive_s),
         limit_concurrency=settings.max_connections,
-        h11_max_incomplete_event_size=16 * 1024,
     )
     return uvicorn.Server(config)

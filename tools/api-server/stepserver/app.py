@@ -88,20 +88,23 @@ class Context:
             raise ApiError(503, "server busy: too many request bodies in flight, retry later",
                            {"Retry-After": str(RETRY_AFTER_BUSY_S)})
         try:
-            chunks = []
+            # One buffer, filled in place: no list of chunks joined into a second copy.
+            body = bytearray(reserved)
             size = 0
             async for chunk in request.stream():
-                size += len(chunk)
-                if size > contract.MAX_BODY_BYTES:
+                end = size + len(chunk)
+                if end > contract.MAX_BODY_BYTES:
                     raise ApiError(413, f"body too large: more than {contract.MAX_BODY_BYTES} bytes")
-                if size > reserved:  # no Content-Length (chunked): reserve as it comes
-                    if not self.budget.reserve(size - reserved):
+                if end > reserved:  # no Content-Length (chunked), or more than it said: reserve as it comes
+                    if not self.budget.reserve(end - reserved):
                         raise ApiError(503, "server busy: too many request bodies in flight, retry later",
                                        {"Retry-After": str(RETRY_AFTER_BUSY_S)})
-                    reserved = size
-                chunks.append(chunk)
-            body = b"".join(chunks)
-            del chunks
+                    body.extend(bytes(end - max(reserved, size)))
+                    reserved = end
+                body[size:end] = chunk
+                size = end
+            if size < len(body):
+                del body[size:]
             return await run_in_threadpool(handle, body)
         finally:
             self.budget.release(reserved)

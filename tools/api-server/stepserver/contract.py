@@ -15,6 +15,7 @@ The exact path is the authority: a body it accepts is accepted even if msgspec r
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from datetime import date, datetime, timezone
@@ -315,8 +316,13 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
 
 
 def _is_utf8(body: bytes) -> bool:
+    """Checked a MiB at a time, so that no str of the whole body is built."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(body)
     try:
-        body.decode("utf-8")
+        for start in range(0, len(view), 1 << 20):
+            decoder.decode(view[start : start + (1 << 20)])
+        decoder.decode(b"", final=True)
         return True
     except UnicodeDecodeError:
         return False
@@ -351,7 +357,7 @@ def load_json(body: bytes) -> Any:
     if not body.strip():
         raise bad_request("body is empty; expected a JSON object")
     try:
-        text = body.decode("utf-8")
+        text = bytes(body).decode("utf-8")
     except UnicodeDecodeError as error:
         raise bad_request(f"body is not valid UTF-8 (byte offset {error.start})") from None
     try:

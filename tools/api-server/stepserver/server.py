@@ -20,6 +20,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from .settings import Settings
 
 
+GRACEFUL_SHUTDOWN_S = 5  # on SIGTERM, requests still running after this are cancelled
+
+
 def _plain_answer(status: str, message: str) -> bytes:
     body = ('{"error":"%s"}' % message).encode()
     return (f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
@@ -119,6 +122,7 @@ def make_server(app: Callable[..., Any], settings: Settings, host: str, port: in
         access_log=False,  # ours (app.ErrorBoundary) leaves the query string out
         date_header=False,
         timeout_keep_alive=int(settings.keep_alive_s),
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         limit_concurrency=settings.max_connections,
     )
     return uvicorn.Server(config)

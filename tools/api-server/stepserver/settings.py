@@ -86,6 +86,10 @@ def parse_serve(argv: list[str]) -> Settings:
     parser.add_argument("--max-connections-per-client", type=int, default=Settings.max_connections_per_client,
                         help="connections one client address may hold open (default %(default)s; behind a "
                         "reverse proxy every client has the proxy's address: raise it, and cap at the proxy)")
+    parser.add_argument("--request-head-timeout", type=float, default=Settings.head_timeout_s, metavar="S",
+                        help="seconds for a request line and headers to arrive (default %(default)s)")
+    parser.add_argument("--request-body-timeout", type=float, default=Settings.body_timeout_s, metavar="S",
+                        help="seconds for a whole body to arrive after the headers (default %(default)s)")
     arguments = parser.parse_args(argv)
     data, database = storage_settings(arguments)
     if arguments.single_user and not is_loopback(arguments.host):
@@ -93,4 +97,5 @@ def parse_serve(argv: list[str]) -> Settings:
                          "create tokens instead: main.py tokens create --user NAME")
     return Settings(host=arguments.host, port=arguments.port, data=data, database=database,
                     single_user=arguments.single_user, log_level=arguments.log_level,
-                    max_connections_per_client=arguments.max_connections_per_client)
+                    max_connections_per_client=arguments.max_connections_per_client,
+                    head_timeout_s=arguments.request_head_timeout, body_timeout_s=arguments.request_body_timeout)

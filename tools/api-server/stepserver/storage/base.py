@@ -81,4 +81,5 @@ class Storage(Protocol):
         """Live samples that overlap [start_ns, end_ns)."""
 
     def health(self) -> Optional[str]:
-        """None when writable; otherwise one line saying why not."""
+        """None when writable; otherwise one line saying why not. Answers at once from the last probe
+        (a probe that is due runs in the background), so it may be called on the event loop."""

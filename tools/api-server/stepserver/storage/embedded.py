@@ -344,6 +344,13 @@ class WritabilityProbe:
             self.failure = reason
             self.next_probe = time.monotonic() + self.backoff
 
+    def status(self) -> Optional[str]:
+        """The last probe's answer, at once; a probe that is due runs in the background."""
+        if time.monotonic() >= self.next_probe and self.lock.acquire(blocking=False):
+            self.lock.release()
+            threading.Thread(target=self.check, name="storage-probe", daemon=True).start()
+        return self.failure
+
     def check(self) -> Optional[str]:
         """None if writable. Probes when one is due; otherwise answers from the last probe."""
         with self.lock:
@@ -480,7 +487,7 @@ class EmbeddedStorage:
                 yield DaySample(sample_start, sample_end, sample.count, sample.sourceBundleId, sample.sourceDeviceName)
 
     def health(self) -> Optional[str]:
-        return self.probe.check()
+        return self.probe.status()
 
     def close(self) -> None:
         for user_log in self._logs.values():

@@ -156,6 +156,8 @@ class PostgresStorage:
             kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False},
             timeout=RETRY_DEADLINE_S, reconnect_timeout=0,
         )
+        self._health_lock.acquire()
+        self._probe()  # the first answer of /health is a real one
 
     def close(self) -> None:
         if self.pool is not None:
@@ -246,18 +248,24 @@ class PostgresStorage:
             yield DaySample(*row)
 
     def health(self) -> Optional[str]:
-        with self._health_lock:
-            checked, failure = self._health
-            if time.monotonic() - checked < HEALTH_CACHE_S:
-                return failure
+        checked, failure = self._health
+        if time.monotonic() - checked >= HEALTH_CACHE_S and self._health_lock.acquire(blocking=False):
+            threading.Thread(target=self._probe, name="database-probe", daemon=True).start()
+        return failure
+
+    def _probe(self) -> None:
+        try:
             try:
                 with psycopg.connect(self.conninfo, connect_timeout=2, autocommit=True) as connection:
                     in_recovery = connection.execute("SELECT pg_is_in_recovery()").fetchone()[0]
                 failure = "the database is a read-only standby" if in_recovery else None
             except psycopg.Error as error:
                 failure = f"database unavailable ({(str(error).splitlines() or ['?'])[0]})"
+            if failure != self._health[1]:
+                log(failure or "database reachable again")
             self._health = (time.monotonic(), failure)
-            return failure
+        finally:
+            self._health_lock.release()
 
 
 class PostgresTokenStore:

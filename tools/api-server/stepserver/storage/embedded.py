@@ -519,7 +519,7 @@ class SqliteTokenStore:
         created = not self.path.exists()
         make_directories(self.path.parent)
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
-        db.execute("PRAGMA journal_mode=WAL")
+        # The rollback journal (not WAL): reading needs no -wal/-shm files, so a server starts on a full disk.
         db.execute("PRAGMA synchronous=FULL")
         db.executescript(self._SCHEMA)
         if created:

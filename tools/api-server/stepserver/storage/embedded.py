@@ -22,6 +22,7 @@ import sqlite3
 import threading
 import time
 from array import array
+from itertools import accumulate
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -181,38 +182,35 @@ class UserLog:
         self.needs_rollback = False
 
     def save(self, samples: list[Sample], received_at: str) -> int:
-        batch: dict[str, tuple[Sample, bytes, int]] = {}
+        batch: dict[str, Sample] = {}
         for sample in samples:
-            content = encode_sample(sample)
-            batch[sample.id] = (sample, content, _digest(content))
+            batch[sample.id] = sample  # a repeated id: its first position, its last content
+        unique = list(batch.values())
+        contents = list(map(encode_sample, unique))
+        digests = [hash(content) & _DIGEST_MASK for content in contents]
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
             current = self.current
-            fresh = []
-            for entry in batch.values():
-                known = current.get(entry[0].id)
-                if known is None or known & _DIGEST_MASK != entry[2]:
-                    fresh.append(entry)
+            get = current.get
+            known = list(map(get, [sample.id for sample in unique]))
+            fresh = [k for k, (old, digest) in enumerate(zip(known, digests))
+                     if old is None or old & _DIGEST_MASK != digest]
             if not fresh:
                 return 0
-            lines = []
-            offsets = []
-            offset = self.size
-            for sample, content, digest in fresh:
-                line = content[:-1] + suffix
-                lines.append(line)
-                offsets.append(offset)
-                offset += len(line)
+            lines = [contents[k][:-1] + suffix for k in fresh]
+            offsets = list(accumulate(map(len, lines), initial=self.size))
+            end = offsets.pop()
             self._append(b"".join(lines))
             # Durable: now visible, all at once (readers take this lock).
-            for (sample, content, digest), line_offset in zip(fresh, offsets):
-                known = current.get(sample.id)
-                if known is not None:
-                    self.stale.add(known >> 64)
-                current[sample.id] = (line_offset << 64) | digest
+            stale = self.stale
+            for k, line_offset in zip(fresh, offsets):
+                old = known[k]
+                if old is not None:
+                    stale.add(old >> 64)
+                current[unique[k].id] = (line_offset << 64) | digests[k]
             self.live.extend(offsets)
             self.versions.extend(offsets)
-            self.size = offset
+            self.size = end
             return len(fresh)
 
     def delete_ids(self, ids: list[str], received_at: str) -> int:

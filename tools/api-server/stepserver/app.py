@@ -189,11 +189,11 @@ class ErrorBoundary:
 
 
 def create_app(settings: Settings, storage: Storage) -> Callable:
-    from .routes import dashboard, health, openapi, steps
+    from .routes import daily, dashboard, health, openapi, steps
 
     context = Context(settings, storage)
     routes: list[Route] = []
-    for module in (health, steps, openapi, dashboard):
+    for module in (health, steps, daily, openapi, dashboard):
         for path, endpoint, methods in module.routes(context):
             routes.append(Route(path, guarded(endpoint), methods=methods))
     app = Starlette(routes=routes)

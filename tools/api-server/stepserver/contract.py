@@ -18,6 +18,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+import urllib.parse
 from datetime import date, datetime, timezone
 from typing import Annotated, Any, Optional, Union
 
@@ -557,9 +558,11 @@ def parse_query(query: str, allowed: dict[str, str]) -> dict[str, str]:
             if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value, re.ASCII):
                 raise bad_request(f"{name}: must be a date YYYY-MM-DD (got {json.dumps(value[:40])})")
         elif kind == "zone":
-            value = value.replace("%2F", "/").replace("%2f", "/")
+            value = urllib.parse.unquote(value)
             if not re.fullmatch(r"[A-Za-z0-9_+\-/]{1,64}", value, re.ASCII):
                 raise bad_request(f"{name}: must be an IANA time zone like Europe/Zurich (got {json.dumps(value[:40])})")
+        elif kind == "text":
+            value = urllib.parse.unquote_plus(value)
         elif kind == "word":
             if value not in ("all", "current"):
                 raise bad_request(f"{name}: must be all or current (got {json.dumps(value[:40])})")

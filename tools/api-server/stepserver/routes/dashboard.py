@@ -34,6 +34,7 @@ PAGE = r"""<!doctype html>
   th, td { text-align: right; padding: 2px 8px; border-bottom: 1px solid #eef; }
   th:first-child, td:first-child { text-align: left; }
   details { margin-top: 10px; }
+  [hidden] { display: none !important; }
   .legend span { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; }
 </style>
 </head>

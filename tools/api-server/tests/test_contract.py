@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -86,3 +87,9 @@ def test_shared_contract_vectors():
             contract.parse_samples(body, now)
         assert raised.value.status == 400
         assert raised.value.message.startswith(f"samples[0].{case['field']}: "), (case["name"], raised.value.message)
+
+
+def test_the_decoding_struct_has_the_documented_fields():
+    assert contract.Sample.__struct_fields__ == contract.SampleFields.__struct_fields__
+    schema = msgspec.json.schema(contract.Sample)
+    assert "Sample" in json.dumps(schema)

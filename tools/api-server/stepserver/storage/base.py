@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple, Optional, Protocol
 
-from ..contract import Sample
+from ..contract import SampleFields
 
 
 class TokenRecord(NamedTuple):
@@ -65,7 +65,7 @@ class Storage(Protocol):
     def describe(self) -> str:
         """For the start-up line, e.g. "data /srv/steps (2 users, 91692 samples)"."""
 
-    def save(self, user: str, samples: list[Sample], received_at: str) -> int:
+    def save(self, user: str, samples: list[SampleFields], received_at: str) -> int:
         """Stores the samples not already stored with identical content; returns how many were written."""
 
     def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:

@@ -16,6 +16,7 @@ a crash can never leave it out of step with the file. Its cost is about 200 byte
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import re
 import sqlite3
@@ -28,7 +29,7 @@ from typing import Iterator, Optional
 
 import msgspec
 
-from ..contract import Sample, decode_stored_sample, encode_sample, instant_ns
+from ..contract import SampleFields, decode_stored_sample, encode_sample, instant_ns
 from ..errors import ApiError, StartupError, StorageUnavailable
 from ..log import log
 from .base import DaySample, TokenRecord
@@ -58,6 +59,10 @@ class _Deletion(msgspec.Struct):
 
 
 _deletion_decoder = msgspec.json.Decoder(_Deletion)
+
+
+_encode = msgspec.json.Encoder().encode  # contract.encode_sample without the call in between
+_id_of = operator.attrgetter("id")
 
 
 def _digest(content: bytes) -> int:
@@ -142,7 +147,7 @@ class UserLog:
         if bad:
             log(f"{self.path}: {bad} unreadable lines skipped (left in the file, not served)")
 
-    def _apply_sample(self, sample: Sample, offset: int) -> None:
+    def _apply_sample(self, sample: SampleFields, offset: int) -> None:
         digest = _digest(encode_sample(sample))
         known = self.current.get(sample.id)
         if known is not None:
@@ -181,33 +186,33 @@ class UserLog:
         sync_file(self.fd)
         self.needs_rollback = False
 
-    def save(self, samples: list[Sample], received_at: str) -> int:
-        batch: dict[str, Sample] = {}
-        for sample in samples:
-            batch[sample.id] = sample  # a repeated id: its first position, its last content
-        unique = list(batch.values())
-        contents = list(map(encode_sample, unique))
+    def save(self, samples: list[SampleFields], received_at: str) -> int:
+        # A repeated id keeps its first position and its last content (dict semantics).
+        batch = dict(zip(map(_id_of, samples), samples))
+        ids = list(batch)
+        contents = list(map(_encode, batch.values()))
         digests = [hash(content) & _DIGEST_MASK for content in contents]
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
             current = self.current
-            get = current.get
-            known = list(map(get, [sample.id for sample in unique]))
-            fresh = [k for k, (old, digest) in enumerate(zip(known, digests))
-                     if old is None or old & _DIGEST_MASK != digest]
-            if not fresh:
-                return 0
+            known = list(map(current.get, ids))
+            if known.count(None) == len(known):  # all new: the usual upload
+                fresh = range(len(ids))
+            else:
+                fresh = [k for k, (old, digest) in enumerate(zip(known, digests))
+                         if old is None or old & _DIGEST_MASK != digest]
+                if not fresh:
+                    return 0
             lines = [contents[k][:-1] + suffix for k in fresh]
             offsets = list(accumulate(map(len, lines), initial=self.size))
             end = offsets.pop()
             self._append(b"".join(lines))
             # Durable: now visible, all at once (readers take this lock).
-            stale = self.stale
-            for k, line_offset in zip(fresh, offsets):
-                old = known[k]
-                if old is not None:
-                    stale.add(old >> 64)
-                current[unique[k].id] = (line_offset << 64) | digests[k]
+            if isinstance(fresh, range):
+                current.update(zip(ids, [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
+            else:
+                self.stale.update(known[k] >> 64 for k in fresh if known[k] is not None)
+                current.update((ids[k], (offset << 64) | digests[k]) for k, offset in zip(fresh, offsets))
             self.live.extend(offsets)
             self.versions.extend(offsets)
             self.size = end
@@ -266,7 +271,7 @@ class UserLog:
             if generation == self.generation:
                 return lines, total
 
-    def live_samples(self) -> Iterator[Sample]:
+    def live_samples(self) -> Iterator[SampleFields]:
         """Every live sample (for the daily totals), read from the file in windows."""
         with self.lock:
             self._fold_stale()
@@ -452,7 +457,7 @@ class EmbeddedStorage:
         samples = sum(user_log.live_count for user_log in self._logs.values())
         return f"data {self.directory} ({len(self._logs)} users, {samples} samples)"
 
-    def save(self, user: str, samples: list[Sample], received_at: str) -> int:
+    def save(self, user: str, samples: list[SampleFields], received_at: str) -> int:
         return self._write(user, lambda user_log: user_log.save(samples, received_at))
 
     def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:

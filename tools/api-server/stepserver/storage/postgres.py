@@ -24,7 +24,7 @@ import msgspec
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..contract import Sample, StoredSample, instant_ns
+from ..contract import SampleFields, StoredSample, instant_ns
 from ..errors import StorageUnavailable
 from ..log import log
 from .base import DaySample, TokenRecord
@@ -193,8 +193,8 @@ class PostgresStorage:
                 time.sleep(wait)
                 wait = min(wait * 2, RETRY_MAX_WAIT_S)
 
-    def save(self, user: str, samples: list[Sample], received_at: str) -> int:
-        batch: dict[str, Sample] = {}
+    def save(self, user: str, samples: list[SampleFields], received_at: str) -> int:
+        batch: dict[str, SampleFields] = {}
         for sample in samples:
             batch[sample.id] = sample
         unique = list(batch.values())

@@ -125,7 +125,8 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--peer-python", default=None, help="a python with the peer's requirements (fastapi)")
-    parser.add_argument("--database", default=None, help="a PostgreSQL URL to bench against (fresh database)")
+    parser.add_argument("--database", default=None,
+                        help="a PostgreSQL URL to bench against (default: a throw-away cluster, fsync on)")
     parser.add_argument("--only", default="embedded,postgres,peer")
     arguments = parser.parse_args()
     wanted = arguments.only.split(",")
@@ -154,7 +155,14 @@ def main() -> int:
                 measure("embedded backend", port, tokens[:1], tokens[1:])
             finally:
                 server.stop()
-        if "postgres" in wanted and arguments.database:
+        cluster = None
+        if "postgres" in wanted and not arguments.database:
+            sys.path.insert(0, str(HERE / "tests"))
+            from postgres_cluster import PostgresCluster
+
+            cluster = PostgresCluster(fsync=True).start()
+            arguments.database = cluster.new_database()
+        if "postgres" in wanted:
             storage = ["--database", arguments.database]
             tokens = [create_token(storage, user) for user in ["single"] + users]
             port = free_port()
@@ -163,6 +171,8 @@ def main() -> int:
                 measure("PostgreSQL backend", port, tokens[:1], tokens[1:])
             finally:
                 server.stop()
+                if cluster is not None:
+                    cluster.destroy()
         if "peer" in wanted and arguments.peer_python:
             peer = Path(directory) / "peer_main.py"
             peer.write_bytes(subprocess.run(["git", "-C", str(HERE), "show", f"{PEER_COMMIT}:tools/api-server/main.py"],

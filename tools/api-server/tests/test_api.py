@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import time
 from datetime import datetime, timedelta, timezone
 
 from conftest import (LINE_KEYS, ServerProcess, make_sample, make_samples, read_lines, read_records,

@@ -45,30 +45,46 @@ def body(first: int, count: int, prefix: str) -> bytes:
     return json.dumps({"samples": samples}, ensure_ascii=False).encode()
 
 
-def client(port: int, token: str, bodies: list[bytes], start_at: float, result) -> None:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+def client(port: int, token: str, bodies: list[bytes], start_at: float, result, in_flight: int = 1) -> None:
+    """One client: `in_flight` keep-alive connections, each sending every in_flight-th body and
+    waiting for its answer (in_flight 1: one request after another)."""
+    import threading
+
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    saved = [0] * in_flight
+    failures = []
+
+    def send(lane: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        for payload in bodies[lane::in_flight]:
+            connection.request("POST", "/steps", body=payload, headers=headers)
+            response = connection.getresponse()
+            answer = response.read()
+            if response.status != 200:
+                failures.append(f"HTTP {response.status}: {answer[:200]!r}")
+                return
+            saved[lane] += json.loads(answer)["saved"]
+        connection.close()
+
+    lanes = [threading.Thread(target=send, args=(lane,)) for lane in range(in_flight)]
     while time.time() < start_at:
         time.sleep(0.001)
     began = time.perf_counter()
-    saved = 0
-    for payload in bodies:
-        connection.request("POST", "/steps", body=payload, headers=headers)
-        response = connection.getresponse()
-        answer = response.read()
-        if response.status != 200:
-            raise SystemExit(f"HTTP {response.status}: {answer[:200]!r}")
-        saved += json.loads(answer)["saved"]
-    result.put((saved, time.perf_counter() - began))
-    connection.close()
+    for lane in lanes:
+        lane.start()
+    for lane in lanes:
+        lane.join()
+    if failures:
+        raise SystemExit(failures[0])
+    result.put((sum(saved), time.perf_counter() - began))
 
 
-def run_clients(port: int, tokens: list[str], bodies_per_client: list[list[bytes]]) -> tuple[int, float]:
+def run_clients(port: int, tokens: list[str], bodies_per_client: list[list[bytes]], in_flight: int = 1) -> tuple[int, float]:
     queue = multiprocessing.Queue()
     start_at = time.time() + 0.5
-    processes = [multiprocessing.Process(target=client, args=(port, token, bodies, start_at, queue))
+    processes = [multiprocessing.Process(target=client, args=(port, token, bodies, start_at, queue, in_flight))
                  for token, bodies in zip(tokens, bodies_per_client)]
     for process in processes:
         process.start()
@@ -132,6 +148,7 @@ def main() -> int:
     wanted = arguments.only.split(",")
     users = [f"user{k}" for k in range(arguments.clients)]
     single = [[body(r * arguments.batch, arguments.batch, "A") for r in range(arguments.requests)]]
+    piped = [[body(r * arguments.batch, arguments.batch, "P") for r in range(arguments.requests)]]
     many = [[body(r * arguments.batch, arguments.batch, f"U{k}") for r in range(arguments.requests // 2)]
             for k in range(arguments.clients)]
 
@@ -139,6 +156,8 @@ def main() -> int:
         saved, elapsed = run_clients(port, tokens_single, single)
         assert saved == arguments.requests * arguments.batch, saved
         print(f"{label}: 1 client: {saved / elapsed:,.0f} samples/s ({elapsed / arguments.requests * 1000:.1f} ms a request)", flush=True)
+        saved, elapsed = run_clients(port, tokens_single, piped, in_flight=2)
+        print(f"{label}: 1 client, 2 requests in flight: {saved / elapsed:,.0f} samples/s", flush=True)
         if tokens_many:
             saved, elapsed = run_clients(port, tokens_many, many)
             assert saved == len(many) * len(many[0]) * arguments.batch, saved

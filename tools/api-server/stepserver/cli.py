@@ -43,8 +43,9 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 def serve(settings: Settings) -> int:
     from .app import create_app
-    from .server import listen_socket, make_server
+    from .server import listen_socket, make_server, tune_malloc
 
+    tune_malloc()
     try:
         storage = open_storage(settings.data, settings.database, settings.database_pool)
     except StartupError as error:

@@ -145,6 +145,30 @@ class ClearedAnswer(msgspec.Struct):
     message: str
 
 
+class SourceDay(msgspec.Struct):
+    bundleId: str
+    deviceName: Optional[str]
+    merged: int
+    raw: int
+
+
+class DayRow(msgspec.Struct):
+    date: Annotated[str, msgspec.Meta(description="YYYY-MM-DD, a local calendar day")]
+    merged: Annotated[int, msgspec.Meta(description="the total the Health app would show (docs/TOTALS.md)")]
+    raw: Annotated[int, msgspec.Meta(description="the plain sum, prorated over days the same way")]
+    sources: Union[list[SourceDay], msgspec.UnsetType] = msgspec.UNSET
+
+
+class DailyDocument(msgspec.Struct):
+    """GET /steps/daily: the document of docs/TOTALS.md section 5 (the same as `stepsync daily --json`)."""
+
+    timeZone: str
+    from_: Annotated[str, msgspec.Meta(description="YYYY-MM-DD")] = msgspec.field(name="from")
+    to: Annotated[str, msgspec.Meta(description="YYYY-MM-DD")]
+    priority: list[str]
+    days: Annotated[list[DayRow], msgspec.Meta(description="one row per date from `from` to `to`")]
+
+
 class HealthAnswer(msgspec.Struct):
     status: str
     error: Optional[str] = None
@@ -414,7 +438,7 @@ def load_json(body: bytes) -> Any:
     if not body.strip():
         raise bad_request("body is empty; expected a JSON object")
     try:
-        text = bytes(body).decode("utf-8")
+        text = body.decode("utf-8")  # (a bytearray decodes in place: no copy of the body first)
     except UnicodeDecodeError as error:
         raise bad_request(f"body is not valid UTF-8 (byte offset {error.start})") from None
     try:

@@ -111,7 +111,7 @@ print(" ".join(f"{t:.6f}" for t in times))
 
 
 def test_memory_stays_within_three_times_the_bodies_in_flight(tmp_path):
-    """Four concurrent bodies of the maximal size (8 MiB, 1,000 samples with 512-byte sources), twice:
+    """Four concurrent bodies of the maximal size (8 MiB of samples with 512-byte sources), twice:
     the server's peak RSS grows by at most 3x the bytes in flight, and /health answers in < 100 ms."""
     server = ServerProcess(tmp_path).start()
     try:
@@ -120,11 +120,13 @@ def test_memory_stays_within_three_times_the_bodies_in_flight(tmp_path):
         big = "\u00e9" * 256  # 512 UTF-8 bytes
         bodies = []
         for client in range(4):
-            samples = [make_sample(n, prefix=f"m{client}", sourceBundleId=big, sourceDeviceName=big) for n in range(1000)]
+            # As many samples with maximal sources as fit in the 8 MiB limit (about 6,600).
+            samples = [make_sample(n, prefix=f"m{client}", sourceBundleId=big, sourceDeviceName=big) for n in range(7000)]
             body = json.dumps({"samples": samples}, ensure_ascii=False).encode()
-            pad = 8 * 1024 * 1024 - len(body) - len(', "pad": ""')
-            body = body[:-1] + b', "pad": "' + b" " * pad + b'"}'
-            assert len(body) == 8 * 1024 * 1024
+            while len(body) > 8 * 1024 * 1024:
+                samples = samples[: len(samples) * 8 * 1024 * 1024 // len(body) - 1]
+                body = json.dumps({"samples": samples}, ensure_ascii=False).encode()
+            assert len(body) > 8 * 1024 * 1024 - 2000
             bodies.append(body)
         # /health is timed from another process, so that this one's uploading threads do not skew it.
         prober = subprocess.Popen([sys.executable, "-c", PROBER, server.url + "/health"], stdout=subprocess.PIPE,

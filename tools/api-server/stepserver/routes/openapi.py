@@ -40,7 +40,8 @@ COMMON_ERRORS = {
 
 def build_schema() -> dict[str, Any]:
     types = [contract.StepsBody, contract.DeletionsBody, contract.StepsPage, contract.SavedAnswer,
-             contract.DeletedAnswer, contract.ClearedAnswer, contract.HealthAnswer, contract.ErrorAnswer]
+             contract.DeletedAnswer, contract.ClearedAnswer, contract.HealthAnswer, contract.ErrorAnswer,
+             contract.DailyDocument]
     _, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
     digits = {"type": "string", "pattern": "^[0-9]{1,18}$"}
     return {
@@ -72,6 +73,17 @@ def build_schema() -> dict[str, Any]:
                         "responses": {"200": _ok("StepsPage"), **COMMON_ERRORS}},
                 "delete": {"summary": "empty the caller's data (nobody else's)",
                            "responses": {"200": _ok("ClearedAnswer"), **COMMON_ERRORS}},
+            },
+            "/steps/daily": {
+                "get": {"summary": "daily totals merged across sources (docs/TOTALS.md)",
+                        "parameters": [
+                            _query("tz", "IANA time zone, default UTC", {"type": "string"}),
+                            {**_query("from", "first day, YYYY-MM-DD", {"type": "string", "format": "date"}), "required": True},
+                            {**_query("to", f"last day, inclusive; at most {contract.MAX_DAILY_DAYS} days", {"type": "string", "format": "date"}), "required": True},
+                            _query("bySource", "true: each row lists its sources", {"enum": ["true", "false"]}),
+                            _query("priority", "patterns separated by commas, replacing the default", {"type": "string"}),
+                        ],
+                        "responses": {"200": _ok("DailyDocument"), **COMMON_ERRORS}},
             },
             "/steps/deletions": {
                 "post": {"summary": f"delete up to {contract.MAX_IDS_PER_REQUEST} ids; unknown or deleted ids are "

@@ -31,6 +31,7 @@ def routes(context: Context) -> list:
         def handle(body: bytes):
             user = context.user(request)
             samples = contract.parse_samples(body, contract.DateWindow(now_ns))
+            body.clear()  # the bytes are not needed once parsed: free them before storing
             if not samples:
                 return None
             return storage.save(user, samples, utc_text(now_ns))
@@ -48,6 +49,7 @@ def routes(context: Context) -> list:
         def handle(body: bytes) -> int:
             user = context.user(request)
             ids = contract.parse_deletions(body)
+            body.clear()
             return storage.delete_ids(user, ids, utc_text(now_ns)) if ids else 0
 
         deleted = await context.read_json_body(request, handle)

@@ -23,9 +23,8 @@ import sqlite3
 import threading
 import time
 from array import array
-from itertools import accumulate
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 import msgspec
 
@@ -70,14 +69,12 @@ _line_decoder = msgspec.json.Decoder(_StoredLine)
 REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
 
 
-_encode = msgspec.json.Encoder().encode  # contract.encode_sample without the call in between
+_encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample does
 _id_of = operator.attrgetter("id")
-
-
-def _digest(content: bytes) -> int:
-    # Python's bytes hash (SipHash with a per-process random key): the index lives only as long as
-    # the process, and an attacker who cannot read the key cannot aim a collision.
-    return hash(content) & _DIGEST_MASK
+WRITE_CHUNK_BYTES = 1 << 20
+# Content digests are Python's bytes hash (SipHash with a per-process random key), masked to 64 bits:
+# the index lives only as long as the process, and an attacker who cannot read the key cannot aim
+# a collision.
 
 
 class UserLog:
@@ -215,21 +212,27 @@ class UserLog:
 
     # -- writing -------------------------------------------------------------------------------------
 
-    def _append(self, data: bytes) -> None:
-        """Writes and syncs `data` at the end; on failure rolls the file back to `size` (nothing of it
-        is ever read) and raises StorageUnavailable. Caller holds the lock."""
+    def _append(self, chunks: Iterable[bytes]) -> int:
+        """Writes the chunks one after another at the end and syncs once (not at all when there was
+        nothing to write); returns the bytes written. On failure rolls the file back to `size`
+        (nothing of it is ever read) and raises StorageUnavailable. Caller holds the lock."""
         if self.needs_rollback:
             self._roll_back()
+        position = self.size
         try:
-            pwrite_all(self.fd, data, self.size)
-            sync_file(self.fd)
+            for chunk in chunks:
+                pwrite_all(self.fd, chunk, position)
+                position += len(chunk)
+            if position > self.size:
+                sync_file(self.fd)
         except OSError as error:
             self.needs_rollback = True
             try:
                 self._roll_back()
             except OSError:
                 pass  # tried again before the next append
-            raise _failure(f"writing {self.path} at byte offset {self.size}", error) from None
+            raise _failure(f"writing {self.path} at byte offset {position}", error) from None
+        return position - self.size
 
     def _roll_back(self) -> None:
         os.ftruncate(self.fd, self.size)
@@ -240,32 +243,49 @@ class UserLog:
         # A repeated id keeps its first position and its last content (dict semantics).
         batch = dict(zip(map(_id_of, samples), samples))
         ids = list(batch)
-        contents = list(map(_encode, batch.values()))
-        digests = [hash(content) & _DIGEST_MASK for content in contents]
+        values = list(batch.values())
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
             current = self.current
             known = list(map(current.get, ids))
-            if known.count(None) == len(known):  # all new: the usual upload
-                fresh = range(len(ids))
-            else:
-                fresh = [k for k, (old, digest) in enumerate(zip(known, digests))
-                         if old is None or old & _DIGEST_MASK != digest]
-                if not fresh:
-                    return 0
-            lines = [contents[k][:-1] + suffix for k in fresh]
-            offsets = list(accumulate(map(len, lines), initial=self.size))
-            end = offsets.pop()
-            self._append(b"".join(lines))
+            fresh: list[int] = []
+            digests: list[int] = []
+            offsets: list[int] = []
+            # Each sample is encoded once, into a reused buffer: its digest is compared with the stored
+            # one, and a new or changed sample's line goes into the chunk being filled; chunks of a MiB
+            # are written as they fill, so a request never holds all its lines at once.
+            def chunks() -> Iterator[bytes]:
+                buffer = bytearray()
+                encode_into = _encoder.encode_into
+                pending = bytearray()
+                position = self.size
+                for k, sample in enumerate(values):
+                    encode_into(sample, buffer)
+                    digest = hash(bytes(buffer)) & _DIGEST_MASK
+                    old = known[k]
+                    if old is not None and old & _DIGEST_MASK == digest:
+                        continue
+                    fresh.append(k)
+                    digests.append(digest)
+                    offsets.append(position + len(pending))
+                    pending += buffer
+                    pending[-1:] = suffix
+                    if len(pending) >= WRITE_CHUNK_BYTES:
+                        yield pending
+                        position += len(pending)
+                        pending = bytearray()
+                if pending:
+                    yield pending
+
+            written = self._append(chunks())
+            if not fresh:
+                return 0
             # Durable: now visible, all at once (readers take this lock).
-            if isinstance(fresh, range):
-                current.update(zip(ids, [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
-            else:
-                self.stale.update(known[k] >> 64 for k in fresh if known[k] is not None)
-                current.update((ids[k], (offset << 64) | digests[k]) for k, offset in zip(fresh, offsets))
+            self.stale.update(known[k] >> 64 for k in fresh if known[k] is not None)
+            current.update(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
             self.live.extend(offsets)
             self.versions.extend(offsets)
-            self.size = end
+            self.size += written
             return len(fresh)
 
     def delete_ids(self, ids: list[str], received_at: str) -> int:
@@ -275,7 +295,7 @@ class UserLog:
             if not doomed:
                 return 0
             lines = [DELETION_PREFIX + b'"' + sample_id.encode() + b'"' + suffix for sample_id in doomed]
-            self._append(b"".join(lines))
+            self._append([b"".join(lines)])
             offset = self.size
             for sample_id, line in zip(doomed, lines):
                 self._apply_deletion(sample_id, offset)

@@ -19,6 +19,8 @@ import requests
 
 from postgres_cluster import PostgresCluster, PostgresUnavailable
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the stepserver package
+
 HERE = Path(__file__).resolve().parent
 MAIN = HERE.parent / "main.py"
 START_DEADLINE_S = 30.0
@@ -99,9 +101,19 @@ class ServerProcess:
                               capture_output=True, text=True, timeout=60)
 
     def create_token(self, user: str) -> str:
-        result = self.admin("create", "--user", user)
-        assert result.returncode == 0, result.stderr
-        return result.stdout.strip()
+        """In-process through the token store the admin command uses (a subprocess per token cost a
+        second of every test's set-up); test_auth and test_readme_commands run the command itself."""
+        from stepserver.auth import new_token, now_text
+        from stepserver.cli import open_token_store
+
+        self.data.mkdir(parents=True, exist_ok=True)
+        store = open_token_store(self.data, self.database)
+        try:
+            token_id, token, digest = new_token()
+            store.add(token_id, user, digest, now_text())
+        finally:
+            store.close()
+        return token
 
     def new_session(self, user: Optional[str] = "alice") -> requests.Session:
         session = requests.Session()

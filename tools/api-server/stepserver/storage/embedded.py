@@ -28,7 +28,7 @@ from typing import Iterable, Iterator, Optional
 
 import msgspec
 
-from ..contract import SampleFields, decode_stored_sample, instant_ns
+from ..contract import SampleFields, decode_stored_sample, instants
 from ..errors import ApiError, StartupError, StorageUnavailable
 from ..log import log
 from .base import DaySample, TokenRecord
@@ -391,6 +391,14 @@ def _read_lines(fd: int, offsets: array, size: int) -> list[bytes]:
     return lines
 
 
+def _overlapping(samples: list[SampleFields], start_ns: int, end_ns: int) -> Iterator[DaySample]:
+    starts = instants([sample.startDate for sample in samples])
+    ends = instants([sample.endDate for sample in samples])
+    for sample, sample_start, sample_end in zip(samples, starts, ends):
+        if sample_end >= start_ns and sample_start < end_ns:
+            yield DaySample(sample_start, sample_end, sample.count, sample.sourceBundleId, sample.sourceDeviceName)
+
+
 def _failure(what: str, error: OSError) -> StorageUnavailable:
     reason = os.strerror(error.errno) if error.errno else str(error)
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -553,11 +561,13 @@ class EmbeddedStorage:
         user_log = self._log(user, create=False)
         if user_log is None:
             return
+        batch: list[SampleFields] = []
         for sample in user_log.live_samples():
-            sample_start = instant_ns(sample.startDate)
-            sample_end = instant_ns(sample.endDate)
-            if sample_end >= start_ns and sample_start < end_ns:
-                yield DaySample(sample_start, sample_end, sample.count, sample.sourceBundleId, sample.sourceDeviceName)
+            batch.append(sample)
+            if len(batch) == 10_000:
+                yield from _overlapping(batch, start_ns, end_ns)
+                batch = []
+        yield from _overlapping(batch, start_ns, end_ns)
 
     def health(self) -> Optional[str]:
         return self.probe.status()

@@ -24,7 +24,7 @@ import msgspec
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..contract import SampleFields, StoredSample, instant_ns
+from ..contract import SampleFields, StoredSample, instants
 from ..errors import StorageUnavailable
 from ..log import log
 from .base import DaySample, TokenRecord
@@ -83,9 +83,9 @@ MIGRATIONS: list[str] = [
 _SAVE = """
 WITH base AS (SELECT nextval('request_seq') * %(per)s AS b),
 incoming AS (
-    SELECT t.* FROM unnest(%(ordinals)s::int4[], %(ids)s::text[], %(starts)s::text[], %(ends)s::text[],
-                           %(start_ns)s::int8[], %(end_ns)s::int8[], %(counts)s::int4[], %(bundles)s::text[],
-                           %(devices)s::text[])
+    SELECT t.* FROM unnest(%(ordinals)b::int4[], %(ids)b::text[], %(starts)b::text[], %(ends)b::text[],
+                           %(start_ns)b::int8[], %(end_ns)b::int8[], %(counts)b::int4[], %(bundles)b::text[],
+                           %(devices)b::text[])
         AS t(ordinal, id, start_date, end_date, start_ns, end_ns, count, source_bundle_id, source_device_name)
     ORDER BY t.id
 ),
@@ -206,8 +206,8 @@ class PostgresStorage:
             "ids": [s.id for s in unique],
             "starts": [s.startDate for s in unique],
             "ends": [s.endDate for s in unique],
-            "start_ns": [instant_ns(s.startDate) for s in unique],
-            "end_ns": [instant_ns(s.endDate) for s in unique],
+            "start_ns": instants([s.startDate for s in unique]),
+            "end_ns": instants([s.endDate for s in unique]),
             "counts": [s.count for s in unique],
             "bundles": [s.sourceBundleId for s in unique],
             "devices": [s.sourceDeviceName for s in unique],

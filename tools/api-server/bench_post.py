@@ -135,6 +135,66 @@ def create_token(storage: list[str], user: str) -> str:
     return result.stdout.strip()
 
 
+def daily_bodies(total: int) -> list[bytes]:
+    """total samples from three overlapping sources, spread over ten years ending 2026-06-30."""
+    sources = [("com.apple.health.W", "Apple Watch"), ("com.apple.health.P", "iPhone"), ("com.example.pedometer", "iPhone")]
+    per_day = max(1, total // 3650)
+    start = 1782777600 - 3650 * 86400  # 2016-07-03
+    bodies, samples = [], []
+    for n in range(total):
+        day, k = divmod(n, per_day)
+        begin = start + day * 86400 + (k * 86400 // per_day)
+        bundle, device = sources[n % 3]
+        samples.append({"id": f"D{n:012d}", "startDate": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(begin)),
+                        "endDate": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(begin + 240)), "count": 50 + n % 300,
+                        "sourceBundleId": bundle, "sourceDeviceName": device})
+        if len(samples) == 1000:
+            bodies.append(json.dumps({"samples": samples}).encode())
+            samples = []
+    if samples:
+        bodies.append(json.dumps({"samples": samples}).encode())
+    return bodies
+
+
+def bench_daily(total: int, wanted: list[str]) -> int:
+    bodies = daily_bodies(total)
+    with tempfile.TemporaryDirectory(prefix="bench-daily-") as directory:
+        for backend in ("embedded", "postgres"):
+            if backend not in wanted:
+                continue
+            cluster = None
+            if backend == "embedded":
+                storage = ["--data", str(Path(directory) / "embedded")]
+            else:
+                sys.path.insert(0, str(HERE / "tests"))
+                from postgres_cluster import PostgresCluster
+
+                cluster = PostgresCluster(fsync=True).start()
+                storage = ["--database", cluster.new_database()]
+            token = create_token(storage, "daily")
+            port = free_port()
+            server = Server(backend, [sys.executable, str(MAIN), "--port", str(port), *storage], port)
+            try:
+                saved, _ = run_clients(port, [token], [bodies], in_flight=2)
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+                times = []
+                for _ in range(3):
+                    began = time.perf_counter()
+                    connection.request("GET", "/steps/daily?tz=Europe/Paris&from=2025-07-01&to=2026-06-30",
+                                       headers={"Authorization": f"Bearer {token}"})
+                    response = connection.getresponse()
+                    document = json.loads(response.read())
+                    times.append(time.perf_counter() - began)
+                assert response.status == 200 and len(document["days"]) == 365, document
+                print(f"GET /steps/daily, one year of {saved:,} samples (3 sources, 10 years), {backend}: "
+                      f"{sorted(times)[1] * 1000:,.0f} ms (median of 3)", flush=True)
+            finally:
+                server.stop()
+                if cluster is not None:
+                    cluster.destroy()
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="requests per client (default 200)")
@@ -144,8 +204,12 @@ def main() -> int:
     parser.add_argument("--database", default=None,
                         help="a PostgreSQL URL to bench against (default: a throw-away cluster, fsync on)")
     parser.add_argument("--only", default="embedded,postgres,peer")
+    parser.add_argument("--daily", type=int, default=0, metavar="N",
+                        help="instead: load N samples (3 sources over 10 years) and time GET /steps/daily for a year")
     arguments = parser.parse_args()
     wanted = arguments.only.split(",")
+    if arguments.daily:
+        return bench_daily(arguments.daily, wanted)
     users = [f"user{k}" for k in range(arguments.clients)]
     single = [[body(r * arguments.batch, arguments.batch, "A") for r in range(arguments.requests)]]
     piped = [[body(r * arguments.batch, arguments.batch, "P") for r in range(arguments.requests)]]

@@ -47,6 +47,10 @@ DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
 MAX_OFFSET_DIGITS = 18
 MAX_DAILY_DAYS = 3700  # GET /steps/daily: ten years and a bit per request
+# The exact path builds Python objects for the whole body (json.loads); bodies that would build far
+# more of them than a request of samples needs are refused first (an 8 MiB body of "[{},{},…]" would
+# be 2.8 million dicts, over 170 MB).
+MAX_JSON_VALUES = 40 * MAX_SAMPLES_PER_REQUEST
 
 # RFC 3339 date-time, seconds required, 0-9 fraction digits, Z or +-HH:MM.
 DATE_PATTERN = (
@@ -444,6 +448,9 @@ def load_json(body: bytes) -> Any:
     (named, with where they are found by the caller), NaN/Infinity, nesting."""
     if not body.strip():
         raise bad_request("body is empty; expected a JSON object")
+    values = body.count(b",") + body.count(b":") // 2 + 1
+    if values > MAX_JSON_VALUES or body.count(b"{") + body.count(b"[") > MAX_JSON_VALUES // 2:
+        raise bad_request(f"body has too many JSON values for one request (at most {MAX_JSON_VALUES})")
     try:
         text = body.decode("utf-8")  # (a bytearray decodes in place: no copy of the body first)
     except UnicodeDecodeError as error:

@@ -130,7 +130,8 @@ BAD_RAW_BODIES = [
     ("duplicate key in a sample", b'{"samples": [{"id": "a", "startDate": "2024-01-15T10:30:00Z", "endDate": "2024-01-15T10:30:00Z", "count": 1, "count": 2, "sourceBundleId": "b"}]}', 'body has a duplicate key "count" in an object'),
     ("duplicate samples key", b'{"samples": [], "samples": []}', 'body has a duplicate key "samples" in an object'),
     ("duplicate key spelled with an escape", b'{"samples": [{"id": "a", "\\u0069d": "b", "startDate": "2024-01-15T10:30:00Z", "endDate": "2024-01-15T10:30:00Z", "count": 1, "sourceBundleId": "b"}]}', 'body has a duplicate key "id" in an object'),
-    ("deeply nested", b'{"samples": ' + b"[" * 100000 + b"]" * 100000 + b"}", "body is not valid JSON"),
+    ("deeply nested", b'{"samples": ' + b"[" * 100000 + b"]" * 100000 + b"}", "body is not valid JSON: nested too deeply"),
+    ("millions of tiny objects", b'{"samples": [' + b"{}," * 2_000_000 + b'{}]}', "body has too many JSON values for one request (at most 400000)"),
 ]
 
 

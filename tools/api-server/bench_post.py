@@ -254,6 +254,15 @@ def main() -> int:
                 measure("PostgreSQL backend", port, tokens[:1], tokens[1:])
             finally:
                 server.stop()
+            port = free_port()
+            server = Server("postgres", [sys.executable, str(MAIN), "--port", str(port), "--workers", "2", *storage], port)
+            try:
+                many = [[payload.replace(b'"id": "U', b'"id": "W') for payload in bodies] for bodies in many]
+                saved, elapsed = run_clients(port, tokens[1:], many)
+                print(f"PostgreSQL backend, --workers 2: {len(many)} clients of different users: "
+                      f"{saved / elapsed:,.0f} samples/s aggregate", flush=True)
+            finally:
+                server.stop()
                 if cluster is not None:
                     cluster.destroy()
         if "peer" in wanted and arguments.peer_python:

@@ -6,6 +6,7 @@ Exit codes: 0 ok (a requested stop included), 1 failure (data in use, cannot lis
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from typing import Any, Optional
@@ -65,6 +66,13 @@ def serve(settings: Settings) -> int:
             log(f"error: cannot listen on {settings.host}:{settings.port}: {error.strerror or error}")
             return 1
         host, port = sock.getsockname()[:2]
+        shown_host = f"[{host}]" if ":" in host else host
+        mode = "single user, no tokens" if settings.single_user else "tokens required"
+        workers = f", {settings.workers} workers" if settings.workers > 1 else ""
+        line = f"api-server listening on http://{shown_host}:{port}, {storage.describe()}, {mode}{workers}"
+        if settings.workers > 1:
+            storage.close()  # each worker opens its own (a pool must not cross a fork)
+            return serve_workers(settings, sock, line)
         server = make_server(create_app(settings, storage), settings, host, port)
 
         # While serving, uvicorn handles SIGINT/SIGTERM itself (graceful shutdown); afterwards it restores
@@ -76,12 +84,86 @@ def serve(settings: Settings) -> int:
 
         for stop_signal in (signal.SIGINT, signal.SIGTERM):
             signal.signal(stop_signal, request_stop)
-        shown_host = f"[{host}]" if ":" in host else host
-        mode = "single user, no tokens" if settings.single_user else "tokens required"
-        print(f"api-server listening on http://{shown_host}:{port}, {storage.describe()}, {mode}",
-              file=sys.stderr, flush=True)
+        print(line, file=sys.stderr, flush=True)
         with sock:
             server.run(sockets=[sock])
+        return 0
+    finally:
+        storage.close()
+
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def serve_workers(settings: Settings, sock, line: str) -> int:
+    """Pre-forks settings.workers processes that accept on the same socket, each with its own storage
+    (its own connection pool). The parent only supervises: a stop signal goes to every worker; a worker
+    that exits on its own stops the others (exit 1). Workers die with the parent (PR_SET_PDEATHSIG)."""
+    children: dict[int, int] = {}
+    stopping = False
+
+    def stop_all(number: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    parent = os.getpid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # no handler of the parent's runs in a child
+    try:
+        for number in range(settings.workers):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    code = run_worker(settings, sock, parent)
+                except BaseException as error:  # noqa: BLE001 - a worker reports and exits
+                    log(f"worker {os.getpid()}: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
+                finally:
+                    os._exit(code)
+            children[pid] = number
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, stop_all)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    print(line, file=sys.stderr, flush=True)
+    sock.close()
+    status = 0
+    while children:
+        pid, wait_status = os.wait()
+        if pid not in children:
+            continue
+        del children[pid]
+        code = os.waitstatus_to_exitcode(wait_status)
+        if not stopping:
+            log(f"worker {pid} exited ({code}); stopping the others")
+            stop_all(signal.SIGTERM, None)
+            status = 1
+        elif code != 0:
+            status = 1
+    return status
+
+
+def run_worker(settings: Settings, sock, parent: int) -> int:
+    from .app import create_app
+    from .server import die_with_parent, make_server
+
+    die_with_parent(parent)
+    storage = open_storage(settings.data, settings.database, settings.database_pool)
+    try:
+        host, port = sock.getsockname()[:2]
+        server = make_server(create_app(settings, storage), settings, host, port)
+
+        def request_stop(number: int, frame: Any) -> None:
+            server.should_exit = True
+
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, request_stop)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        server.run(sockets=[sock])
         return 0
     finally:
         storage.close()

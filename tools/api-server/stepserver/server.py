@@ -115,6 +115,25 @@ def tune_malloc() -> None:
     mallopt(M_ARENA_MAX, 2)
 
 
+def die_with_parent(parent: int) -> None:
+    """Linux: this process gets SIGKILL when its parent dies (a killed supervisor leaves no worker
+    holding the port). Elsewhere: nothing."""
+    import ctypes
+    import ctypes.util
+    import os
+    import signal as signals
+
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            PR_SET_PDEATHSIG = 1
+            ctypes.CDLL(name).prctl(PR_SET_PDEATHSIG, signals.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def listen_socket(host: str, port: int) -> socket.socket:
     family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, protocol)

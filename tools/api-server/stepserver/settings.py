@@ -32,6 +32,7 @@ class Settings:
     max_connections_per_client: int = 64
     max_bodies_in_flight: int = 4 * contract.MAX_BODY_BYTES
     database_pool: int = 8
+    workers: int = 1
 
 
 def is_loopback(host: str) -> bool:
@@ -90,12 +91,20 @@ def parse_serve(argv: list[str]) -> Settings:
                         help="seconds for a request line and headers to arrive (default %(default)s)")
     parser.add_argument("--request-body-timeout", type=float, default=Settings.body_timeout_s, metavar="S",
                         help="seconds for a whole body to arrive after the headers (default %(default)s)")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="server processes sharing the port (PostgreSQL only: the embedded backend's index "
+                        "lives in one process); default 1")
     arguments = parser.parse_args(argv)
     data, database = storage_settings(arguments)
+    if arguments.workers < 1 or arguments.workers > 64:
+        raise UsageError("--workers must be between 1 and 64")
+    if arguments.workers > 1 and not database:
+        raise UsageError("--workers needs --database: the embedded backend's index lives in one process")
     if arguments.single_user and not is_loopback(arguments.host):
         raise UsageError(f"--single-user is allowed on a loopback address only (not {arguments.host}); "
                          "create tokens instead: main.py tokens create --user NAME")
     return Settings(host=arguments.host, port=arguments.port, data=data, database=database,
                     single_user=arguments.single_user, log_level=arguments.log_level,
                     max_connections_per_client=arguments.max_connections_per_client,
-                    head_timeout_s=arguments.request_head_timeout, body_timeout_s=arguments.request_body_timeout)
+                    head_timeout_s=arguments.request_head_timeout, body_timeout_s=arguments.request_body_timeout,
+                    workers=arguments.workers)

@@ -37,14 +37,27 @@ def wait_until(predicate, what, timeout=60.0):
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-class Server:
-    """The API server as a child process, on a fixed port so it can be restarted."""
+# The server runs --single-user until `stepsync upload` sends a token; with E2E_SERVER_TOKENS=1 it
+# requires tokens instead: the fixture creates one and stepsync gets it in STEPSYNC_TOKEN.
+TOKEN_MODE = os.environ.get("E2E_SERVER_TOKENS") == "1"
+TOKEN_ENV = {}
 
-    def __init__(self, data: pathlib.Path, port: int):
-        self.data = data
+
+class Server:
+    """The API server as a child process, on a fixed port so it can be restarted. Its data directory
+    is `directory`; `data` is the JSONL of the user the uploads are stored under."""
+
+    def __init__(self, directory: pathlib.Path, port: int):
+        self.directory = directory
+        self.user = "e2e" if TOKEN_MODE else "local"
+        self.data = directory / "users" / f"{self.user}.jsonl"
         self.port = port
         self.process = None
-        self.log = data.parent / f"server-{port}.log"
+        self.log = directory.parent / f"server-{port}.log"
+        if TOKEN_MODE and not TOKEN_ENV:
+            created = subprocess.run([PYTHON, str(SERVER_MAIN), "tokens", "create", "--user", self.user,
+                                      "--data", str(directory)], capture_output=True, text=True, check=True)
+            TOKEN_ENV["STEPSYNC_TOKEN"] = created.stdout.strip()
 
     @property
     def url(self):
@@ -53,7 +66,8 @@ class Server:
     def start(self):
         log = open(self.log, "ab")
         self.process = subprocess.Popen(
-            [PYTHON, str(SERVER_MAIN), "--host", "127.0.0.1", "--port", str(self.port), "--data", str(self.data)],
+            [PYTHON, str(SERVER_MAIN), "--host", "127.0.0.1", "--port", str(self.port), "--data", str(self.directory),
+             *([] if TOKEN_MODE else ["--single-user"])],
             stdout=log, stderr=log)
         log.close()
         wait_until(self.healthy, f"the API server on port {self.port} (log {self.log})", timeout=60)
@@ -89,14 +103,16 @@ class Server:
 
 @pytest.fixture
 def server(tmp_path):
-    s = Server(tmp_path / "steps.jsonl", free_port())
+    TOKEN_ENV.clear()
+    s = Server(tmp_path / "server-data", free_port())
     s.start()
     yield s
     s.stop()
 
 
 def stepsync(*args, check=True, timeout=900):
-    result = subprocess.run([STEPSYNC, *args], capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run([STEPSYNC, *args], capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, **TOKEN_ENV})
     if check and result.returncode != 0:
         pytest.fail(f"stepsync {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
     return result

@@ -2,7 +2,7 @@
 import json
 import subprocess
 
-from conftest import STEPSYNC, assert_exactly_once, export_ids, ingest, status, stepsync
+from conftest import STEPSYNC, TOKEN_ENV, assert_exactly_once, export_ids, ingest, status, stepsync
 
 KEYS = ["id", "startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName", "receivedAt"]
 
@@ -34,7 +34,7 @@ def test_upload_from_the_environment_url(server, tmp_path):
     store = tmp_path / "store"
     ingest(store, days=5)
     result = subprocess.run([STEPSYNC, "upload", "--store", str(store)], capture_output=True, text=True,
-                            env={"STEPSYNC_API_URL": server.url, "PATH": "/usr/bin:/bin"})
+                            env={"STEPSYNC_API_URL": server.url, "PATH": "/usr/bin:/bin", **TOKEN_ENV})
     assert result.returncode == 0, result.stderr
     assert_exactly_once(server, store)
 

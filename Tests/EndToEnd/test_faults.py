@@ -2,16 +2,18 @@
 late for a while, and the uploader killed at random moments. In every case the
 final JSONL holds every sample exactly once and nothing is left unsynced."""
 import json
+import os
 import random
 import signal
 import subprocess
 
-from conftest import STEPSYNC, LineReader, assert_exactly_once, ingest, status, stepsync, wait_until
+from conftest import STEPSYNC, TOKEN_ENV, LineReader, assert_exactly_once, ingest, status, stepsync, wait_until
 from fault_proxy import FaultProxy
 
 
 def start_upload(store, url, *extra):
     return subprocess.Popen([STEPSYNC, "upload", "--store", str(store), "--api-url", url, *extra],
+                            env={**os.environ, **TOKEN_ENV},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

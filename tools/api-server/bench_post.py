@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
-"""Measures POST /steps throughput from one client: prints samples/s for new and for re-posted samples.
+"""POST /steps throughput: new samples in 1,000-sample batches, fsync per request (the server's own
+durability), from one client and from 8 concurrent clients of different users, on each backend and on
+the server as it was before the package split (the peer), all in one run. Prints samples/s.
 
-Usage: .venv/bin/python bench_post.py [--requests 100] [--batch 1000]
-Starts main.py on a free loopback port with a temporary data file, sends pre-encoded bodies one after
-another over one keep-alive connection, then stops the server. Client-side JSON encoding is not timed.
+Usage: .venv/bin/python bench_post.py [--requests 200] [--batch 1000] [--clients 8] [--peer-python PY]
+       [--only embedded,postgres,peer]
+Each server gets a fresh data directory (or database) on a free loopback port and is stopped after.
+Bodies are encoded before the clock starts; each client is its own process with one keep-alive
+connection (http.client), so the client side costs little of the machine's two cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import multiprocessing
+import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,75 +25,258 @@ import time
 import uuid
 from pathlib import Path
 
-import requests
+HERE = Path(__file__).resolve().parent
+MAIN = HERE / "main.py"
+PEER_COMMIT = "9653f56"  # the last commit with the single-file server
 
-MAIN = Path(__file__).resolve().parent / "main.py"
 
-
-def body(first: int, count: int) -> bytes:
+def body(first: int, count: int, prefix: str) -> bytes:
     samples = []
     for n in range(first, first + count):
         minute = n % 1440
-        samples.append(
-            {
-                "id": str(uuid.UUID(int=n + 1)).upper(),
-                "startDate": f"2024-01-{1 + n // 1440 % 28:02d}T{minute // 60:02d}:{minute % 60:02d}:00Z",
-                "endDate": f"2024-01-{1 + n // 1440 % 28:02d}T{minute // 60:02d}:{minute % 60:02d}:59Z",
-                "count": n % 150,
-                "sourceBundleId": "com.apple.health.4F1C2A9B-1111-2222-3333-444455556666",
-                "sourceDeviceName": "Anna\u2019s\u00a0iPhone",
-            }
-        )
-    return json.dumps({"samples": samples}).encode()
+        samples.append({
+            "id": f"{prefix}{uuid.UUID(int=n + 1)}".upper()[:64],
+            "startDate": f"2024-{1 + n // 40320 % 12:02d}-{1 + n // 1440 % 28:02d}T{minute // 60:02d}:{minute % 60:02d}:00Z",
+            "endDate": f"2024-{1 + n // 40320 % 12:02d}-{1 + n // 1440 % 28:02d}T{minute // 60:02d}:{minute % 60:02d}:59Z",
+            "count": n % 150,
+            "sourceBundleId": "com.apple.health.4F1C2A9B-1111-2222-3333-444455556666",
+            "sourceDeviceName": "Anna\u2019s\u00a0iPhone",
+        })
+    return json.dumps({"samples": samples}, ensure_ascii=False).encode()
+
+
+def client(port: int, token: str, bodies: list[bytes], start_at: float, result, in_flight: int = 1) -> None:
+    """One client: `in_flight` keep-alive connections, each sending every in_flight-th body and
+    waiting for its answer (in_flight 1: one request after another)."""
+    import threading
+
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    saved = [0] * in_flight
+    failures = []
+
+    def send(lane: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        for payload in bodies[lane::in_flight]:
+            connection.request("POST", "/steps", body=payload, headers=headers)
+            response = connection.getresponse()
+            answer = response.read()
+            if response.status != 200:
+                failures.append(f"HTTP {response.status}: {answer[:200]!r}")
+                return
+            saved[lane] += json.loads(answer)["saved"]
+        connection.close()
+
+    lanes = [threading.Thread(target=send, args=(lane,)) for lane in range(in_flight)]
+    while time.time() < start_at:
+        time.sleep(0.001)
+    began = time.perf_counter()
+    for lane in lanes:
+        lane.start()
+    for lane in lanes:
+        lane.join()
+    if failures:
+        raise SystemExit(failures[0])
+    result.put((sum(saved), time.perf_counter() - began))
+
+
+def run_clients(port: int, tokens: list[str], bodies_per_client: list[list[bytes]], in_flight: int = 1) -> tuple[int, float]:
+    queue = multiprocessing.Queue()
+    start_at = time.time() + 0.5
+    processes = [multiprocessing.Process(target=client, args=(port, token, bodies, start_at, queue, in_flight))
+                 for token, bodies in zip(tokens, bodies_per_client)]
+    for process in processes:
+        process.start()
+    results = [queue.get(timeout=600) for _ in processes]
+    for process in processes:
+        process.join()
+        if process.exitcode != 0:
+            raise SystemExit("a client failed")
+    return sum(saved for saved, _ in results), max(elapsed for _, elapsed in results)
+
+
+class Server:
+    def __init__(self, label: str, command: list[str], port: int, env=None) -> None:
+        self.label = label
+        self.port = port
+        self.log = tempfile.NamedTemporaryFile(prefix="bench-server-", suffix=".log", delete=False)
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                connection.request("GET", "/health")
+                if connection.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{label}: server did not start: {Path(self.log.name).read_text()[-2000:]}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=60)
+        os.unlink(self.log.name)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def create_token(storage: list[str], user: str) -> str:
+    result = subprocess.run([sys.executable, str(MAIN), "tokens", "create", "--user", user, *storage],
+                            capture_output=True, text=True, check=True)
+    return result.stdout.strip()
+
+
+def daily_bodies(total: int) -> list[bytes]:
+    """total samples from three overlapping sources, spread over ten years ending 2026-06-30."""
+    sources = [("com.apple.health.W", "Apple Watch"), ("com.apple.health.P", "iPhone"), ("com.example.pedometer", "iPhone")]
+    per_day = max(1, total // 3650)
+    start = 1782777600 - 3650 * 86400  # 2016-07-03
+    bodies, samples = [], []
+    for n in range(total):
+        day, k = divmod(n, per_day)
+        begin = start + day * 86400 + (k * 86400 // per_day)
+        bundle, device = sources[n % 3]
+        samples.append({"id": f"D{n:012d}", "startDate": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(begin)),
+                        "endDate": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(begin + 240)), "count": 50 + n % 300,
+                        "sourceBundleId": bundle, "sourceDeviceName": device})
+        if len(samples) == 1000:
+            bodies.append(json.dumps({"samples": samples}).encode())
+            samples = []
+    if samples:
+        bodies.append(json.dumps({"samples": samples}).encode())
+    return bodies
+
+
+def bench_daily(total: int, wanted: list[str]) -> int:
+    bodies = daily_bodies(total)
+    with tempfile.TemporaryDirectory(prefix="bench-daily-") as directory:
+        for backend in ("embedded", "postgres"):
+            if backend not in wanted:
+                continue
+            cluster = None
+            if backend == "embedded":
+                storage = ["--data", str(Path(directory) / "embedded")]
+            else:
+                sys.path.insert(0, str(HERE / "tests"))
+                from postgres_cluster import PostgresCluster
+
+                cluster = PostgresCluster(fsync=True).start()
+                storage = ["--database", cluster.new_database()]
+            token = create_token(storage, "daily")
+            port = free_port()
+            server = Server(backend, [sys.executable, str(MAIN), "--port", str(port), *storage], port)
+            try:
+                saved, _ = run_clients(port, [token], [bodies], in_flight=2)
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+                times = []
+                for _ in range(3):
+                    began = time.perf_counter()
+                    connection.request("GET", "/steps/daily?tz=Europe/Paris&from=2025-07-01&to=2026-06-30",
+                                       headers={"Authorization": f"Bearer {token}"})
+                    response = connection.getresponse()
+                    document = json.loads(response.read())
+                    times.append(time.perf_counter() - began)
+                assert response.status == 200 and len(document["days"]) == 365, document
+                print(f"GET /steps/daily, one year of {saved:,} samples (3 sources, 10 years), {backend}: "
+                      f"{sorted(times)[1] * 1000:,.0f} ms (median of 3)", flush=True)
+            finally:
+                server.stop()
+                if cluster is not None:
+                    cluster.destroy()
+    return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--requests", type=int, default=200, help="requests per client (default 200)")
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--peer-python", default=None, help="a python with the peer's requirements (fastapi)")
+    parser.add_argument("--database", default=None,
+                        help="a PostgreSQL URL to bench against (default: a throw-away cluster, fsync on)")
+    parser.add_argument("--only", default="embedded,postgres,peer")
+    parser.add_argument("--daily", type=int, default=0, metavar="N",
+                        help="instead: load N samples (3 sources over 10 years) and time GET /steps/daily for a year")
     arguments = parser.parse_args()
+    wanted = arguments.only.split(",")
+    if arguments.daily:
+        return bench_daily(arguments.daily, wanted)
+    users = [f"user{k}" for k in range(arguments.clients)]
+    single = [[body(r * arguments.batch, arguments.batch, "A") for r in range(arguments.requests)]]
+    piped = [[body(r * arguments.batch, arguments.batch, "P") for r in range(arguments.requests)]]
+    many = [[body(r * arguments.batch, arguments.batch, f"U{k}") for r in range(arguments.requests // 2)]
+            for k in range(arguments.clients)]
 
-    bodies = [body(i * arguments.batch, arguments.batch) for i in range(arguments.requests)]
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    with tempfile.TemporaryDirectory() as directory:
-        data = Path(directory) / "steps.jsonl"
-        server = subprocess.Popen([sys.executable, str(MAIN), "--port", str(port), "--data", str(data)])
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    requests.get(url + "/health", timeout=1).raise_for_status()
-                    break
-                except requests.ConnectionError:
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise SystemExit("server did not start")
-                    time.sleep(0.05)
-            headers = {"Content-Type": "application/json"}
-            with requests.Session() as session:
-                for label, expect_saved in (("new samples", arguments.batch), ("re-posted (all duplicates)", 0)):
-                    started = time.perf_counter()
-                    for payload in bodies:
-                        response = session.post(url + "/steps", data=payload, headers=headers, timeout=60)
-                        response.raise_for_status()
-                        assert response.json()["saved"] == expect_saved, response.text
-                    elapsed = time.perf_counter() - started
-                    samples = arguments.requests * arguments.batch
-                    print(
-                        f"POST /steps, {label}: {samples} samples in {arguments.requests} requests of "
-                        f"{arguments.batch}: {elapsed:.2f} s, {samples / elapsed:,.0f} samples/s, "
-                        f"{elapsed / arguments.requests * 1000:.1f} ms/request"
-                    )
-                started = time.perf_counter()
-                page = session.get(url + "/steps", params={"limit": 100000, "offset": 0}, timeout=60).json()
-                elapsed = time.perf_counter() - started
-                print(f"GET /steps limit=100000: {len(page['samples'])} samples in {elapsed:.2f} s")
-            print(f"JSONL {data.stat().st_size / 1e6:.1f} MB, index {Path(str(data) + '.index.sqlite').stat().st_size / 1e6:.1f} MB")
-        finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
+    def measure(label: str, port: int, tokens_single: list[str], tokens_many: list[str]) -> None:
+        saved, elapsed = run_clients(port, tokens_single, single)
+        assert saved == arguments.requests * arguments.batch, saved
+        print(f"{label}: 1 client: {saved / elapsed:,.0f} samples/s ({elapsed / arguments.requests * 1000:.1f} ms a request)", flush=True)
+        saved, elapsed = run_clients(port, tokens_single, piped, in_flight=2)
+        print(f"{label}: 1 client, 2 requests in flight: {saved / elapsed:,.0f} samples/s", flush=True)
+        if tokens_many:
+            saved, elapsed = run_clients(port, tokens_many, many)
+            assert saved == len(many) * len(many[0]) * arguments.batch, saved
+            print(f"{label}: {len(many)} clients of different users: {saved / elapsed:,.0f} samples/s aggregate", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="bench-post-") as directory:
+        if "embedded" in wanted:
+            data = Path(directory) / "embedded"
+            storage = ["--data", str(data)]
+            tokens = [create_token(storage, user) for user in ["single"] + users]
+            port = free_port()
+            server = Server("embedded", [sys.executable, str(MAIN), "--port", str(port), *storage], port)
+            try:
+                measure("embedded backend", port, tokens[:1], tokens[1:])
+            finally:
+                server.stop()
+        cluster = None
+        if "postgres" in wanted and not arguments.database:
+            sys.path.insert(0, str(HERE / "tests"))
+            from postgres_cluster import PostgresCluster
+
+            cluster = PostgresCluster(fsync=True).start()
+            arguments.database = cluster.new_database()
+        if "postgres" in wanted:
+            storage = ["--database", arguments.database]
+            tokens = [create_token(storage, user) for user in ["single"] + users]
+            port = free_port()
+            server = Server("postgres", [sys.executable, str(MAIN), "--port", str(port), *storage], port)
+            try:
+                measure("PostgreSQL backend", port, tokens[:1], tokens[1:])
+            finally:
+                server.stop()
+            port = free_port()
+            server = Server("postgres", [sys.executable, str(MAIN), "--port", str(port), "--workers", "2", *storage], port)
+            try:
+                many = [[payload.replace(b'"id": "U', b'"id": "W') for payload in bodies] for bodies in many]
+                saved, elapsed = run_clients(port, tokens[1:], many)
+                print(f"PostgreSQL backend, --workers 2: {len(many)} clients of different users: "
+                      f"{saved / elapsed:,.0f} samples/s aggregate", flush=True)
+            finally:
+                server.stop()
+                if cluster is not None:
+                    cluster.destroy()
+        if "peer" in wanted and arguments.peer_python:
+            peer = Path(directory) / "peer_main.py"
+            peer.write_bytes(subprocess.run(["git", "-C", str(HERE), "show", f"{PEER_COMMIT}:tools/api-server/main.py"],
+                                            capture_output=True, check=True).stdout)
+            port = free_port()
+            server = Server("peer", [arguments.peer_python, str(peer), "--port", str(port), "--data",
+                                     str(Path(directory) / "peer" / "steps.jsonl")], port)
+            try:
+                saved, elapsed = run_clients(port, [""], single)
+                print(f"today's server (before the split, {PEER_COMMIT}): 1 client: {saved / elapsed:,.0f} samples/s", flush=True)
+            finally:
+                server.stop()
     return 0
 
 

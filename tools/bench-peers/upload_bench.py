@@ -32,7 +32,7 @@ def free_port():
 class Server:
     def __init__(self, python, data):
         self.port = free_port()
-        self.process = subprocess.Popen([python, str(SERVER), "--port", str(self.port), "--data", str(data)],
+        self.process = subprocess.Popen([python, str(SERVER), "--port", str(self.port), "--data", str(data), "--single-user"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -73,7 +73,7 @@ def main():
     samples = len(lines)
     ceilings, uploads = [], []
     for round_ in range(args.rounds):
-        server = Server(args.server_python, work / f"ceiling-{round_}.jsonl")
+        server = Server(args.server_python, work / f"ceiling-{round_}")
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
         started = time.perf_counter()
         for body in bodies:
@@ -89,7 +89,7 @@ def main():
 
         store = work / f"store-{round_}"
         shutil.copytree(pristine, store)
-        server = Server(args.server_python, work / f"upload-{round_}.jsonl")
+        server = Server(args.server_python, work / f"upload-{round_}")
         result = subprocess.run([args.stepsync, "upload", "--store", str(store), "--api-url", f"http://127.0.0.1:{server.port}", "--json"],
                                 check=True, capture_output=True, text=True)
         summary = json.loads(result.stdout)

@@ -1,4 +1,6 @@
-"""Shared helpers: run the real server (main.py) as a child process on a free loopback port."""
+"""Shared helpers: run the real server (main.py) as a child process on a free loopback port, against
+either backend. The PostgreSQL backend's tests start a throw-away cluster (initdb + pg_ctl on a
+temporary directory, Unix socket only) once per session and stop it at the end."""
 
 from __future__ import annotations
 
@@ -15,9 +17,15 @@ from typing import Optional
 import pytest
 import requests
 
-MAIN = Path(__file__).resolve().parent.parent / "main.py"
+from postgres_cluster import PostgresCluster, PostgresUnavailable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the stepserver package
+
+HERE = Path(__file__).resolve().parent
+MAIN = HERE.parent / "main.py"
 START_DEADLINE_S = 30.0
 STOP_DEADLINE_S = 15.0
+BACKENDS = ["embedded", "postgres"]
 
 LINE_KEYS = ["id", "startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName", "receivedAt"]
 SAMPLE_KEYS = LINE_KEYS[:-1]
@@ -29,35 +37,112 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class ServerProcess:
-    """main.py in a child process. stderr goes to a file so it can be inspected and never blocks."""
+def wait_until(predicate, what: str, timeout: float = 30.0, interval: float = 0.02):
+    """Polls `predicate` until it returns something true; fails the test after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
 
-    def __init__(self, data: Path, log_dir: Path) -> None:
-        self.data = data
-        self.log_dir = log_dir
+
+# --------------------------------------------------------------------------------------------------
+# A throw-away PostgreSQL
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    try:
+        cluster = PostgresCluster().start()
+    except PostgresUnavailable as error:
+        pytest.skip(str(error))
+    yield cluster
+    cluster.destroy()
+
+
+# --------------------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------------------
+
+
+class ServerProcess:
+    """main.py in a child process. stderr goes to a file so it can be inspected and never blocks.
+    Unless single_user, a token is created for each user before the start (tokens[user])."""
+
+    def __init__(self, directory: Path, database: Optional[str] = None, single_user: bool = False,
+                 users: tuple[str, ...] = ("alice",), extra: tuple[str, ...] = (), data: Optional[Path] = None) -> None:
+        self.directory = directory
+        self.data = data or directory / "data"
+        self.database = database
+        self.single_user = single_user
+        self.extra = extra
+        self.backend = "postgres" if database else "embedded"
         self.proc: Optional[subprocess.Popen] = None
         self.port = 0
         self.stderr_path: Optional[Path] = None
-        self.session = requests.Session()
         self.starts = 0
+        self.tokens: dict[str, str] = {}
+        if not single_user:
+            for user in users:
+                self.tokens[user] = self.create_token(user)
+        self.session = self.new_session()
+
+    # -- tokens -------------------------------------------------------------------------------------
+
+    def storage_arguments(self) -> list[str]:
+        return ["--database", self.database] if self.database else ["--data", str(self.data)]
+
+    def admin(self, *arguments: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(MAIN), "tokens", *arguments, *self.storage_arguments()],
+                              capture_output=True, text=True, timeout=60)
+
+    def create_token(self, user: str) -> str:
+        """In-process through the token store the admin command uses (a subprocess per token cost a
+        second of every test's set-up); test_auth and test_readme_commands run the command itself."""
+        from stepserver.auth import new_token, now_text
+        from stepserver.cli import open_token_store
+
+        self.data.mkdir(parents=True, exist_ok=True)
+        store = open_token_store(self.data, self.database)
+        try:
+            token_id, token, digest = new_token()
+            store.add(token_id, user, digest, now_text())
+        finally:
+            store.close()
+        return token
+
+    def new_session(self, user: Optional[str] = "alice") -> requests.Session:
+        session = requests.Session()
+        if user is not None and user in self.tokens:
+            session.headers["Authorization"] = f"Bearer {self.tokens[user]}"
+        return session
+
+    # -- process ------------------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def jsonl(self, user: Optional[str] = None) -> Path:
+        assert self.backend == "embedded"
+        return self.data / "users" / f"{user or ('local' if self.single_user else 'alice')}.jsonl"
+
     def start(self, wait: bool = True) -> "ServerProcess":
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.starts += 1
         self.port = free_port()
-        self.stderr_path = self.log_dir / f"server-{self.starts}.stderr"
+        self.stderr_path = self.directory / f"server-{self.starts}.stderr"
+        command = [sys.executable, str(MAIN), "--port", str(self.port), *self.storage_arguments(), *self.extra]
+        if self.single_user:
+            command.append("--single-user")
         with open(self.stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(MAIN), "--port", str(self.port), "--data", str(self.data)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-            )
-        self.session = requests.Session()
+            self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+        self.session.close()
+        self.session = self.new_session()
         if wait:
             self.wait_ready()
         return self
@@ -108,28 +193,35 @@ class ServerProcess:
             assert self.stop() == 0
         return self.start()
 
-    # -- HTTP helpers ---------------------------------------------------------------------------------
+    def finish(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            assert self.stop() == 0, self.stderr()
 
-    def post(self, samples: list, **kwargs) -> requests.Response:
-        return self.session.post(self.url + "/steps", json={"samples": samples}, timeout=60, **kwargs)
+    # -- HTTP helpers -------------------------------------------------------------------------------
 
-    def post_raw(self, body: bytes, content_type: Optional[str] = "application/json") -> requests.Response:
+    def post(self, samples: list, session: Optional[requests.Session] = None, **kwargs) -> requests.Response:
+        return (session or self.session).post(self.url + "/steps", json={"samples": samples}, timeout=60, **kwargs)
+
+    def post_raw(self, body: bytes, content_type: Optional[str] = "application/json", path: str = "/steps") -> requests.Response:
         headers = {} if content_type is None else {"Content-Type": content_type}
-        return self.session.post(self.url + "/steps", data=body, headers=headers, timeout=60)
+        return self.session.post(self.url + path, data=body, headers=headers, timeout=60)
 
-    def get(self, **params) -> requests.Response:
-        return self.session.get(self.url + "/steps", params=params, timeout=60)
+    def delete_ids(self, ids: list, session: Optional[requests.Session] = None) -> requests.Response:
+        return (session or self.session).post(self.url + "/steps/deletions", json={"ids": ids}, timeout=60)
 
-    def delete(self) -> requests.Response:
-        return self.session.delete(self.url + "/steps", timeout=60)
+    def get(self, session: Optional[requests.Session] = None, **params) -> requests.Response:
+        return (session or self.session).get(self.url + "/steps", params=params, timeout=60)
 
-    def total(self) -> int:
-        response = self.get(limit=0)
+    def delete(self, session: Optional[requests.Session] = None) -> requests.Response:
+        return (session or self.session).delete(self.url + "/steps", timeout=60)
+
+    def total(self, **params) -> int:
+        response = self.get(limit=0, **params)
         assert response.status_code == 200, response.text
         return response.json()["total"]
 
-    def all_samples(self) -> list:
-        response = self.get(limit=100000)
+    def all_samples(self, session: Optional[requests.Session] = None, **params) -> list:
+        response = self.get(session=session, limit=100000, **params)
         assert response.status_code == 200, response.text
         return response.json()["samples"]
 
@@ -154,6 +246,8 @@ def make_samples(count: int, start: int = 0, prefix: str = "s") -> list:
 
 def read_lines(path: Path) -> list[bytes]:
     """The JSONL's lines (without newlines); asserts the file ends with a newline."""
+    if not path.exists():
+        return []
     data = path.read_bytes()
     if not data:
         return []
@@ -162,9 +256,13 @@ def read_lines(path: Path) -> list[bytes]:
 
 
 def read_records(path: Path) -> list[dict]:
+    """The sample lines of a JSONL (deletion lines left out)."""
     records = []
     for line in read_lines(path):
         record = json.loads(line)
+        if "deleted" in record:
+            assert list(record) == ["deleted", "receivedAt"], f"bad deletion line: {line!r}"
+            continue
         assert list(record) == LINE_KEYS, f"bad key order: {list(record)}"
         records.append(record)
     return records
@@ -174,22 +272,31 @@ def strip_received(record: dict) -> dict:
     return {key: record[key] for key in SAMPLE_KEYS}
 
 
+def _server(tmp_path: Path, backend: str, request, **options) -> ServerProcess:
+    database = request.getfixturevalue("postgres_cluster").new_database() if backend == "postgres" else None
+    return ServerProcess(tmp_path, database=database, **options)
+
+
+@pytest.fixture(params=BACKENDS)
+def server(tmp_path, request):
+    """A fresh server (either backend) with a token for the user alice; stopped (exit 0 checked)."""
+    instance = _server(tmp_path, request.param, request).start()
+    yield instance
+    instance.finish()
+
+
 @pytest.fixture
-def server(tmp_path):
-    """A fresh server with its own data file; stopped (and checked to exit 0) afterwards."""
-    instance = ServerProcess(tmp_path / "data" / "steps.jsonl", tmp_path)
-    instance.start()
+def embedded_server(tmp_path, request):
+    """A fresh embedded-backend server, for tests that look at the JSONL files."""
+    instance = _server(tmp_path, "embedded", request).start()
     yield instance
-    if instance.proc is not None and instance.proc.poll() is None:
-        assert instance.stop() == 0, instance.stderr()
+    instance.finish()
 
 
-@pytest.fixture(scope="module")
-def shared_server(tmp_path_factory):
-    """One server for a whole module, for tests that never change stored state."""
+@pytest.fixture(scope="module", params=BACKENDS)
+def shared_server(tmp_path_factory, request):
+    """One server per backend for a whole module, for tests that never change stored state."""
     directory = tmp_path_factory.mktemp("shared")
-    instance = ServerProcess(directory / "steps.jsonl", directory)
-    instance.start()
+    instance = _server(directory, request.param, request).start()
     yield instance
-    if instance.proc is not None and instance.proc.poll() is None:
-        assert instance.stop() == 0, instance.stderr()
+    instance.finish()

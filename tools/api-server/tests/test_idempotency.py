@@ -1,39 +1,60 @@
-"""Retried uploads: a sample already stored with identical content is not written again."""
+"""Retried uploads: a sample already stored with identical content is not written again; a changed
+one is a new version, and GET returns the current version of each id. Both backends."""
 
 from __future__ import annotations
 
-from conftest import make_sample, make_samples, read_lines, read_records, strip_received
+from conftest import make_sample, make_samples, read_lines, strip_received
 
 
 def test_same_body_twice_saves_nothing_the_second_time(server):
     samples = make_samples(100)
     assert server.post(samples).json() == {"saved": 100, "message": "Success"}
-    before = server.data.read_bytes()
     assert server.post(samples).json() == {"saved": 0, "message": "Success"}
-    assert server.data.read_bytes() == before
     assert server.total() == 100
+    assert server.total(versions="all") == 100
 
 
-def test_changed_content_for_a_known_id_is_written_again(server):
+def test_a_retry_writes_no_byte(embedded_server):
+    samples = make_samples(100)
+    embedded_server.post(samples)
+    before = embedded_server.jsonl().read_bytes()
+    assert embedded_server.post(samples).json()["saved"] == 0
+    assert embedded_server.jsonl().read_bytes() == before
+
+
+def test_changed_content_is_a_new_version_and_get_returns_the_current_one(server):
     samples = make_samples(3)
     server.post(samples)
     changed = dict(samples[1], count=samples[1]["count"] + 1)
     assert server.post([samples[0], changed, samples[2]]).json()["saved"] == 1
-    records = read_records(server.data)
-    assert len(records) == 4
-    assert strip_received(records[3]) == changed
+    current = [strip_received(record) for record in server.all_samples()]
+    assert current == [samples[0], samples[2], changed]  # the current version is where it was received
+    history = [strip_received(record) for record in server.all_samples(versions="all")]
+    assert history == samples + [changed]
     # Each of the five content fields counts as a change.
     for field, value in [
-        ("startDate", "2023-01-01T00:00:00Z"),
-        ("endDate", "2030-01-01T00:00:00Z"),
+        ("startDate", "2024-01-01T00:01:00Z"),
+        ("endDate", "2024-01-01T00:03:00Z"),
         ("sourceBundleId", "com.example.other"),
         ("sourceDeviceName", None),
     ]:
         assert server.post([dict(samples[2], **{field: value})]).json()["saved"] == 1, field
-    assert server.total() == 8
+    assert server.total() == 3
+    assert server.total(versions="all") == 8
     # The latest content is now the known one: posting it again writes nothing, the old content is new again.
     assert server.post([changed]).json()["saved"] == 0
     assert server.post([samples[1]]).json()["saved"] == 1
+    assert server.total() == 3
+
+
+def test_conflicting_versions_from_many_posts_leave_one_sample_per_id(server):
+    for version in range(5):
+        samples = [make_sample(n, count=version) for n in range(200)]
+        assert server.post(samples).json()["saved"] == 200
+    current = server.all_samples()
+    assert len(current) == 200 == server.total()
+    assert {record["count"] for record in current} == {4}
+    assert server.total(versions="all") == 1000
 
 
 def test_duplicate_ids_inside_one_body_count_once_and_last_wins(server):
@@ -42,21 +63,17 @@ def test_duplicate_ids_inside_one_body_count_once_and_last_wins(server):
     other = make_sample(8)
     response = server.post([first, other, last, dict(first, count=3), last])
     assert response.json()["saved"] == 2
-    records = read_records(server.data)
-    assert len(records) == 2
-    by_id = {record["id"]: strip_received(record) for record in records}
-    assert by_id[first["id"]] == last
-    assert by_id[other["id"]] == other
-    # Exact duplicates inside one body as well.
+    by_id = {record["id"]: strip_received(record) for record in server.all_samples()}
+    assert by_id == {first["id"]: last, other["id"]: other}
     assert server.post([make_sample(9)] * 5).json()["saved"] == 1
-    assert len(read_lines(server.data)) == 3
+    assert server.total(versions="all") == 3
 
 
 def test_mixed_body_counts_only_new_samples(server):
     server.post(make_samples(60))
     response = server.post(make_samples(100, start=30))  # 30 known, 70 new
     assert response.json()["saved"] == 70
-    ids = [record["id"] for record in read_records(server.data)]
+    ids = [record["id"] for record in server.all_samples(versions="all")]
     assert len(ids) == len(set(ids)) == 130
 
 
@@ -72,3 +89,10 @@ def test_extra_fields_do_not_change_content(server):
     sample = make_sample(1)
     assert server.post([sample]).json()["saved"] == 1
     assert server.post([dict(sample, note="retry")]).json()["saved"] == 0
+
+
+def test_lines_on_disk_are_the_versions(embedded_server):
+    samples = make_samples(3)
+    embedded_server.post(samples)
+    embedded_server.post([dict(samples[0], count=5)])
+    assert len(read_lines(embedded_server.jsonl())) == 4

@@ -1,4 +1,5 @@
-"""GET /steps?limit=L&offset=O: windows over the records in the order received."""
+"""GET /steps?limit=L&offset=O: windows over the current samples (or every version) in the order
+received. Both backends."""
 
 from __future__ import annotations
 
@@ -8,21 +9,20 @@ from conftest import make_sample, make_samples, read_records, strip_received
 
 
 def fill(server):
-    """1,250 records in 5 requests, plus one rewritten sample (a second line for a known id)."""
-    expected = []
+    """1,250 samples in 5 requests, then one of them changed (its current version moves to the end)."""
+    history = []
     for start in range(0, 1250, 250):
         batch = make_samples(250, start=start)
         assert server.post(batch).json()["saved"] == 250
-        expected += batch
+        history += batch
     rewritten = make_sample(10, count=12345)
     assert server.post([rewritten]).json()["saved"] == 1
-    expected.append(rewritten)
-    return server, expected
+    current = [sample for sample in history if sample["id"] != rewritten["id"]] + [rewritten]
+    return server, current, history + [rewritten]
 
 
 @pytest.fixture(scope="module")
 def filled(shared_server):
-    """One filled server for the read-only tests of this module."""
     return fill(shared_server)
 
 
@@ -34,38 +34,42 @@ def window(server, **params):
 
 
 def test_default_limit_is_1000(filled):
-    server, expected = filled
+    server, current, _ = filled
     samples, total = window(server)
-    assert total == 1251
-    assert samples == expected[:1000]
+    assert total == 1250
+    assert samples == current[:1000]
 
 
 @pytest.mark.parametrize(
     "offset, limit",
-    [(0, 1), (0, 10), (1, 10), (249, 2), (250, 250), (999, 3), (1000, 1000), (1240, 20), (1250, 1), (3, 100000)],
+    [(0, 1), (0, 10), (1, 10), (249, 2), (250, 250), (999, 3), (1000, 1000), (1240, 20), (1249, 1), (3, 100000)],
 )
 def test_windows(filled, offset, limit):
-    server, expected = filled
+    server, current, history = filled
     samples, total = window(server, offset=offset, limit=limit)
+    assert total == 1250
+    assert samples == current[offset : offset + limit]
+    samples, total = window(server, offset=offset, limit=limit, versions="all")
     assert total == 1251
-    assert samples == expected[offset : offset + limit]
+    assert samples == history[offset : offset + limit]
 
 
 def test_offset_at_and_beyond_the_end(filled):
-    server, _ = filled
-    for offset in (1251, 1252, 10**6, 10**30):
+    server, _, _ = filled
+    for offset in (1250, 1251, 10**6, 10**17):
         response = server.get(offset=offset)
         assert response.status_code == 200, response.text
-        assert response.json() == {"samples": [], "total": 1251}
+        assert response.json() == {"samples": [], "total": 1250}
 
 
 def test_limit_zero_returns_only_the_total(filled):
-    server, _ = filled
-    assert server.get(limit=0).json() == {"samples": [], "total": 1251}
+    server, _, _ = filled
+    assert server.get(limit=0).json() == {"samples": [], "total": 1250}
+    assert server.get(limit=0, versions="current").json() == {"samples": [], "total": 1250}
 
 
-def test_walking_all_pages_reproduces_the_file(filled):
-    server, expected = filled
+def test_walking_all_pages_gives_every_current_sample_once(filled):
+    server, current, _ = filled
     collected = []
     offset = 0
     while True:
@@ -74,15 +78,18 @@ def test_walking_all_pages_reproduces_the_file(filled):
             break
         collected += response["samples"]
         offset += len(response["samples"])
-    assert collected == read_records(server.data)  # including receivedAt, byte for byte equal values
-    assert [strip_received(sample) for sample in collected] == expected
+    assert [strip_received(sample) for sample in collected] == current
 
 
-def test_pages_after_restart_and_index_rebuild(server):
-    server, expected = fill(server)
-    server.stop()
-    server.data.with_name(server.data.name + ".index.sqlite").unlink()
-    server.start()
+def test_every_version_walk_reproduces_the_file(embedded_server):
+    server, _, history = fill(embedded_server)
+    assert server.all_samples(versions="all") == read_records(server.jsonl())
+    assert [strip_received(sample) for sample in server.all_samples(versions="all")] == history
+
+
+def test_pages_after_restart(server):
+    server, current, _ = fill(server)
+    server.restart()
     samples, total = window(server, offset=1200, limit=100)
-    assert total == 1251
-    assert samples == expected[1200:]
+    assert total == 1250
+    assert samples == current[1200:]

@@ -1,0 +1,232 @@
+"""The entry point: `main.py [serve options]` runs the server; `main.py tokens …` manages tokens.
+
+Exit codes: 0 ok (a requested stop included), 1 failure (data in use, cannot listen, …), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from typing import Any, Optional
+
+from .errors import StartupError
+from .log import log
+from .settings import Settings, UsageError, add_storage_arguments, is_loopback, parse_serve, storage_settings
+from .storage.base import Storage
+
+
+def open_storage(data, database: Optional[str], pool_size: int = 8) -> Storage:
+    if database:
+        from .storage.postgres import PostgresStorage
+
+        storage: Storage = PostgresStorage(database, pool_size)
+    else:
+        from .storage.embedded import EmbeddedStorage
+
+        storage = EmbeddedStorage(data)
+    storage.open()
+    return storage
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "tokens":
+            return tokens_command(argv[1:])
+        settings = parse_serve(argv[1:] if argv and argv[0] == "serve" else argv)
+    except UsageError as error:
+        print(f"main.py: error: {error}", file=sys.stderr)
+        return 2
+    return serve(settings)
+
+
+def serve(settings: Settings) -> int:
+    from .app import create_app
+    from .server import listen_socket, make_server, tune_malloc
+
+    tune_malloc()
+    try:
+        storage = open_storage(settings.data, settings.database, settings.database_pool)
+    except StartupError as error:
+        log(f"error: {error}")
+        return 1
+    except Exception as error:  # noqa: BLE001 - one line, exit 1
+        log(f"error: cannot open storage: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
+        return 1
+    try:
+        if not settings.single_user and not is_loopback(settings.host) and storage.tokens.count_active() == 0:
+            log(f"error: refusing to listen on {settings.host} without tokens: create one with "
+                "`main.py tokens create --user NAME` (same --data/--database) first")
+            return 1
+        try:
+            sock = listen_socket(settings.host, settings.port)
+        except OSError as error:
+            log(f"error: cannot listen on {settings.host}:{settings.port}: {error.strerror or error}")
+            return 1
+        host, port = sock.getsockname()[:2]
+        shown_host = f"[{host}]" if ":" in host else host
+        mode = "single user, no tokens" if settings.single_user else "tokens required"
+        workers = f", {settings.workers} workers" if settings.workers > 1 else ""
+        line = f"api-server listening on http://{shown_host}:{port}, {storage.describe()}, {mode}{workers}"
+        if settings.workers > 1:
+            storage.close()  # each worker opens its own (a pool must not cross a fork)
+            return serve_workers(settings, sock, line)
+        server = make_server(create_app(settings, storage), settings, host, port)
+
+        # While serving, uvicorn handles SIGINT/SIGTERM itself (graceful shutdown); afterwards it restores
+        # the previous handlers and re-raises the signal. These handlers cover the moments before and after:
+        # a stop requested before serving starts makes uvicorn skip its main loop, and the re-raise is
+        # absorbed so that a requested stop exits with status 0.
+        def request_stop(number: int, frame: Any) -> None:
+            server.should_exit = True
+
+        for stop_signal in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(stop_signal, request_stop)
+        print(line, file=sys.stderr, flush=True)
+        with sock:
+            server.run(sockets=[sock])
+        return 0
+    finally:
+        storage.close()
+
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def serve_workers(settings: Settings, sock, line: str) -> int:
+    """Pre-forks settings.workers processes that accept on the same socket, each with its own storage
+    (its own connection pool). The parent only supervises: a stop signal goes to every worker; a worker
+    that exits on its own stops the others (exit 1). Workers die with the parent (PR_SET_PDEATHSIG)."""
+    children: dict[int, int] = {}
+    stopping = False
+
+    def stop_all(number: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    parent = os.getpid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # no handler of the parent's runs in a child
+    try:
+        for number in range(settings.workers):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    code = run_worker(settings, sock, parent)
+                except BaseException as error:  # noqa: BLE001 - a worker reports and exits
+                    log(f"worker {os.getpid()}: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
+                finally:
+                    os._exit(code)
+            children[pid] = number
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, stop_all)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    print(line, file=sys.stderr, flush=True)
+    sock.close()
+    status = 0
+    while children:
+        pid, wait_status = os.wait()
+        if pid not in children:
+            continue
+        del children[pid]
+        code = os.waitstatus_to_exitcode(wait_status)
+        if not stopping:
+            log(f"worker {pid} exited ({code}); stopping the others")
+            stop_all(signal.SIGTERM, None)
+            status = 1
+        elif code != 0:
+            status = 1
+    return status
+
+
+def run_worker(settings: Settings, sock, parent: int) -> int:
+    from .app import create_app
+    from .server import die_with_parent, make_server
+
+    die_with_parent(parent)
+    storage = open_storage(settings.data, settings.database, settings.database_pool)
+    try:
+        host, port = sock.getsockname()[:2]
+        server = make_server(create_app(settings, storage), settings, host, port)
+
+        def request_stop(number: int, frame: Any) -> None:
+            server.should_exit = True
+
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, request_stop)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        server.run(sockets=[sock])
+        return 0
+    finally:
+        storage.close()
+
+
+def tokens_command(argv: list[str]) -> int:
+    from .auth import new_token, now_text
+    from .storage.embedded import USER_NAME_PATTERN, valid_user_name
+
+    parser = argparse.ArgumentParser(prog="main.py tokens", description="Manage API tokens (shown once, stored as hashes).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    create = commands.add_parser("create", help="create a token for a user; prints it once on stdout")
+    create.add_argument("--user", required=True, help=f"user name, {USER_NAME_PATTERN}")
+    add_storage_arguments(create)
+    listing = commands.add_parser("list", help="token ids, users, created, revoked (never the tokens)")
+    add_storage_arguments(listing)
+    revoke = commands.add_parser("revoke", help="revoke a token by its id; effective on the next request")
+    revoke.add_argument("token_id", metavar="TOKEN_ID")
+    add_storage_arguments(revoke)
+    arguments = parser.parse_args(argv)
+    try:
+        data, database = storage_settings(arguments)
+    except UsageError as error:
+        print(f"main.py tokens: error: {error}", file=sys.stderr)
+        return 2
+    if arguments.command == "create" and not valid_user_name(arguments.user):
+        print(f"main.py tokens: error: --user must match {USER_NAME_PATTERN}", file=sys.stderr)
+        return 2
+    try:
+        tokens = open_token_store(data, database)
+    except Exception as error:  # noqa: BLE001 - one line, exit 1
+        print(f"main.py tokens: error: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}", file=sys.stderr)
+        return 1
+    try:
+        if arguments.command == "create":
+            token_id, token, digest = new_token()
+            tokens.add(token_id, arguments.user, digest, now_text())
+            print(f"created {token_id} for user {arguments.user}; the token is shown only now:", file=sys.stderr)
+            print(token)
+            return 0
+        if arguments.command == "list":
+            for record in tokens.list():
+                state = f"revoked {record.revoked_at}" if record.revoked_at else "active"
+                print(f"{record.token_id}  {record.user}  created {record.created_at}  {state}")
+            return 0
+        if tokens.revoke(arguments.token_id, now_text()):
+            print(f"revoked {arguments.token_id}", file=sys.stderr)
+            return 0
+        print(f"main.py tokens: error: no active token {arguments.token_id}", file=sys.stderr)
+        return 1
+    finally:
+        tokens.close()
+
+
+def open_token_store(data, database: Optional[str]):
+    """The token store alone (the admin command runs beside a running server)."""
+    if database:
+        from .storage.postgres import PostgresTokenStore
+
+        store = PostgresTokenStore.standalone(database)
+    else:
+        from .storage.embedded import SqliteTokenStore
+
+        store = SqliteTokenStore(data / "tokens.sqlite")
+        store.open()
+    return store

@@ -1,0 +1,20 @@
+"""GET /health: 200 only when storage takes writes now; 503 with the reason otherwise. No token."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..app import Context, json_response
+
+
+def routes(context: Context) -> list:
+    async def health(request: Request) -> Response:
+        if request.url.query:
+            return json_response({"error": "GET /health takes no query parameters"}, 400)
+        failure = context.storage.health()  # never blocks: probes run in the background
+        if failure is not None:
+            return json_response({"status": "error", "error": failure}, 503, {"Retry-After": "5"})
+        return json_response({"status": "ok"})
+
+    return [("/health", health, ["GET"])]

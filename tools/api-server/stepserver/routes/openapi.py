@@ -1,0 +1,103 @@
+"""GET /openapi.json: the OpenAPI 3.1 schema, generated from the wire types in contract.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .. import contract
+from ..app import Context, json_response
+
+
+def _error(description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorAnswer"}}}}
+
+
+def _ok(name: str, description: str = "OK") -> dict:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}}
+
+
+def _body(name: str) -> dict:
+    return {"required": True, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}}
+
+
+def _query(name: str, description: str, schema: dict) -> dict:
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
+
+
+COMMON_ERRORS = {
+    "400": _error("invalid input; the message names the field (e.g. samples[3].count)"),
+    "401": _error("missing, unknown or revoked token"),
+    "413": _error(f"body over {contract.MAX_BODY_BYTES} bytes"),
+    "500": _error('internal error: {"error":"internal error","requestId":"…"}; details are in the server log'),
+    "503": _error("storage cannot take writes now, or too many bodies in flight; see Retry-After"),
+}
+
+
+def build_schema() -> dict[str, Any]:
+    types = [contract.StepsBody, contract.DeletionsBody, contract.StepsPage, contract.SavedAnswer,
+             contract.DeletedAnswer, contract.ClearedAnswer, contract.HealthAnswer, contract.ErrorAnswer,
+             contract.DailyDocument]
+    _, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
+    digits = {"type": "string", "pattern": "^[0-9]{1,18}$"}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "StepSync API server",
+            "version": "2",
+            "description": "Receives step samples from StepSync. Every endpoint but GET /health needs "
+            "Authorization: Bearer <token> (unless the server runs --single-user). Query strings are strict: "
+            "known names only, each at most once, digits only for numbers. Duplicate keys in a JSON object are a 400.",
+        },
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/health": {"get": {"security": [], "summary": "200 only when storage takes writes now",
+                                "responses": {"200": _ok("HealthAnswer"), "503": _ok("HealthAnswer", "storage refuses writes")}}},
+            "/steps": {
+                "post": {"summary": f"save up to {contract.MAX_SAMPLES_PER_REQUEST} samples; idempotent by (user, id)",
+                         "requestBody": _body("StepsBody"), "responses": {"200": _ok("SavedAnswer"), **COMMON_ERRORS}},
+                "get": {"summary": "a page of the current live version of each id (every version with versions=all)",
+                        "parameters": [
+                            _query("limit", f"default {contract.DEFAULT_LIMIT}, at most {contract.MAX_LIMIT}", digits),
+                            _query("offset", "default 0", digits),
+                            _query("versions", "all: every version saved, in the order received", {"enum": ["all", "current"]}),
+                        ],
+                        "responses": {"200": _ok("StepsPage"), **COMMON_ERRORS}},
+                "delete": {"summary": "empty the caller's data (nobody else's)",
+                           "responses": {"200": _ok("ClearedAnswer"), **COMMON_ERRORS}},
+            },
+            "/steps/daily": {
+                "get": {"summary": "daily totals merged across sources (docs/TOTALS.md)",
+                        "parameters": [
+                            _query("tz", "IANA time zone, default UTC", {"type": "string"}),
+                            {**_query("from", "first day, YYYY-MM-DD", {"type": "string", "format": "date"}), "required": True},
+                            {**_query("to", f"last day, inclusive; at most {contract.MAX_DAILY_DAYS} days", {"type": "string", "format": "date"}), "required": True},
+                            _query("bySource", "true: each row lists its sources", {"enum": ["true", "false"]}),
+                            _query("priority", "patterns separated by commas, replacing the default", {"type": "string"}),
+                        ],
+                        "responses": {"200": _ok("DailyDocument"), **COMMON_ERRORS}},
+            },
+            "/steps/deletions": {
+                "post": {"summary": f"delete up to {contract.MAX_IDS_PER_REQUEST} ids; unknown or deleted ids are "
+                         "acknowledged; durable before the 200", "requestBody": _body("DeletionsBody"),
+                         "responses": {"200": _ok("DeletedAnswer"), **COMMON_ERRORS}},
+            },
+        },
+    }
+
+
+def routes(context: Context) -> list:
+    document = json.dumps(build_schema(), separators=(",", ":")).encode()
+
+    async def openapi(request: Request) -> Response:
+        return json_response(document)
+
+    return [("/openapi.json", openapi, ["GET"])]

@@ -1,0 +1,87 @@
+"""/steps: POST (save samples), GET (a page of samples), DELETE (empty the caller's data), and
+POST /steps/deletions (delete samples by id). Every one needs the caller's token."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .. import contract
+from ..app import Context, json_response
+from ..auth import unauthorized
+from ..contract import utc_text
+
+
+def routes(context: Context) -> list:
+    storage = context.storage
+
+    def require_token_header(request: Request) -> None:
+        # Refused before the body is read; the token itself is looked up with the work.
+        if not context.settings.single_user and not request.headers.get("authorization"):
+            raise unauthorized("missing token: send Authorization: Bearer <token>")
+
+    async def post_steps(request: Request) -> Response:
+        now_ns = time.time_ns()
+        contract.parse_query(request.url.query, {})
+        require_token_header(request)
+
+        def handle(body: bytes):
+            user = context.user(request)
+            samples = contract.parse_samples(body, contract.DateWindow(now_ns))
+            body.clear()  # the bytes are not needed once parsed: free them before storing
+            if not samples:
+                return None
+            return storage.save(user, samples, utc_text(now_ns))
+
+        saved = await context.read_json_body(request, handle)
+        if saved is None:
+            return json_response(b'{"saved":0,"message":"No samples provided"}')
+        return json_response(b'{"saved":%d,"message":"Success"}' % saved)
+
+    async def post_deletions(request: Request) -> Response:
+        now_ns = time.time_ns()
+        contract.parse_query(request.url.query, {})
+        require_token_header(request)
+
+        def handle(body: bytes) -> int:
+            user = context.user(request)
+            ids = contract.parse_deletions(body)
+            body.clear()
+            return storage.delete_ids(user, ids, utc_text(now_ns)) if ids else 0
+
+        deleted = await context.read_json_body(request, handle)
+        return json_response(b'{"deleted":%d,"message":"Success"}' % deleted)
+
+    async def get_steps(request: Request) -> Response:
+        query = contract.parse_query(request.url.query, {"limit": "digits", "offset": "digits", "versions": "word"})
+        limit = contract.bounded_int(query, "limit", contract.DEFAULT_LIMIT, contract.MAX_LIMIT)
+        offset = contract.bounded_int(query, "offset", 0, None)
+        all_versions = query.get("versions") == "all"
+        require_token_header(request)
+
+        def handle():
+            user = context.user(request)
+            return storage.read(user, offset, limit, all_versions)
+
+        lines, total = await run_in_threadpool(handle)
+        return json_response(b'{"samples":[' + b",".join(lines) + b'],"total":%d}' % total)
+
+    async def delete_steps(request: Request) -> Response:
+        contract.parse_query(request.url.query, {})
+        require_token_header(request)
+
+        def handle() -> None:
+            storage.delete_all(context.user(request))
+
+        await run_in_threadpool(handle)
+        return json_response(b'{"deleted":true,"message":"All samples deleted"}')
+
+    return [
+        ("/steps", post_steps, ["POST"]),
+        ("/steps", get_steps, ["GET"]),
+        ("/steps", delete_steps, ["DELETE"]),
+        ("/steps/deletions", post_deletions, ["POST"]),
+    ]

@@ -1,0 +1,642 @@
+"""The embedded backend: one append-only JSONL history per user (the source of truth), indexed in memory.
+
+Layout of the data directory DIR:
+  DIR/LOCK                 flock held while a server uses DIR; names the owner's pid
+  DIR/tokens.sqlite        API tokens (hashes only), see auth.py
+  DIR/users/NAME.jsonl     NAME's history, one compact JSON object per line, UTF-8, two shapes:
+      a sample version  {"id":…,"startDate":…,"endDate":…,"count":…,"sourceBundleId":…,"sourceDeviceName":…,"receivedAt":"…Z"}
+      a deletion        {"deleted":"<id>","receivedAt":"…Z"}
+  DIR/.probe               rewritten (4 KiB, fdatasync) to learn whether the disk takes writes again
+
+The index of a user (id -> content digest and the offset of its current line, the offsets of live
+samples and of every version) lives in memory and is rebuilt from the JSONL when the server starts:
+a crash can never leave it out of step with the file. Its cost is about 200 bytes a live id.
+"""
+
+from __future__ import annotations
+
+import errno
+import operator
+import os
+import re
+import sqlite3
+import threading
+import time
+from array import array
+from pathlib import Path
+from typing import Iterable, Iterator, Optional
+
+import msgspec
+
+from ..contract import SampleFields, decode_stored_sample, instants
+from ..errors import ApiError, StartupError, StorageUnavailable
+from ..log import log
+from .base import DaySample, TokenRecord
+from .files import lock_owner, make_directories, pread_exact, pwrite_all, sync_directory, sync_file
+
+USERS_DIRECTORY = "users"
+JSONL_SUFFIX = ".jsonl"
+PROBE_BYTES = 4096
+PROBE_BACKOFF_FIRST_S = 0.25
+PROBE_BACKOFF_MAX_S = 5.0
+HEALTHY_PROBE_INTERVAL_S = 2.0
+READ_WINDOW_BYTES = 256 * 1024
+LINE_GUESS_BYTES = 8 * 1024
+MAX_REPORTED_BAD_LINES = 20
+_DIGEST_MASK = (1 << 64) - 1
+DELETION_PREFIX = b'{"deleted":'
+USER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_USER_RE = re.compile(USER_NAME_PATTERN[1:-1], re.ASCII)
+
+
+def valid_user_name(name: str) -> bool:
+    return _USER_RE.fullmatch(name) is not None
+
+
+class _StoredLine(msgspec.Struct):
+    """Either shape of a history line (a sample version or a deletion); unknown keys are ignored."""
+
+    id: Optional[str] = None
+    startDate: Optional[str] = None
+    endDate: Optional[str] = None
+    count: Optional[int] = None
+    sourceBundleId: Optional[str] = None
+    sourceDeviceName: Optional[str] = None
+    deleted: Optional[str] = None
+
+
+_line_decoder = msgspec.json.Decoder(_StoredLine)
+REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
+
+
+_encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample does
+_id_of = operator.attrgetter("id")
+WRITE_CHUNK_BYTES = 1 << 20
+# Content digests are Python's bytes hash (SipHash with a per-process random key), masked to 64 bits:
+# the index lives only as long as the process, and an attacker who cannot read the key cannot aim
+# a collision.
+
+
+class UserLog:
+    """One user's JSONL history and its in-memory index. Every method is thread-safe.
+
+    - `current`: id -> (offset of its current line << 64) | digest of its content, for live ids only.
+    - `live`: offsets of the current lines of live ids, in file order; `stale` holds offsets that are
+      no longer current (superseded or deleted) and is folded into `live` when a reader needs it.
+    - `versions`: offsets of every sample line, in file order (GET /steps?versions=all).
+    - `size`: the bytes of the file that are acknowledged; anything past it is a failed write being
+      rolled back and is never read.
+    """
+
+    def __init__(self, user: str, path: Path) -> None:
+        self.user = user
+        self.path = path
+        self.lock = threading.Lock()
+        self.fd = -1
+        self.size = 0
+        self.generation = 0  # bumped when the file is emptied, so a reader can tell its bytes went away
+        self.current: dict[str, int] = {}
+        self.live = array("q")
+        self.stale: set[int] = set()
+        self.versions = array("q")
+        self.needs_rollback = False
+
+    # -- opening -------------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        flags = os.O_RDWR | os.O_CLOEXEC
+        try:
+            self.fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            os.fsync(self.fd)
+            sync_directory(self.path.parent)
+        except FileExistsError:
+            self.fd = os.open(self.path, flags)
+        self.size = self._truncate_torn_tail(os.fstat(self.fd).st_size)
+        self._rebuild()
+
+    def _truncate_torn_tail(self, size: int) -> int:
+        """If the file does not end with a newline, the writer died mid-append: cut back to the last one."""
+        if size == 0 or os.pread(self.fd, 1, size - 1) == b"\n":
+            return size
+        keep = 0
+        position = size
+        while position > 0:
+            start = max(0, position - 65536)
+            newline = pread_exact(self.fd, position - start, start).rfind(b"\n")
+            if newline >= 0:
+                keep = start + newline + 1
+                break
+            position = start
+        os.ftruncate(self.fd, keep)
+        sync_file(self.fd)
+        log(f"{self.path}: dropped {size - keep} bytes of a partial last line at byte offset {keep} (torn write)")
+        return keep
+
+    def _rebuild(self) -> None:
+        """Replays the history into the index, REBUILD_CHUNK_BYTES at a time: msgspec decodes a chunk's
+        lines in one call; a chunk that fails is decoded line by line to report the bad lines."""
+        bad = 0
+        offset = 0
+        remaining = self.size
+        tail = b""
+        with open(self.path, "rb", buffering=0) as stream:
+            while remaining > 0:
+                chunk = stream.read(min(REBUILD_CHUNK_BYTES, remaining))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+                data = tail + chunk
+                cut = data.rfind(b"\n") + 1
+                data, tail = data[:cut], data[cut:]
+                if not data:
+                    continue
+                lines = data.split(b"\n")
+                lines.pop()
+                try:
+                    records = _line_decoder.decode_lines(data)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    records = None
+                if records is not None and len(records) == len(lines):
+                    for line, record in zip(lines, records):
+                        if not self._apply_line(line, record, offset):
+                            bad += 1
+                            self._report_bad(bad, offset, line, "not a sample or a deletion")
+                        offset += len(line) + 1
+                    continue
+                for line in lines:
+                    try:
+                        record = _line_decoder.decode(line)
+                    except (msgspec.DecodeError, msgspec.ValidationError) as error:
+                        bad += 1
+                        self._report_bad(bad, offset, line, str(error))
+                    else:
+                        if not self._apply_line(line, record, offset):
+                            bad += 1
+                            self._report_bad(bad, offset, line, "not a sample or a deletion")
+                    offset += len(line) + 1
+        if bad:
+            log(f"{self.path}: {bad} unreadable lines skipped (left in the file, not served)")
+
+    def _report_bad(self, bad: int, offset: int, line: bytes, reason: str) -> None:
+        if bad <= MAX_REPORTED_BAD_LINES:
+            reason = reason.splitlines()[0] if reason else "unreadable"
+            log(f"{self.path}: skipping unreadable line at byte offset {offset} ({len(line) + 1} bytes): {reason}")
+
+    def _apply_line(self, line: bytes, record: "_StoredLine", offset: int) -> bool:
+        if record.deleted is not None:
+            self._apply_deletion(record.deleted, offset)
+            return True
+        if (record.id is None or record.startDate is None or record.endDate is None or record.count is None
+                or record.sourceBundleId is None):
+            return False
+        # The digest is of the sample's canonical JSON, which is the line without its receivedAt:
+        # lines are written as encode(sample) with receivedAt spliced in before the final brace (a
+        # string cannot hold ',"receivedAt"' unescaped). A line written otherwise (by hand) gets
+        # another digest: a re-post of the same content then writes one new version, nothing worse.
+        cut = line.rfind(b',"receivedAt"')
+        content = line[:cut] + b"}" if cut > 0 else line
+        known = self.current.get(record.id)
+        if known is not None:
+            self.stale.add(known >> 64)
+        self.current[record.id] = (offset << 64) | (hash(content) & _DIGEST_MASK)
+        self.live.append(offset)
+        self.versions.append(offset)
+        return True
+
+    def _apply_deletion(self, sample_id: str, offset: int) -> bool:
+        known = self.current.pop(sample_id, None)
+        if known is None:
+            return False
+        self.stale.add(known >> 64)
+        return True
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def _append(self, chunks: Iterable[bytes]) -> int:
+        """Writes the chunks one after another at the end and syncs once (not at all when there was
+        nothing to write); returns the bytes written. On failure rolls the file back to `size`
+        (nothing of it is ever read) and raises StorageUnavailable. Caller holds the lock."""
+        if self.needs_rollback:
+            self._roll_back()
+        position = self.size
+        try:
+            for chunk in chunks:
+                pwrite_all(self.fd, chunk, position)
+                position += len(chunk)
+            if position > self.size:
+                sync_file(self.fd)
+        except OSError as error:
+            self.needs_rollback = True
+            try:
+                self._roll_back()
+            except OSError:
+                pass  # tried again before the next append
+            raise _failure(f"writing {self.path} at byte offset {position}", error) from None
+        return position - self.size
+
+    def _roll_back(self) -> None:
+        os.ftruncate(self.fd, self.size)
+        sync_file(self.fd)
+        self.needs_rollback = False
+
+    def save(self, samples: list[SampleFields], received_at: str) -> int:
+        # A repeated id keeps its first position and its last content (dict semantics).
+        batch = dict(zip(map(_id_of, samples), samples))
+        ids = list(batch)
+        values = list(batch.values())
+        suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
+        with self.lock:
+            current = self.current
+            known = list(map(current.get, ids))
+            fresh: list[int] = []
+            digests: list[int] = []
+            offsets: list[int] = []
+            # Each sample is encoded once, into a reused buffer: its digest is compared with the stored
+            # one, and a new or changed sample's line goes into the chunk being filled; chunks of a MiB
+            # are written as they fill, so a request never holds all its lines at once.
+            def chunks() -> Iterator[bytes]:
+                buffer = bytearray()
+                encode_into = _encoder.encode_into
+                pending = bytearray()
+                position = self.size
+                for k, sample in enumerate(values):
+                    encode_into(sample, buffer)
+                    digest = hash(bytes(buffer)) & _DIGEST_MASK
+                    old = known[k]
+                    if old is not None and old & _DIGEST_MASK == digest:
+                        continue
+                    fresh.append(k)
+                    digests.append(digest)
+                    offsets.append(position + len(pending))
+                    pending += buffer
+                    pending[-1:] = suffix
+                    if len(pending) >= WRITE_CHUNK_BYTES:
+                        yield pending
+                        position += len(pending)
+                        pending = bytearray()
+                if pending:
+                    yield pending
+
+            written = self._append(chunks())
+            if not fresh:
+                return 0
+            # Durable: now visible, all at once (readers take this lock).
+            self.stale.update(known[k] >> 64 for k in fresh if known[k] is not None)
+            current.update(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
+            self.live.extend(offsets)
+            self.versions.extend(offsets)
+            self.size += written
+            return len(fresh)
+
+    def delete_ids(self, ids: list[str], received_at: str) -> int:
+        suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
+        with self.lock:
+            doomed = [sample_id for sample_id in dict.fromkeys(ids) if sample_id in self.current]
+            if not doomed:
+                return 0
+            lines = [DELETION_PREFIX + b'"' + sample_id.encode() + b'"' + suffix for sample_id in doomed]
+            self._append([b"".join(lines)])
+            offset = self.size
+            for sample_id, line in zip(doomed, lines):
+                self._apply_deletion(sample_id, offset)
+                offset += len(line)
+            self.size = offset
+            return len(doomed)
+
+    def delete_all(self) -> None:
+        with self.lock:
+            try:
+                os.ftruncate(self.fd, 0)
+                sync_file(self.fd)
+            except OSError as error:
+                self.needs_rollback = True
+                raise _failure(f"emptying {self.path}", error) from None
+            self.generation += 1
+            self.size = 0
+            self.needs_rollback = False
+            self.current = {}
+            self.live = array("q")
+            self.stale = set()
+            self.versions = array("q")
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def _fold_stale(self) -> None:
+        if self.stale:
+            stale = self.stale
+            self.live = array("q", [offset for offset in self.live if offset not in stale])
+            self.stale = set()
+
+    def read(self, offset: int, limit: int, all_versions: bool) -> tuple[list[bytes], int]:
+        while True:
+            with self.lock:
+                if not all_versions:
+                    self._fold_stale()
+                offsets = self.versions if all_versions else self.live
+                total = len(offsets)
+                page = offsets[offset : offset + limit] if limit > 0 and offset < total else array("q")
+                generation = self.generation
+                size = self.size
+            lines = _read_lines(self.fd, page, size)
+            if generation == self.generation:
+                return lines, total
+
+    def live_samples(self) -> Iterator[SampleFields]:
+        """Every live sample (for the daily totals), read from the file in windows."""
+        with self.lock:
+            self._fold_stale()
+            offsets = array("q", self.live)
+            size = self.size
+            generation = self.generation
+        for first in range(0, len(offsets), 10_000):
+            lines = _read_lines(self.fd, offsets[first : first + 10_000], size)
+            if generation != self.generation:
+                return
+            for line in lines:
+                yield decode_stored_sample(line)
+
+    @property
+    def live_count(self) -> int:
+        return len(self.current)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+
+
+def _read_lines(fd: int, offsets: array, size: int) -> list[bytes]:
+    """The lines (each without its newline) that start at these ascending offsets, read in windows."""
+    lines: list[bytes] = []
+    index = 0
+    count = len(offsets)
+    while index < count:
+        start = offsets[index]
+        stop = index + 1
+        while stop < count and offsets[stop] - start <= READ_WINDOW_BYTES:
+            stop += 1
+        end = min(size, offsets[stop - 1] + LINE_GUESS_BYTES)
+        data = pread_exact(fd, end - start, start)
+        for position in range(index, stop):
+            relative = offsets[position] - start
+            newline = data.find(b"\n", relative)
+            if newline < 0:  # a line longer than the guess (written before today's limits)
+                data = data[:relative] + pread_exact(fd, size - offsets[position], offsets[position])
+                newline = data.find(b"\n", relative)
+                if newline < 0:
+                    raise RuntimeError(f"no line end after byte offset {offsets[position]}")
+            lines.append(data[relative:newline])
+        index = stop
+    return lines
+
+
+def _overlapping(samples: list[SampleFields], start_ns: int, end_ns: int) -> Iterator[DaySample]:
+    starts = instants([sample.startDate for sample in samples])
+    ends = instants([sample.endDate for sample in samples])
+    for sample, sample_start, sample_end in zip(samples, starts, ends):
+        if sample_end >= start_ns and sample_start < end_ns:
+            yield DaySample(sample_start, sample_end, sample.count, sample.sourceBundleId, sample.sourceDeviceName)
+
+
+def _failure(what: str, error: OSError) -> StorageUnavailable:
+    reason = os.strerror(error.errno) if error.errno else str(error)
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageUnavailable(f"storage is full ({what}: {reason}); nothing of this request was stored, retry later")
+    return StorageUnavailable(f"storage failed ({what}: {reason}); nothing of this request was stored, retry later")
+
+
+class WritabilityProbe:
+    """Tells whether the data directory takes writes, probing by rewriting a small file and syncing it.
+    While storage fails, probes are spaced by a doubling back-off; while it works, by a fixed interval."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / ".probe"
+        self.lock = threading.Lock()
+        self.failure: Optional[str] = None
+        self.next_probe = 0.0
+        self.backoff = PROBE_BACKOFF_FIRST_S
+
+    def failed(self, reason: str) -> None:
+        with self.lock:
+            if self.failure is None:
+                log(f"storage refuses writes: {reason}")
+                self.backoff = PROBE_BACKOFF_FIRST_S
+            self.failure = reason
+            self.next_probe = time.monotonic() + self.backoff
+
+    def status(self) -> Optional[str]:
+        """The last probe's answer, at once; a probe that is due runs in the background."""
+        if time.monotonic() >= self.next_probe and self.lock.acquire(blocking=False):
+            self.lock.release()
+            threading.Thread(target=self.check, name="storage-probe", daemon=True).start()
+        return self.failure
+
+    def check(self) -> Optional[str]:
+        """None if writable. Probes when one is due; otherwise answers from the last probe."""
+        with self.lock:
+            now = time.monotonic()
+            if now < self.next_probe:
+                return self.failure
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    os.ftruncate(fd, 0)
+                    pwrite_all(fd, b"\0" * PROBE_BYTES, 0)
+                    sync_file(fd)
+                    os.ftruncate(fd, 0)
+                finally:
+                    os.close(fd)
+            except OSError as error:
+                reason = f"storage refuses writes ({self.path}: {os.strerror(error.errno) if error.errno else error})"
+                if self.failure is None:
+                    log(reason)
+                    self.backoff = PROBE_BACKOFF_FIRST_S
+                else:
+                    self.backoff = min(self.backoff * 2, PROBE_BACKOFF_MAX_S)
+                self.failure = reason
+                self.next_probe = now + self.backoff
+                return self.failure
+            if self.failure is not None:
+                log("storage takes writes again")
+            self.failure = None
+            self.backoff = PROBE_BACKOFF_FIRST_S
+            self.next_probe = now + HEALTHY_PROBE_INTERVAL_S
+            return None
+
+
+class EmbeddedStorage:
+    """Users' JSONL histories under one data directory, one server at a time."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.users_directory = directory / USERS_DIRECTORY
+        self._lock = threading.Lock()
+        self._logs: dict[str, UserLog] = {}
+        self._lock_fd = -1
+        self.probe = WritabilityProbe(directory)
+        self.tokens = SqliteTokenStore(directory / "tokens.sqlite")
+
+    def open(self) -> None:
+        if self.directory.exists() and not self.directory.is_dir():
+            raise StartupError(f"--data {self.directory} is a file; it must be a directory (a JSONL file of an "
+                               f"earlier version goes to DIR/{USERS_DIRECTORY}/local.jsonl)")
+        make_directories(self.users_directory)
+        try:
+            self._lock_fd = lock_owner(self.directory / "LOCK", str(self.directory))
+        except BlockingIOError as error:
+            raise StartupError(str(error)) from None
+        try:
+            self.tokens.open()
+            for path in sorted(self.users_directory.glob("*" + JSONL_SUFFIX)):
+                user = path.name[: -len(JSONL_SUFFIX)]
+                if valid_user_name(user):
+                    self._open_user(user)
+            self.probe.check()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_user(self, user: str) -> UserLog:
+        user_log = UserLog(user, self.users_directory / (user + JSONL_SUFFIX))
+        user_log.open()
+        self._logs[user] = user_log
+        return user_log
+
+    def _log(self, user: str, create: bool) -> Optional[UserLog]:
+        user_log = self._logs.get(user)
+        if user_log is None and create:
+            with self._lock:
+                user_log = self._logs.get(user)
+                if user_log is None:
+                    self._writable()
+                    try:
+                        user_log = self._open_user(user)
+                    except OSError as error:
+                        self.probe.failed(f"creating the history of {user}: {os.strerror(error.errno or 0)}")
+                        raise _failure(f"creating the history of {user}", error) from None
+        return user_log
+
+    def _writable(self) -> None:
+        failure = self.probe.check() if self.probe.failure is not None else None
+        if failure is not None:
+            raise StorageUnavailable(failure + "; retry later")
+
+    def _write(self, user: str, action):
+        self._writable()
+        user_log = self._log(user, create=True)
+        try:
+            return action(user_log)
+        except StorageUnavailable as error:
+            self.probe.failed(error.message)
+            raise
+
+    def describe(self) -> str:
+        samples = sum(user_log.live_count for user_log in self._logs.values())
+        return f"data {self.directory} ({len(self._logs)} users, {samples} samples)"
+
+    def save(self, user: str, samples: list[SampleFields], received_at: str) -> int:
+        return self._write(user, lambda user_log: user_log.save(samples, received_at))
+
+    def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
+        return self._write(user, lambda user_log: user_log.delete_ids(ids, received_at))
+
+    def delete_all(self, user: str) -> None:
+        self._writable()
+        user_log = self._log(user, create=False)
+        if user_log is not None:
+            try:
+                user_log.delete_all()
+            except StorageUnavailable as error:
+                self.probe.failed(error.message)
+                raise
+
+    def read(self, user: str, offset: int, limit: int, all_versions: bool) -> tuple[list[bytes], int]:
+        user_log = self._log(user, create=False)
+        if user_log is None:
+            return [], 0
+        return user_log.read(offset, limit, all_versions)
+
+    def samples_between(self, user: str, start_ns: int, end_ns: int) -> Iterator[DaySample]:
+        user_log = self._log(user, create=False)
+        if user_log is None:
+            return
+        batch: list[SampleFields] = []
+        for sample in user_log.live_samples():
+            batch.append(sample)
+            if len(batch) == 10_000:
+                yield from _overlapping(batch, start_ns, end_ns)
+                batch = []
+        yield from _overlapping(batch, start_ns, end_ns)
+
+    def health(self) -> Optional[str]:
+        return self.probe.status()
+
+    def close(self) -> None:
+        for user_log in self._logs.values():
+            user_log.close()
+        self.tokens.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # releases the flock; the file stays (unlinking would race)
+            self._lock_fd = -1
+
+
+class SqliteTokenStore:
+    """Tokens of the embedded backend: DIR/tokens.sqlite (hashes only). Safe to use from the admin
+    command while a server runs: SQLite serializes the writers, and a revocation is seen by the
+    server's next lookup."""
+
+    _SCHEMA = """
+    CREATE TABLE IF NOT EXISTS tokens (
+        id TEXT PRIMARY KEY, user TEXT NOT NULL, hash BLOB NOT NULL UNIQUE,
+        created_at TEXT NOT NULL, revoked_at TEXT
+    );
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: Optional[sqlite3.Connection] = None
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        created = not self.path.exists()
+        make_directories(self.path.parent)
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
+        # The rollback journal (not WAL): reading needs no -wal/-shm files, so a server starts on a full disk.
+        db.execute("PRAGMA synchronous=FULL")
+        db.executescript(self._SCHEMA)
+        if created:
+            os.chmod(self.path, 0o600)
+            sync_directory(self.path.parent)
+        self._db = db
+
+    def _execute(self, sql: str, parameters: tuple = ()) -> list[tuple]:
+        if self._db is None:
+            raise ApiError(503, "token store is closed")
+        with self._lock:
+            return self._db.execute(sql, parameters).fetchall()
+
+    def add(self, token_id: str, user: str, token_hash: bytes, created_at: str) -> None:
+        self._execute("INSERT INTO tokens(id, user, hash, created_at) VALUES (?, ?, ?, ?)", (token_id, user, token_hash, created_at))
+
+    def lookup(self, token_hash: bytes) -> Optional[tuple[str, bytes]]:
+        rows = self._execute("SELECT user, hash FROM tokens WHERE hash = ? AND revoked_at IS NULL", (token_hash,))
+        return (rows[0][0], bytes(rows[0][1])) if rows else None
+
+    def list(self) -> list[TokenRecord]:
+        rows = self._execute("SELECT id, user, created_at, revoked_at FROM tokens ORDER BY created_at, id")
+        return [TokenRecord(*row) for row in rows]
+
+    def revoke(self, token_id: str, revoked_at: str) -> bool:
+        with self._lock:
+            assert self._db is not None
+            cursor = self._db.execute("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (revoked_at, token_id))
+            return cursor.rowcount == 1
+
+    def count_active(self) -> int:
+        return self._execute("SELECT count(*) FROM tokens WHERE revoked_at IS NULL")[0][0]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

@@ -1,0 +1,313 @@
+"""The PostgreSQL backend (psycopg 3 and its pool): `--database postgresql://…`.
+
+Schema (migrated on start, versioned in stepsync_schema): every table is keyed by the user first, so a
+cluster that distributes tables by user (Citus: distribute samples, sample_versions by user_name)
+serves many users unchanged.
+  samples          the current live version of each (user_name, id); a deletion removes the row
+  sample_versions  every version saved, in the order received (GET /steps?versions=all)
+  tokens           API tokens (hashes only)
+A save is one statement: the request's samples as arrays (unnest), upserted with ON CONFLICT … DO
+UPDATE … WHERE the content differs, the written rows copied into sample_versions, in one transaction.
+Rows are locked in id order, so concurrent requests that share ids cannot deadlock. Every SQL statement
+takes bound parameters only. An operation that loses its connection (a database restart) is retried
+on a fresh one until RETRY_DEADLINE_S, then answered 503; saves and deletions are idempotent, so a
+retried COMMIT whose first outcome was unknown changes nothing twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Iterator, Optional, TypeVar
+
+import msgspec
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..contract import SampleFields, StoredSample, instants
+from ..errors import StorageUnavailable
+from ..log import log
+from .base import DaySample, TokenRecord
+
+RETRY_DEADLINE_S = 20.0
+RETRY_FIRST_WAIT_S = 0.1
+RETRY_MAX_WAIT_S = 1.0
+CONNECT_TIMEOUT_S = 5
+ORDINALS_PER_REQUEST = 16384  # seq = request number * this + position in the request (≤ 10,000)
+HEALTH_CACHE_S = 1.0
+
+T = TypeVar("T")
+
+MIGRATIONS: list[str] = [
+    # 1: the first schema
+    """
+    CREATE TABLE tokens (
+        id text PRIMARY KEY,
+        user_name text NOT NULL,
+        hash bytea NOT NULL UNIQUE,
+        created_at text NOT NULL,
+        revoked_at text
+    );
+    CREATE SEQUENCE request_seq;
+    CREATE TABLE samples (
+        user_name text NOT NULL,
+        id text NOT NULL,
+        seq bigint NOT NULL,
+        start_date text NOT NULL,
+        end_date text NOT NULL,
+        start_ns bigint NOT NULL,
+        end_ns bigint NOT NULL,
+        count integer NOT NULL,
+        source_bundle_id text NOT NULL,
+        source_device_name text,
+        received_at text NOT NULL,
+        PRIMARY KEY (user_name, id)
+    );
+    CREATE INDEX samples_by_seq ON samples (user_name, seq);
+    CREATE INDEX samples_by_start ON samples (user_name, start_ns);
+    CREATE TABLE sample_versions (
+        user_name text NOT NULL,
+        seq bigint NOT NULL,
+        id text NOT NULL,
+        start_date text NOT NULL,
+        end_date text NOT NULL,
+        count integer NOT NULL,
+        source_bundle_id text NOT NULL,
+        source_device_name text,
+        received_at text NOT NULL,
+        PRIMARY KEY (user_name, seq)
+    );
+    """,
+]
+
+_SAVE = """
+WITH base AS (SELECT nextval('request_seq') * %(per)s AS b),
+incoming AS (
+    SELECT t.* FROM unnest(%(ordinals)b::int4[], %(ids)b::text[], %(starts)b::text[], %(ends)b::text[],
+                           %(start_ns)b::int8[], %(end_ns)b::int8[], %(counts)b::int4[], %(bundles)b::text[],
+                           %(devices)b::text[])
+        AS t(ordinal, id, start_date, end_date, start_ns, end_ns, count, source_bundle_id, source_device_name)
+    ORDER BY t.id
+),
+written AS (
+    INSERT INTO samples AS s (user_name, id, seq, start_date, end_date, start_ns, end_ns, count,
+                              source_bundle_id, source_device_name, received_at)
+    SELECT %(user)s, i.id, base.b + i.ordinal, i.start_date, i.end_date, i.start_ns, i.end_ns, i.count,
+           i.source_bundle_id, i.source_device_name, %(received)s
+    FROM incoming i, base
+    ON CONFLICT (user_name, id) DO UPDATE SET
+        seq = excluded.seq, start_date = excluded.start_date, end_date = excluded.end_date,
+        start_ns = excluded.start_ns, end_ns = excluded.end_ns, count = excluded.count,
+        source_bundle_id = excluded.source_bundle_id, source_device_name = excluded.source_device_name,
+        received_at = excluded.received_at
+    WHERE (s.start_date, s.end_date, s.count, s.source_bundle_id, s.source_device_name)
+          IS DISTINCT FROM
+          (excluded.start_date, excluded.end_date, excluded.count, excluded.source_bundle_id, excluded.source_device_name)
+    RETURNING s.user_name, s.seq, s.id, s.start_date, s.end_date, s.count, s.source_bundle_id,
+              s.source_device_name, s.received_at
+)
+INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,
+                             source_device_name, received_at)
+SELECT * FROM written
+"""
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _is_connection_problem(error: BaseException) -> bool:
+    return isinstance(error, (psycopg.OperationalError, psycopg.errors.AdminShutdown, psycopg.errors.CannotConnectNow,
+                              psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.SerializationFailure,
+                              psycopg.errors.DeadlockDetected))
+
+
+def migrate(connection: psycopg.Connection) -> int:
+    """Brings the schema to the newest version under an advisory lock (two servers starting at once).
+    Returns the version."""
+    with connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (0x5735_5917,))
+        connection.execute("CREATE TABLE IF NOT EXISTS stepsync_schema (version integer NOT NULL)")
+        row = connection.execute("SELECT version FROM stepsync_schema").fetchone()
+        version = row[0] if row else 0
+        if row is None:
+            connection.execute("INSERT INTO stepsync_schema (version) VALUES (0)")
+        if version > len(MIGRATIONS):
+            raise RuntimeError(f"the database's schema is version {version}, newer than this server's {len(MIGRATIONS)}")
+        for number in range(version, len(MIGRATIONS)):
+            connection.execute(MIGRATIONS[number])
+            connection.execute("UPDATE stepsync_schema SET version = %s", (number + 1,))
+            log(f"database schema migrated to version {number + 1}")
+    return len(MIGRATIONS)
+
+
+class PostgresStorage:
+    def __init__(self, conninfo: str, pool_size: int = 8) -> None:
+        self.conninfo = conninfo
+        self.pool_size = pool_size
+        self.pool: Optional[ConnectionPool] = None
+        self.tokens = PostgresTokenStore(self._run)
+        self._health_lock = threading.Lock()
+        self._health: tuple[float, Optional[str]] = (0.0, None)
+
+    def open(self) -> None:
+        with psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as connection:
+            migrate(connection)
+        self.pool = ConnectionPool(
+            self.conninfo, min_size=1, max_size=self.pool_size, open=True, name="stepsync",
+            kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False},
+            timeout=RETRY_DEADLINE_S, reconnect_timeout=0,
+        )
+        self._health_lock.acquire()
+        self._probe()  # the first answer of /health is a real one
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+    def describe(self) -> str:
+        users, samples = self._run(lambda c: c.execute("SELECT count(DISTINCT user_name), count(*) FROM samples").fetchone())
+        return f"database {self._where()} ({users} users, {samples} samples)"
+
+    def _where(self) -> str:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(self.conninfo)
+        return f"{parts.get('dbname', '?')} on {parts.get('host', 'localhost')}"
+
+    def _run(self, work: Callable[[psycopg.Connection], T]) -> T:
+        """Runs `work` in one transaction; retried on a fresh connection while the database is away."""
+        assert self.pool is not None
+        deadline = time.monotonic() + RETRY_DEADLINE_S
+        wait = RETRY_FIRST_WAIT_S
+        while True:
+            try:
+                with self.pool.connection() as connection:
+                    with connection.transaction():
+                        return work(connection)
+            except Exception as error:  # noqa: BLE001 - sorted below
+                if not (_is_connection_problem(error) or isinstance(error, PoolTimeout)):
+                    raise
+                if time.monotonic() + wait > deadline:
+                    line = (str(error).splitlines() or [type(error).__name__])[0]
+                    raise StorageUnavailable(f"database unavailable ({line}); retry later") from None
+                time.sleep(wait)
+                wait = min(wait * 2, RETRY_MAX_WAIT_S)
+
+    def save(self, user: str, samples: list[SampleFields], received_at: str) -> int:
+        batch: dict[str, SampleFields] = {}
+        for sample in samples:
+            batch[sample.id] = sample
+        unique = list(batch.values())
+        parameters = {
+            "per": ORDINALS_PER_REQUEST,
+            "user": user,
+            "received": received_at,
+            "ordinals": list(range(len(unique))),
+            "ids": [s.id for s in unique],
+            "starts": [s.startDate for s in unique],
+            "ends": [s.endDate for s in unique],
+            "start_ns": instants([s.startDate for s in unique]),
+            "end_ns": instants([s.endDate for s in unique]),
+            "counts": [s.count for s in unique],
+            "bundles": [s.sourceBundleId for s in unique],
+            "devices": [s.sourceDeviceName for s in unique],
+        }
+        return self._run(lambda c: c.execute(_SAVE, parameters).rowcount)
+
+    def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
+        unique = sorted(set(ids))
+        return self._run(lambda c: c.execute(
+            "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[])", (user, unique)).rowcount)
+
+    def delete_all(self, user: str) -> None:
+        def work(connection: psycopg.Connection) -> None:
+            connection.execute("DELETE FROM samples WHERE user_name = %s", (user,))
+            connection.execute("DELETE FROM sample_versions WHERE user_name = %s", (user,))
+
+        self._run(work)
+
+    def read(self, user: str, offset: int, limit: int, all_versions: bool) -> tuple[list[bytes], int]:
+        table = "sample_versions" if all_versions else "samples"
+
+        def work(connection: psycopg.Connection) -> tuple[list[bytes], int]:
+            total = connection.execute(f"SELECT count(*) FROM {table} WHERE user_name = %s", (user,)).fetchone()[0]
+            if limit == 0 or offset >= total:
+                return [], total
+            rows = connection.execute(
+                f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, received_at "
+                f"FROM {table} WHERE user_name = %s ORDER BY seq LIMIT %s OFFSET %s", (user, limit, offset)).fetchall()
+            return [_encode(StoredSample(*row)) for row in rows], total
+
+        return self._run(work)
+
+    def samples_between(self, user: str, start_ns: int, end_ns: int) -> Iterator[DaySample]:
+        rows = self._run(lambda c: c.execute(
+            "SELECT start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
+            "WHERE user_name = %s AND start_ns < %s AND end_ns >= %s", (user, end_ns, start_ns)).fetchall())
+        for row in rows:
+            yield DaySample(*row)
+
+    def health(self) -> Optional[str]:
+        checked, failure = self._health
+        if time.monotonic() - checked >= HEALTH_CACHE_S and self._health_lock.acquire(blocking=False):
+            threading.Thread(target=self._probe, name="database-probe", daemon=True).start()
+        return failure
+
+    def _probe(self) -> None:
+        try:
+            try:
+                with psycopg.connect(self.conninfo, connect_timeout=2, autocommit=True) as connection:
+                    in_recovery = connection.execute("SELECT pg_is_in_recovery()").fetchone()[0]
+                failure = "the database is a read-only standby" if in_recovery else None
+            except psycopg.Error as error:
+                failure = f"database unavailable ({(str(error).splitlines() or ['?'])[0]})"
+            if failure != self._health[1]:
+                log(failure or "database reachable again")
+            self._health = (time.monotonic(), failure)
+        finally:
+            self._health_lock.release()
+
+
+class PostgresTokenStore:
+    def __init__(self, run: Callable[[Callable[[psycopg.Connection], Any]], Any]) -> None:
+        self._run = run
+        self._connection: Optional[psycopg.Connection] = None
+
+    @classmethod
+    def standalone(cls, conninfo: str) -> "PostgresTokenStore":
+        """For the admin command: its own connection, schema migrated first."""
+        connection = psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
+        migrate(connection)
+
+        def run(work: Callable[[psycopg.Connection], Any]) -> Any:
+            with connection.transaction():
+                return work(connection)
+
+        store = cls(run)
+        store._connection = connection
+        return store
+
+    def add(self, token_id: str, user: str, token_hash: bytes, created_at: str) -> None:
+        self._run(lambda c: c.execute("INSERT INTO tokens (id, user_name, hash, created_at) VALUES (%s, %s, %s, %s)",
+                                      (token_id, user, token_hash, created_at)))
+
+    def lookup(self, token_hash: bytes) -> Optional[tuple[str, bytes]]:
+        row = self._run(lambda c: c.execute("SELECT user_name, hash FROM tokens WHERE hash = %s AND revoked_at IS NULL",
+                                            (token_hash,)).fetchone())
+        return (row[0], bytes(row[1])) if row else None
+
+    def list(self) -> list[TokenRecord]:
+        rows = self._run(lambda c: c.execute("SELECT id, user_name, created_at, revoked_at FROM tokens ORDER BY created_at, id").fetchall())
+        return [TokenRecord(*row) for row in rows]
+
+    def revoke(self, token_id: str, revoked_at: str) -> bool:
+        return self._run(lambda c: c.execute("UPDATE tokens SET revoked_at = %s WHERE id = %s AND revoked_at IS NULL",
+                                             (revoked_at, token_id)).rowcount) == 1
+
+    def count_active(self) -> int:
+        return self._run(lambda c: c.execute("SELECT count(*) FROM tokens WHERE revoked_at IS NULL").fetchone()[0])
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None

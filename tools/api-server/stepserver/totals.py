@@ -1,0 +1,152 @@
+"""Daily totals merged across sources, as docs/TOTALS.md defines them (the Swift side is
+Sources/StepSync/Totals/). Exact integer arithmetic; times in whole milliseconds since 1970 UTC
+(a sample's nanoseconds are floored to milliseconds, as the store keeps them).
+
+How it computes the merge: sources are taken in priority order, highest first. The instants covered
+by the sources ranked above the current one are kept as a sorted list of disjoint intervals; each of
+the current source's samples counts, toward the merged totals, only on the parts of its interval
+outside them (the instants its source wins), and then its interval joins them. Raw totals split
+every sample over days without any of that. Pieces are F(b) - F(a) with
+F(t) = floor(count * (t - start) / (end - start)), so a sample's pieces always add up to its count.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from datetime import date, datetime, timedelta, timezone
+from typing import Iterable, Optional
+from zoneinfo import ZoneInfo
+
+DEFAULT_PRIORITY = ["=Health", "=com.apple.Health", "Apple Watch", "iPhone", "iPod"]
+APPLE_DEVICE_PREFIX = "com.apple.health."
+
+
+def normalize(text: str) -> str:
+    text = text.replace("\u00a0", " ").replace("\u2019", "'")
+    return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
+
+
+def source_name(bundle: str, device: Optional[str]) -> str:
+    return device if bundle.startswith(APPLE_DEVICE_PREFIX) and device is not None else bundle
+
+
+def rank(bundle: str, device: Optional[str], patterns: list[str]) -> int:
+    name = normalize(source_name(bundle, device))
+    for index, pattern in enumerate(patterns):
+        if pattern.startswith("="):
+            if name == normalize(pattern[1:]):
+                return index
+        elif normalize(pattern) in name:
+            return index
+    return len(patterns)
+
+
+def day_start_ms(day: date, zone: ZoneInfo) -> int:
+    """The least whole second t with localDate(t) >= day, in milliseconds (TOTALS.md section 3)."""
+    base = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp())
+    low, high = base - 26 * 3600, base + 26 * 3600
+    # Usually local midnight: try it first, then fall back to the binary search of the reference.
+    guess = datetime(day.year, day.month, day.day, tzinfo=zone)
+    candidate = int(guess.timestamp())
+    if (datetime.fromtimestamp(candidate, zone).date() >= day
+            and datetime.fromtimestamp(candidate - 1, zone).date() < day):
+        return candidate * 1000
+    while low < high:
+        middle = (low + high) // 2
+        if datetime.fromtimestamp(middle, zone).date() >= day:
+            high = middle
+        else:
+            low = middle + 1
+    return low * 1000
+
+
+def _pieces(start: int, end: int, count: int, a: int, b: int, cuts: list[int], out: list[int], offset: int) -> None:
+    """Adds to out[offset + d] the steps of the sample's part [a, b) that fall in day d, where day d
+    is [cuts[d], cuts[d + 1])."""
+    span = end - start
+    first = max(bisect_right(cuts, a) - 1, 0)
+    day = first
+    position = a
+    done = count * (position - start) // span
+    while position < b and day < len(cuts) - 1:
+        stop = min(b, cuts[day + 1])
+        if stop > position:
+            reached = count * (stop - start) // span
+            out[offset + day] += reached - done
+            done = reached
+            position = stop
+        day += 1
+
+
+def daily_totals(samples: Iterable[tuple[int, int, int, str, Optional[str]]], zone_name: str, first: date,
+                 last: date, patterns: list[str], by_source: bool) -> dict:
+    """samples: (start_ms, end_ms, count, bundle, device). Returns the document of TOTALS.md section 5."""
+    zone = ZoneInfo(zone_name)
+    days = (last - first).days + 1
+    cuts = [day_start_ms(first + timedelta(days=d), zone) for d in range(days + 1)]
+    begin, finish = cuts[0], cuts[-1]
+
+    by_key: dict[tuple[str, Optional[str]], list[tuple[int, int, int]]] = {}
+    for start, end, count, bundle, device in samples:
+        by_key.setdefault((bundle, device), []).append((start, end, count))
+    order = sorted(by_key, key=lambda key: (rank(key[0], key[1], patterns), key[0], key[1] is not None, key[1] or ""))
+
+    raw = [[0] * days for _ in order]
+    merged = [[0] * days for _ in order]
+    covered_starts: list[int] = []  # disjoint, sorted intervals covered by the sources ranked above
+    covered_ends: list[int] = []
+    for k, key in enumerate(order):
+        own: list[tuple[int, int]] = []
+        raw_k, merged_k = raw[k], merged[k]
+        for start, end, count in by_key[key]:
+            if start == end:
+                if begin <= start < finish:
+                    day = bisect_right(cuts, start) - 1
+                    raw_k[day] += count
+                    i = bisect_right(covered_starts, start) - 1
+                    if not (i >= 0 and start < covered_ends[i]):
+                        merged_k[day] += count
+                continue
+            a, b = max(start, begin), min(end, finish)
+            own.append((start, end))
+            if a >= b:
+                continue
+            _pieces(start, end, count, a, b, cuts, raw_k, 0)
+            # The parts of [a, b) that no higher source covers: between the covered intervals.
+            i = bisect_right(covered_ends, a)  # the first covered interval ending after a
+            position = a
+            while position < b:
+                if i < len(covered_starts) and covered_starts[i] <= position:
+                    position = covered_ends[i]  # inside a covered interval: skip to its end
+                    i += 1
+                    continue
+                stop = min(b, covered_starts[i]) if i < len(covered_starts) else b
+                _pieces(start, end, count, position, stop, cuts, merged_k, 0)
+                position = stop
+        if own:
+            covered_starts, covered_ends = _union(covered_starts, covered_ends, own)
+
+    rows = []
+    for d in range(days):
+        row: dict = {"date": (first + timedelta(days=d)).isoformat(),
+                     "merged": sum(merged[k][d] for k in range(len(order))),
+                     "raw": sum(raw[k][d] for k in range(len(order)))}
+        if by_source:
+            row["sources"] = [{"bundleId": key[0], "deviceName": key[1], "merged": merged[k][d], "raw": raw[k][d]}
+                              for k, key in enumerate(order) if raw[k][d] > 0]
+        rows.append(row)
+    return {"timeZone": zone_name, "from": first.isoformat(), "to": last.isoformat(), "priority": patterns, "days": rows}
+
+
+def _union(starts: list[int], ends: list[int], more: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    intervals = sorted(list(zip(starts, ends)) + more)
+    out_starts: list[int] = []
+    out_ends: list[int] = []
+    for a, b in intervals:
+        if out_ends and a <= out_ends[-1]:
+            if b > out_ends[-1]:
+                out_ends[-1] = b
+        else:
+            out_starts.append(a)
+            out_ends.append(b)
+    return out_starts, out_ends

@@ -1,0 +1,159 @@
+"""GET /steps/daily: the hand-worked fixture of docs/TOTALS.md (Tests/Fixtures/totals/*.json, checked by
+the Swift tests too) on both backends, its query's errors, and seeded property tests of the Python
+merge against the quadratic reference transcribed from TOTALS.md section 8."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import sys
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import msgspec  # noqa: E402
+
+from stepserver import contract, totals  # noqa: E402
+
+from conftest import make_sample  # noqa: E402
+
+FIXTURES = Path(os.environ.get("STEPSYNC_TOTALS_FIXTURES",
+                               Path(__file__).resolve().parents[3] / "Tests" / "Fixtures" / "totals"))
+CASES = sorted(FIXTURES.glob("*.json")) if FIXTURES.is_dir() else []
+
+
+def daily(server, **params):
+    return server.session.get(server.url + "/steps/daily", params=params, timeout=60)
+
+
+@pytest.mark.skipif(not CASES, reason="Tests/Fixtures/totals not on this branch yet")
+@pytest.mark.parametrize("path", CASES, ids=[path.stem for path in CASES])
+def test_the_shared_fixture(server, path):
+    case = json.loads(path.read_text(encoding="utf-8"))
+    response = server.post(case["samples"])
+    assert response.status_code == 200, response.text
+    query = case["query"]
+    params = {"tz": query["timeZone"], "from": query["from"], "to": query["to"]}
+    if "priority" in query:
+        params["priority"] = ",".join(query["priority"])
+    response = daily(server, bySource="true", **params)
+    assert response.status_code == 200, response.text
+    assert response.json() == case["expected"]
+    without = json.loads(json.dumps(case["expected"]))
+    for row in without["days"]:
+        del row["sources"]
+    assert daily(server, **params).json() == without
+    assert daily(server, bySource="false", **params).json() == without
+
+
+def test_deleted_samples_are_not_counted_and_users_are_apart(server):
+    samples = [make_sample(n, count=100) for n in range(10)]
+    server.post(samples)
+    server.tokens["bob"] = server.create_token("bob")
+    server.post([make_sample(50, count=7)], session=server.new_session("bob"))
+    params = {"tz": "UTC", "from": "2024-01-01", "to": "2024-01-02"}
+    assert [row["merged"] for row in daily(server, **params).json()["days"]] == [1000, 0]
+    # The answer has the shape the OpenAPI schema documents (DailyDocument).
+    msgspec.json.decode(daily(server, bySource="true", **params).content, type=contract.DailyDocument)
+    server.delete_ids([samples[0]["id"], samples[1]["id"]])
+    assert [row["raw"] for row in daily(server, **params).json()["days"]] == [800, 0]
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("from=2024-01-01", "to: required"),
+    ("to=2024-01-01", "from: required"),
+    ("from=2024-01-02&to=2024-01-01", "to: must not be before from"),
+    ("from=2024-02-30&to=2024-03-01", 'from: not a calendar date (got "2024-02-30")'),
+    ("from=2024-1-1&to=2024-01-02", "from: must be a date YYYY-MM-DD"),
+    ("from=2000-01-01&to=2024-01-01", "to: at most 3700 days a request"),
+    ("tz=Mars/Olympus&from=2024-01-01&to=2024-01-02", 'tz: unknown time zone "Mars/Olympus"'),
+    ("tz=..%2Fetc&from=2024-01-01&to=2024-01-02", "tz: must be an IANA time zone"),
+    ("from=2024-01-01&to=2024-01-02&bySource=yes", "bySource: must be true or false"),
+    ("from=2024-01-01&to=2024-01-02&priority=a,,b", "priority: an empty pattern"),
+    ("from=2024-01-01&to=2024-01-02&from=2024-01-01", "from: given more than once"),
+])
+def test_bad_daily_queries_are_400(shared_server, query, expected):
+    connection = http.client.HTTPConnection("127.0.0.1", shared_server.port, timeout=30)
+    connection.request("GET", "/steps/daily?" + query, headers=dict(shared_server.session.headers))
+    response = connection.getresponse()
+    body = json.loads(response.read())
+    assert response.status == 400, body
+    assert expected in body["error"]
+
+
+# -- the merge against TOTALS.md's reference ------------------------------------------------------
+
+
+def reference(samples, zone_name, first, last, patterns):
+    """TOTALS.md section 8, transcribed."""
+    zone = ZoneInfo(zone_name)
+    keys = sorted({(b, d) for _, _, _, b, d in samples},
+                  key=lambda key: (totals.rank(key[0], key[1], patterns), key[0], key[1] is not None, key[1] or ""))
+    index = {key: k for k, key in enumerate(keys)}
+    xs = [(s, e, c, index[(b, d)]) for s, e, c, b, d in samples]
+
+    def F(s, e, c, t):
+        return c * (t - s) // (e - s)
+
+    rows = []
+    day = first
+    while day <= last:
+        ds, de = totals.day_start_ms(day, zone), totals.day_start_ms(day + timedelta(days=1), zone)
+        raw, merged = [0] * len(keys), [0] * len(keys)
+        cuts = sorted({ds, de} | {t for s, e, c, k in xs for t in (s, e) if ds < t < de})
+        for a, b in zip(cuts, cuts[1:]):
+            cover = [x for x in xs if x[0] < x[1] and x[0] <= a and x[1] >= b]
+            if cover:
+                win = min(k for s, e, c, k in cover)
+                for s, e, c, k in cover:
+                    piece = F(s, e, c, b) - F(s, e, c, a)
+                    raw[k] += piece
+                    if k == win:
+                        merged[k] += piece
+        for s, e, c, k in xs:
+            if s == e and ds <= s < de:
+                raw[k] += c
+                if not any(x[3] < k and x[0] <= s < x[1] for x in xs):
+                    merged[k] += c
+        rows.append({"date": day.isoformat(), "merged": sum(merged), "raw": sum(raw),
+                     "sources": [{"bundleId": key[0], "deviceName": key[1], "merged": merged[k], "raw": raw[k]}
+                                 for k, key in enumerate(keys) if raw[k] > 0]})
+        day += timedelta(days=1)
+    return {"timeZone": zone_name, "from": first.isoformat(), "to": last.isoformat(), "priority": patterns, "days": rows}
+
+
+SOURCES = [("com.apple.health.A1", "Apple Watch"), ("com.apple.health.B2", "iPhone"), ("com.example.pedometer", "iPhone"),
+           ("com.apple.Health", None), ("Simon\u2019s Apple\u00a0Watch", "Apple Watch")]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_merge_equals_the_reference_and_keeps_its_promises(seed):
+    rng = random.Random(seed)
+    zone = rng.choice(["UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Pacific/Apia"])
+    first = date(2026, 3, 6) if seed % 2 else date(2026, 10, 23)
+    last = first + timedelta(days=4)
+    base = int(datetime(first.year, first.month, first.day, tzinfo=timezone.utc).timestamp() * 1000) - 86_400_000
+    sources = rng.sample(SOURCES, rng.randint(1, len(SOURCES)))
+    samples = []
+    for _ in range(rng.randint(1, 60)):
+        start = base + rng.randrange(0, 6 * 86_400_000, rng.choice([1, 1000, 60_000]))
+        end = start + rng.choice([0, rng.randrange(1, 600_000), rng.randrange(1, 2 * 86_400_000)])
+        bundle, device = rng.choice(sources)
+        samples.append((start, end, rng.randrange(0, 5000), bundle, device))
+    got = totals.daily_totals(samples, zone, first, last, totals.DEFAULT_PRIORITY, True)
+    assert got == reference(samples, zone, first, last, totals.DEFAULT_PRIORITY)
+    for row in got["days"]:
+        assert row["merged"] <= row["raw"]
+    single = [sample for sample in samples if (sample[3], sample[4]) == sources[0]]
+    for row in totals.daily_totals(single, zone, first, last, totals.DEFAULT_PRIORITY, False)["days"]:
+        assert row["merged"] == row["raw"]
+    # A source ranked below all others never lowers a day's merged total.
+    lowest = [(s, e, c, "zzz.lowest", None) for s, e, c, _, _ in rng.sample(samples, min(5, len(samples)))]
+    more = totals.daily_totals(samples + lowest, zone, first, last, totals.DEFAULT_PRIORITY, False)["days"]
+    assert all(after["merged"] >= before["merged"] for before, after in zip(got["days"], more))

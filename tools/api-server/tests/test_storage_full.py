@@ -1,0 +1,97 @@
+"""A full disk (#20.4): writes answer 503 and leave nothing visible; once space is freed they resume
+without a restart, and /health follows; a server started on a full disk says so. The embedded backend
+on a small tmpfs (needs root to mount it; skipped otherwise)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+
+import pytest
+import requests
+
+from conftest import ServerProcess, make_samples, read_records, wait_until
+
+RECOVERY_DEADLINE_S = 20  # the probe's back-off tops out at 5 s
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or result.returncode})")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(path) -> None:
+    """Writes until the filesystem is full (unbuffered: a buffered close would fail too)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for size in (65536, 4096, 512, 1):
+            while True:
+                try:
+                    os.write(fd, b"\xff" * size)
+                except OSError as error:
+                    assert error.errno == errno.ENOSPC
+                    break
+    finally:
+        os.close(fd)
+
+
+def health(server) -> int:
+    return requests.get(server.url + "/health", timeout=5).status_code
+
+
+def test_enospc_then_space_freed_resumes_without_a_restart(small_disk, tmp_path):
+    server = ServerProcess(tmp_path, data=small_disk / "data").start()
+    try:
+        first = make_samples(500)
+        assert server.post(first).json()["saved"] == 500
+        fill(small_disk / "filler")
+        second = make_samples(1000, start=500)
+        response = server.post(second)
+        assert response.status_code == 503, response.text
+        assert response.headers["Retry-After"]
+        assert response.json()["error"].startswith("storage is full (writing ")
+        assert "nothing of this request was stored" in response.json()["error"]
+        assert health(server) == 503
+        assert "No space left on device" in requests.get(server.url + "/health", timeout=5).json()["error"]
+        # Nothing of the refused request is visible, and the file holds only whole lines.
+        assert server.total() == 500 and server.total(versions="all") == 500
+        assert len(read_records(server.jsonl())) == 500
+        response = server.delete_ids([first[0]["id"]])
+        assert response.status_code == 503
+        assert server.total() == 500
+
+        os.unlink(small_disk / "filler")
+        wait_until(lambda: health(server) == 200, "/health to see the space", timeout=RECOVERY_DEADLINE_S)
+        assert server.post(second).json()["saved"] == 1000
+        assert server.delete_ids([first[0]["id"]]).json()["deleted"] == 1
+        assert server.total() == 1499
+        assert len(read_records(server.jsonl())) == 1500
+        assert "storage takes writes again" in server.stderr()
+    finally:
+        server.finish()
+
+
+def test_a_server_started_on_a_full_disk_says_so(small_disk, tmp_path):
+    server = ServerProcess(tmp_path, data=small_disk / "data").start()
+    assert server.post(make_samples(10)).json()["saved"] == 10
+    assert server.stop() == 0
+    fill(small_disk / "filler")
+    server.start(wait=False)
+    try:
+        wait_until(lambda: server.proc.poll() is not None or "api-server listening" in server.stderr(), "the start-up line")
+        assert server.proc.poll() is None, server.stderr()
+        assert health(server) == 503
+        assert server.total() == 10  # reads still work
+        assert server.post(make_samples(10, start=10)).status_code == 503
+        os.unlink(small_disk / "filler")
+        wait_until(lambda: health(server) == 200, "/health to see the space", timeout=RECOVERY_DEADLINE_S)
+        assert server.post(make_samples(10, start=10)).json()["saved"] == 10
+    finally:
+        server.finish()

@@ -1,6 +1,6 @@
 """The wire contract: what a request may hold, its limits, and the one-line error for each violation.
 
-This module is the one definition (CONTRACTS.md section 4, "the one sample contract"; the Swift
+This module is the one definition ("the one sample contract", documented in tools/api-server/README.md; the Swift
 `SampleContract` carries the same numbers). The OpenAPI schema is generated from the msgspec types
 below (see openapi.py), the error messages come from the checks below, and both storage backends
 receive only `SampleFields` values that passed them.

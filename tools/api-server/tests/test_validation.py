@@ -1,5 +1,5 @@
 """Invalid bodies and parameters: HTTP 400 with a one-line JSON "error" naming the problem and where
-(CONTRACTS.md section 4). Nothing is written. Runs against both backends."""
+(the sample contract of the README). Nothing is written. Runs against both backends."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ import Testing
                 Issue.record("cut at \(cut): recovered \(digest), expected \(digests[survivors]) (prefix of \(survivors) records)")
                 break
             }
-            let boundary = inNewest.last { $0.end <= Int64(cut) }?.end ?? Int64(FormatConstants.segmentHeaderSize)
+            let boundary = inNewest.last { $0.end <= Int64(cut) }?.end ?? Int64(FormatConstants.dataStartV2)
             // What a torn tail drops is its bytes up to the last non-zero one: zero
             // bytes at the very end cannot be told from the writer's zero-filled space.
             let lastNonZero = cut > Int(boundary) ? bytes[Int(boundary)..<cut].lastIndex { $0 != 0 } : nil
@@ -78,7 +78,7 @@ import Testing
             let segmentIndex = Int.random(in: 0..<(files.count - 1), using: &rng)
             let name = (files[segmentIndex] as NSString).lastPathComponent
             let size = readFile(files[segmentIndex]).count
-            let cut = Int.random(in: FormatConstants.segmentHeaderSize..<size, using: &rng)
+            let cut = Int.random(in: FormatConstants.dataStartV2..<size, using: &rng)
             try copyDirectory(reference, to: work)
             writeFile(work + "/" + name, Array(readFile(files[segmentIndex])[0..<cut]))
             #expect(throws: StepLogError.corruption(
@@ -195,7 +195,7 @@ enum SegmentHeaderProbe {
             let index = Int.random(in: 0..<files.count, using: &rng)
             let path = work + "/" + (files[index] as NSString).lastPathComponent
             var bytes = readFile(path)
-            let start = Int.random(in: FormatConstants.segmentHeaderSize..<bytes.count, using: &rng)
+            let start = Int.random(in: FormatConstants.dataStartV2..<bytes.count, using: &rng)
             let length = Int.random(in: 1...64, using: &rng)
             for i in start..<min(bytes.count, start + length) { bytes[i] = UInt8.random(in: 0...255, using: &rng) }
             writeFile(path, bytes)

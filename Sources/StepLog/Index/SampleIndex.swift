@@ -181,6 +181,39 @@ public final class SampleIndex {
         return old
     }
 
+    /// Removes `key`; returns its entry, or nil when it was absent.
+    ///
+    /// Backward-shift deletion (no tombstone slots): the entries after the
+    /// freed slot in its probe run move back into it when their home allows,
+    /// so every remaining key stays reachable from its home and lookups never
+    /// slow down with deletions. Keeps the table in (nearly) hash order.
+    @discardableResult
+    public func remove(_ key: UUIDBytes) -> IndexEntry? {
+        let (p, found) = probe(key, hash: key.mixedHash)
+        guard found else { return nil }
+        let old = Self.entry(at: p)
+        var hole = (p - slots) / Self.slotSize
+        var i = hole
+        while true {
+            i &+= 1
+            if i == capacity { i = 0 }
+            let q = slotPointer(i)
+            let k = Self.key(at: q)
+            if k.isNil { break }
+            // The entry at i may move to the hole when its home is not in the
+            // cyclic range (hole, i]: it would then be probed past the hole.
+            let h = home(k.mixedHash)
+            let inRange = hole <= i ? (h > hole && h <= i) : (h > hole || h <= i)
+            if !inRange {
+                slotPointer(hole).copyMemory(from: q, byteCount: Self.slotSize)
+                hole = i
+            }
+        }
+        slotPointer(hole).initializeMemory(as: UInt8.self, repeating: 0, count: Self.slotSize)
+        count -= 1
+        return old
+    }
+
     /// Doubles the capacity.
     private func grow() { rehash(toCapacity: capacity * 2) }
 

@@ -133,7 +133,7 @@ import Testing
         var bytes = readFile(path)
         bytes[Int(victim.offset) + 30] ^= 0x01 // inside the payload, far from the tail
         writeFile(path, bytes)
-        guard case .sampleUpsert(let s) = victim.record else { return }
+        guard case .sampleUpsert(let s) = victim.record else { Issue.record("the victim is not a sample"); return }
         let store = try StepLogStore.open(tmp.path) // opens from the snapshot
         #expect(store.openReport.segmentsFromSnapshots > 0)
         #expect(throws: StepLogError.self) { _ = try store.sample(id: s.sample.id) }

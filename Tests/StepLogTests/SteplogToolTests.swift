@@ -20,7 +20,7 @@ import Testing
         let tmp = TemporaryDirectory()
         let reference = tmp.sub("reference")
         try sealedStore(reference)
-        var r = try run(["verify", reference])
+        var r = try verifyWithoutWriting(reference)
         #expect(r.code == 0 && r.lines.last?.hasPrefix("OK") == true, "\(r.lines.suffix(4))")
         let segments = segmentFiles(reference).map { ($0 as NSString).lastPathComponent }
         let hints = try FileManager.default.contentsOfDirectory(atPath: reference).filter { $0.hasSuffix(".hint") }.sorted()
@@ -32,7 +32,7 @@ import Testing
         var bytes = readFile(work + "/" + segments[1])
         bytes[bytes.count / 2] ^= 0x20
         writeFile(work + "/" + segments[1], bytes)
-        r = try run(["verify", work])
+        r = try verifyWithoutWriting(work)
         let problems = r.lines.dropLast().filter { !$0.hasPrefix("note:") }.count
         #expect(r.code == 1 && r.lines.last == "\(problems) problem\(problems == 1 ? "" : "s") found")
         #expect(r.lines.contains { $0.hasPrefix(segments[1] + " @ ") && $0.contains("checksum") }, "\(r.lines)")
@@ -41,18 +41,33 @@ import Testing
         try copyDirectory(reference, to: work)
         let hint = readFile(work + "/" + hints[2])
         writeFile(work + "/" + hints[2], Array(hint.prefix(hint.count / 2)))
-        r = try run(["verify", work])
+        r = try verifyWithoutWriting(work)
         #expect(r.code == 1)
         #expect(r.lines.contains { $0.hasPrefix(hints[2]) && $0.contains("snapshot") }, "\(r.lines)")
         // A missing segment.
         try copyDirectory(reference, to: work)
         try FileManager.default.removeItem(atPath: work + "/" + segments[2])
-        r = try run(["verify", work])
+        r = try verifyWithoutWriting(work)
         #expect(r.code == 1)
         #expect(r.lines.contains { $0.contains("segment \(segments[2]) is missing") }, "\(r.lines)")
         #expect(r.lines.last?.hasSuffix("found") == true)
-        // verify never writes: the damaged store is byte for byte as it was.
-        #expect(segmentFiles(work).map(readFile) == segmentFiles(work).map(readFile))
+    }
+
+    /// Runs `steplog verify` and checks that it wrote nothing: every file of
+    /// the store (names and bytes) is as it was before it ran.
+    func verifyWithoutWriting(_ dir: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> (code: Int32, lines: [String]) {
+        let before = storeFiles(dir)
+        let r = try run(["verify", dir])
+        let after = storeFiles(dir)
+        let changed = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
+        #expect(changed.isEmpty, "verify changed \(changed)", sourceLocation: sourceLocation)
+        return r
+    }
+
+    /// Every file in `dir` with its bytes.
+    func storeFiles(_ dir: String) -> [String: [UInt8]] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        return Dictionary(uniqueKeysWithValues: names.map { ($0, readFile(dir + "/" + $0)) })
     }
 
     @Test func statsDumpAndRecover() throws {

@@ -33,7 +33,8 @@ extension StepLogStore {
     }
 
     /// Gives up the store object without touching its files again (after a
-    /// compaction replaced them, or a simulated crash): the lock goes with it.
+    /// compaction replaced them, or a simulated crash), releasing the lock as
+    /// a dying process would.
     func abandon() {
         locked {
             snapshots.wait()
@@ -42,6 +43,7 @@ extension StepLogStore {
             writer = nil
             readers.closeAll()
             isClosed = true
+            releaseLock()
         }
     }
 

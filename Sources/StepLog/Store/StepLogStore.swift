@@ -184,6 +184,8 @@ public final class StepLogStore: @unchecked Sendable {
 
     // MARK: Internals shared by the extensions
 
+    func releaseLock() { fileLock = nil }
+
     /// The writer, or the reason there is none.
     func writableWriter() throws -> SegmentWriter {
         if isClosed { throw StepLogError.closed(path: directory) }

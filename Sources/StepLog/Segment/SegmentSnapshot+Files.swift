@@ -126,6 +126,21 @@ extension SegmentSnapshot {
         return header
     }
 
+    /// The version in a snapshot file's header when the header is whole (its
+    /// magic and checksum good), whatever the version; nil otherwise.
+    public static func fileVersion(sequence: UInt64, directory: String) -> UInt16? {
+        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
+        guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return nil }
+        defer { fd.close() }
+        var bytes = [UInt8](repeating: 0, count: FormatConstants.snapshotHeaderSize)
+        guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }),
+              n == bytes.count, Array(bytes[0..<8]) == FormatConstants.snapshotMagic else { return nil }
+        let checked = FormatConstants.snapshotHeaderSize - 4
+        let stored = bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: checked, as: UInt32.self)) }
+        guard CRC32C.unmask(stored) == CRC32C.checksum(Array(bytes[0..<checked])) else { return nil }
+        return UInt16(bytes[8]) | UInt16(bytes[9]) << 8
+    }
+
     /// Reads and checks the snapshot file of `segment` against it (as
     /// `check` does), with its entries decoded.
     public static func load(for segment: SegmentInfo, directory: String) -> Result<SegmentSnapshot, Problem> {

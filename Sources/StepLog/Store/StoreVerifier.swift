@@ -149,6 +149,10 @@ public enum StoreVerifier {
                 result.notes.append("\(name) belongs to the newest segment, which is always replayed")
                 continue
             }
+            if let version = SegmentSnapshot.fileVersion(sequence: sequence, directory: directory), version != FormatConstants.snapshotVersion {
+                result.notes.append("\(name) is a version \(version) snapshot, which this build ignores (the next writer rebuilds it)")
+                continue
+            }
             switch SegmentSnapshot.load(for: segment, directory: directory) {
             case .failure(let problem):
                 result.problems.append(Problem(file: path, offset: nil, what: problem.description))

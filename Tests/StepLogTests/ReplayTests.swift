@@ -7,7 +7,20 @@ import Testing
 @Suite struct TruncationReplayTests {
     @Test func cutAtEveryByteOfTheNewestSegmentsLastEightKiB() throws {
         let tmp = TemporaryDirectory()
-        let history = try ReferenceHistory(in: tmp, segmentSize: 16 << 10, batches: 70, seed: 1)
+        // A history whose newest segment holds more than 8 KiB of records.
+        // A history whose newest segment holds more than 8 KiB of records,
+        // with every record type the writer writes in its last 8 KiB.
+        let wanted = Set(RecordType.allCases).subtracting([.intervalsCleared])
+        func typesInLastEightKiB(_ dir: String) -> Set<RecordType> {
+            let records = (try? readAllRecords(dir)) ?? []
+            let newest = records.last?.segmentIndex ?? 0
+            let end = records.last?.end ?? 0
+            return Set(records.filter { $0.segmentIndex == newest && $0.end > end - 8_192 }.map(\.record.type))
+        }
+        let history = try ReferenceHistory(in: tmp, segmentSize: 16 << 10, batches: 1_000, seed: 1) { store in
+            let infos = store.segmentInfos
+            return infos.count >= 3 && infos.last!.size > 4_096 + 8_192 + 1_024 && typesInLastEightKiB(store.directory) == wanted
+        }
         let (reference, work, records, digests, files) = (history.reference, history.work, history.records, history.digests, history.files)
         #expect(files.count >= 2)
         let newest = files.last!
@@ -20,6 +33,9 @@ import Testing
         let workNewest = work + "/" + (newest as NSString).lastPathComponent
         let before = records.filter { $0.segmentIndex < newestIndex }.count
         let inNewest = records.filter { $0.segmentIndex == newestIndex }
+        // The cuts meet every record type the writer writes.
+        let types = Set(inNewest.filter { $0.end > Int64(bytes.count - 8_192) }.map(\.record.type))
+        #expect(types == wanted, "\(types)")
         // No zero-filled space ahead of the writer: 8,000 opens would otherwise
         // each write and sync 8 MiB of zeros (64 GB), which this test is not about.
         var options = StoreOptions(segmentSize: 16 << 10)

@@ -152,7 +152,7 @@ func readAllRecords(_ dir: String) throws -> [FoundRecord] {
 /// acknowledged batch.
 @discardableResult
 func writeKnownHistory(_ dir: String, segmentSize: Int, batches: Int, seed: UInt64,
-                       options: StoreOptions = StoreOptions()) throws -> [Int64] {
+                       options: StoreOptions = StoreOptions(), until done: ((StepLogStore) -> Bool)? = nil) throws -> [Int64] {
     var rng = SeededGenerator(seed: seed)
     var options = options
     options.segmentSize = segmentSize
@@ -197,8 +197,8 @@ func writeKnownHistory(_ dir: String, segmentSize: Int, batches: Int, seed: UInt
         if Int.random(in: 0..<4, using: &rng) == 0 {
             try store.markDeletionsAcknowledged(try store.pendingDeletions(limit: Int.random(in: 1...5, using: &rng)))
         }
-        let roll = Int.random(in: 0..<20, using: &rng)
-        if roll < 6 {
+        let roll = Int.random(in: 0..<14, using: &rng)
+        if roll < 4 {
             let status = IntervalStatus.allCases.randomElement(using: &rng)!
             try store.recordIntervals([SyncInterval(id: .test(1_000_000 + UInt64(roll)), startMilliseconds: Int64(roll) * 10,
                                                     endMilliseconds: Int64(roll) * 10 + 10, stepCount: Int64(batch), status: status)])
@@ -206,13 +206,14 @@ func writeKnownHistory(_ dir: String, segmentSize: Int, batches: Int, seed: UInt
             try store.clearIntervals(at: Date(timeIntervalSince1970: Double(batch)))
         } else if roll == 7 {
             try store.recordLayeringRange(LayeringRange(startMilliseconds: Int64(batch), endMilliseconds: Int64(batch) + 100))
-        } else if roll == 8 {
+        } else if roll == 8 || roll == 4 {
             try store.recordHighScore(DailyHighScore(day: 20260101 + UInt32(batch % 28), steps: Int64(batch), recordedAtMilliseconds: Int64(batch)))
-        } else if roll == 9 {
+        } else if roll == 9 || roll == 5 {
             try store.recordSourceAnchor(family: ["export", "mock"][batch % 2], anchor: Array("batch \(batch)".utf8))
         }
         try store.sync()
         acked.append(store.counts.bytes)
+        if let done, done(store) { break }
     }
     try store.close()
     return acked
@@ -246,10 +247,10 @@ struct ReferenceHistory {
     /// Segment paths in `reference`, oldest first.
     let files: [String]
 
-    init(in tmp: TemporaryDirectory, segmentSize: Int, batches: Int, seed: UInt64) throws {
+    init(in tmp: TemporaryDirectory, segmentSize: Int, batches: Int, seed: UInt64, until done: ((StepLogStore) -> Bool)? = nil) throws {
         reference = tmp.sub("reference")
         work = tmp.sub("work")
-        try writeKnownHistory(reference, segmentSize: segmentSize, batches: batches, seed: seed)
+        try writeKnownHistory(reference, segmentSize: segmentSize, batches: batches, seed: seed, until: done)
         records = try readAllRecords(reference)
         digests = prefixDigests(records)
         files = segmentFiles(reference)

@@ -36,8 +36,10 @@ import Testing
         #expect(try store.unsyncedSamples(limit: 10).map(\.id) == [.test(2), .test(4)])
         // Deleting what is already deleted, or unknown, writes nothing.
         let bytes = store.counts.bytes
-        #expect(try store.delete([.test(0), .test(1_000)], at: t2) == DeleteSummary(alreadyDeleted: 1, unknown: 1))
+        #expect(try store.delete([.test(0), .test(1_000), UUID.nil], at: t2) == DeleteSummary(alreadyDeleted: 1, unknown: 2))
         #expect(store.counts.bytes == bytes)
+        // The nil UUID marks the index's empty slots: it is never a sample.
+        #expect(try store.sampleState(id: .nil) == .absent && store.sample(id: .nil) == nil)
         try store.close()
         try verifyOK(tmp.path)
     }

@@ -144,9 +144,11 @@ public final class SampleIndex {
         steplog_prefetch(p + 64) // a 22-byte slot and its probe run often cross into the next line
     }
 
-    /// The entry for `key`, if present.
+    /// The entry for `key`, if present. (The nil UUID, which marks empty
+    /// slots, is never present.)
     @inline(__always)
     public func find(_ key: UUIDBytes) -> IndexEntry? {
+        if key.isNil { return nil }
         let (p, found) = probe(key, hash: key.mixedHash)
         return found ? Self.entry(at: p) : nil
     }
@@ -174,6 +176,7 @@ public final class SampleIndex {
     @discardableResult
     @inline(__always)
     public func update(_ key: UUIDBytes, _ transform: (IndexEntry) -> IndexEntry) -> IndexEntry? {
+        if key.isNil { return nil }
         let (p, found) = probe(key, hash: key.mixedHash)
         guard found else { return nil }
         let old = Self.entry(at: p)
@@ -189,6 +192,7 @@ public final class SampleIndex {
     /// slow down with deletions. Keeps the table in (nearly) hash order.
     @discardableResult
     public func remove(_ key: UUIDBytes) -> IndexEntry? {
+        if key.isNil { return nil }
         let (p, found) = probe(key, hash: key.mixedHash)
         guard found else { return nil }
         let old = Self.entry(at: p)

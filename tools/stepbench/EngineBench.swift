@@ -114,8 +114,15 @@ struct EngineBench {
         let openSeconds = full.seconds, snapshotSeconds = withSnapshots.seconds
         let bytesPerKey = Double(withSnapshots.indexBytes) / Double(withSnapshots.samples)
 
-        log("delete every sample in batches of \(batchSize), one sync per batch")
-        let deleteSeconds = try deleteAll(n, directory: dir, options: options)
+        // On a copy: the store itself stays as the upserts left it (tools/bench
+        // keeps it for the snapshot-building bench).
+        log("delete every sample in batches of \(batchSize), one sync per batch (on a copy of the store)")
+        let deleteDir = dir + "-deletes"
+        removeTree(deleteDir)
+        try FileManager.default.copyItem(atPath: dir, toPath: deleteDir)
+        Glibc_or_Darwin_sync()
+        let deleteSeconds = try deleteAll(n, directory: deleteDir, options: options)
+        removeTree(deleteDir)
 
         var peerRate: Double?
         var peerVersion: String?

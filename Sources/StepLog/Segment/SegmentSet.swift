@@ -44,6 +44,9 @@ public struct SegmentSet {
             }
             // Each segment starts where the previous one ends, or where its
             // reserved range ends when it has one (version 2's range end).
+            if a.header.rangeEnd != 0, b.basePosition != a.header.rangeEnd {
+                return (i, a.path, a.size, "segment reserved positions up to \(a.header.rangeEnd) but the next starts at \(b.basePosition)")
+            }
             if b.basePosition != a.nextBasePosition {
                 let gap = Int64(b.basePosition) - Int64(a.endPosition)
                 return (i, a.path, a.size, gap > 0

@@ -2,7 +2,9 @@
 //
 // Test fixture for the SIGKILL tests: writes a deterministic history to the
 // store in DIR, one batch at a time, and after each batch's sync prints
-// "ACK <batch> <store bytes>" (flushed). The same arguments on an empty
+// "ACK <batch> <store bytes>" (flushed). From batch 3 on, a batch also
+// deletes the first 10 samples of batch - 3, and every fourth batch
+// acknowledges up to 25 pending deletions. The same arguments on an empty
 // directory always produce the same bytes, so a killed run's store can be
 // compared with a clean run's. Resumes at the batch after the last complete
 // one (each batch ends with a layering-range record numbering it).
@@ -46,6 +48,11 @@ do {
         if batch >= 5 { samples.append(sample((batch - 5) * batchSize + batch % batchSize, version: batch)) } // a changed version
         try store.upsert(samples, fetchedAt: Date(timeIntervalSince1970: Double(batch)))
         if batch % 2 == 1 { try store.markSynced(try store.unsyncedSamples(limit: batchSize + batchSize / 2)) }
+        if batch >= 3 {
+            try store.delete((0..<min(10, batchSize)).map { sample((batch - 3) * batchSize + $0, version: 0).id },
+                             at: Date(timeIntervalSince1970: Double(batch)))
+        }
+        if batch % 4 == 2 { try store.markDeletionsAcknowledged(try store.pendingDeletions(limit: 25)) }
         try store.recordIntervals([SyncInterval(id: UUID(uuidString: String(format: "00000000-0000-4000-9000-%012x", batch % 7))!,
                                                 startMilliseconds: Int64(batch % 7), endMilliseconds: Int64(batch % 7) + 1,
                                                 stepCount: Int64(batch), status: .fetched)])

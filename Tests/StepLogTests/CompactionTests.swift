@@ -24,15 +24,17 @@ import Testing
         #expect(report.after.deadBytes == 0)
         // Folding a synced marker into its sample sets a flag, so live bytes stay the same.
         #expect(report.after.liveBytes == report.before.liveBytes)
-        #expect(report.after.bytes == report.after.liveBytes + report.after.headerBytes)
-        #expect(report.after.records == report.after.liveRecords)
+        // Besides live records and headers, only the last output's closing synced-through record.
+        #expect(report.after.syncMarkBytes == 17)
+        #expect(report.after.bytes == report.after.liveBytes + report.after.headerBytes + report.after.syncMarkBytes)
+        #expect(report.after.records == report.after.liveRecords + 1)
 
         let after = try StepLogStore.open(tmp.path, options: .fullReplay)
         #expect(try StoreDigest.of(after) == expected)
         #expect(after.counts.unsyncedSamples == unsynced)
         #expect(after.segmentInfos.first!.basePosition >= oldEnd) // positions keep growing
         let records = try readAllRecords(tmp.path)
-        #expect(!records.contains { if case .samplesSynced = $0.record { return true }; return false })
+        #expect(!records.contains { if case .samplesAcknowledged = $0.record { return true }; return false })
         #expect(!records.contains { if case .intervalsCleared = $0.record { return true }; return false })
         // Synced state is folded into the versions themselves.
         let syncedRecords = records.filter { if case .sampleUpsert(let r) = $0.record { return r.isSynced }; return false }.count

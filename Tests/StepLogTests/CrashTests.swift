@@ -36,6 +36,13 @@ import Testing
             let store = try StepLogStore.open(dir, options: StoreOptions(segmentSize: 256 << 10))
             #expect(store.counts.bytes >= acked.bytes, "run \(run): acknowledged \(acked.bytes) bytes, recovered \(store.counts.bytes)")
             #expect(store.layeringRanges.count >= acked.batch + 1, "run \(run): batch \(acked.batch) was acknowledged")
+            // Deletions acknowledged with their batch are there (pending or acknowledged: never live).
+            if acked.batch >= 3 {
+                for b in 3...acked.batch {
+                    let id = UUID(uuidString: String(format: "00000000-0000-4000-8000-%012x", (b - 3) * 1_000))!
+                    if case .live = try store.sampleState(id: id) { Issue.record("run \(run): the deletion of batch \(b) was lost") }
+                }
+            }
             if store.openReport.tornTail != nil { tornTails += 1 }
             if store.counts.bytes > acked.bytes { beyondAck += 1 }
             try store.close()

@@ -7,29 +7,50 @@ import Testing
 @Suite struct TruncationReplayTests {
     @Test func cutAtEveryByteOfTheNewestSegmentsLastEightKiB() throws {
         let tmp = TemporaryDirectory()
-        let history = try ReferenceHistory(in: tmp, segmentSize: 12 << 10, batches: 70, seed: 1)
+        // A history whose newest segment holds more than 8 KiB of records.
+        // A history whose newest segment holds more than 8 KiB of records,
+        // with every record type the writer writes in its last 8 KiB.
+        let wanted = Set(RecordType.allCases).subtracting([.intervalsCleared])
+        func typesInLastEightKiB(_ dir: String) -> Set<RecordType> {
+            let records = (try? readAllRecords(dir)) ?? []
+            let newest = records.last?.segmentIndex ?? 0
+            let end = records.last?.end ?? 0
+            return Set(records.filter { $0.segmentIndex == newest && $0.end > end - 8_192 }.map(\.record.type))
+        }
+        let history = try ReferenceHistory(in: tmp, segmentSize: 16 << 10, batches: 1_000, seed: 1) { store in
+            let infos = store.segmentInfos
+            return infos.count >= 3 && infos.last!.size > 4_096 + 8_192 + 1_024 && typesInLastEightKiB(store.directory) == wanted
+        }
         let (reference, work, records, digests, files) = (history.reference, history.work, history.records, history.digests, history.files)
         #expect(files.count >= 2)
         let newest = files.last!
         let newestIndex = files.count - 1
         let bytes = readFile(newest)
-        #expect(bytes.count > 8_192, "the newest segment should exceed 8 KiB for this test to mean something")
+        let dataStart = FormatConstants.dataStartV2
+        #expect(bytes.count - dataStart > 8_192, "the newest segment's records should exceed 8 KiB for this test to mean something")
 
         try copyDirectory(reference, to: work)
         let workNewest = work + "/" + (newest as NSString).lastPathComponent
         let before = records.filter { $0.segmentIndex < newestIndex }.count
         let inNewest = records.filter { $0.segmentIndex == newestIndex }
-        var checked = 0
-        for cut in max(0, bytes.count - 8_192)...bytes.count {
+        // The cuts meet every record type the writer writes.
+        let types = Set(inNewest.filter { $0.end > Int64(bytes.count - 8_192) }.map(\.record.type))
+        #expect(types == wanted, "\(types)")
+        // No zero-filled space ahead of the writer: 8,000 opens would otherwise
+        // each write and sync 8 MiB of zeros (64 GB), which this test is not about.
+        var options = StoreOptions(segmentSize: 16 << 10)
+        options.preallocationSize = 0
+        var torn = 0, clean = 0
+        for cut in max(dataStart, bytes.count - 8_192)...bytes.count {
             writeFile(workNewest, Array(bytes[0..<cut]))
-            let store = try StepLogStore.open(work, options: StoreOptions(segmentSize: 12 << 10))
+            let store = try StepLogStore.open(work, options: options)
             let survivors = before + inNewest.filter { $0.end <= Int64(cut) }.count
             let digest = try StoreDigest.of(store)
             if digest != digests[survivors] {
                 Issue.record("cut at \(cut): recovered \(digest), expected \(digests[survivors]) (prefix of \(survivors) records)")
                 break
             }
-            let boundary = inNewest.last { $0.end <= Int64(cut) }?.end ?? Int64(FormatConstants.segmentHeaderSize)
+            let boundary = inNewest.last { $0.end <= Int64(cut) }?.end ?? Int64(FormatConstants.dataStartV2)
             // What a torn tail drops is its bytes up to the last non-zero one: zero
             // bytes at the very end cannot be told from the writer's zero-filled space.
             let lastNonZero = cut > Int(boundary) ? bytes[Int(boundary)..<cut].lastIndex { $0 != 0 } : nil
@@ -38,14 +59,16 @@ import Testing
                 #expect(store.openReport.tornTail?.bytesDropped == Int64(lastNonZero + 1) - boundary)
                 // Gone before any append: only zero-filled space may follow the boundary.
                 #expect(readFile(workNewest).dropFirst(Int(boundary)).allSatisfy { $0 == 0 }, "the torn tail must be truncated before any append")
+                torn += 1
             } else {
                 #expect(store.openReport.tornTail == nil)
+                clean += 1
             }
             try store.close()
-            #expect(readFile(workNewest).count == Int(boundary) || cut < FormatConstants.segmentHeaderSize)
-            checked += 1
+            #expect(readFile(workNewest).count == Int(boundary))
         }
-        #expect(checked == min(bytes.count, 8_192) + 1)
+        // Both outcomes were met, many times (cuts between records, and inside them).
+        #expect(torn > 1_000 && clean > 10, "\(torn) cuts left an unsynced tail, \(clean) did not")
     }
 
     @Test func writingContinuesAfterATornTail() throws {
@@ -78,7 +101,7 @@ import Testing
             let segmentIndex = Int.random(in: 0..<(files.count - 1), using: &rng)
             let name = (files[segmentIndex] as NSString).lastPathComponent
             let size = readFile(files[segmentIndex]).count
-            let cut = Int.random(in: FormatConstants.segmentHeaderSize..<size, using: &rng)
+            let cut = Int.random(in: FormatConstants.dataStartV2..<size, using: &rng)
             try copyDirectory(reference, to: work)
             writeFile(work + "/" + name, Array(readFile(files[segmentIndex])[0..<cut]))
             #expect(throws: StepLogError.corruption(
@@ -195,7 +218,7 @@ enum SegmentHeaderProbe {
             let index = Int.random(in: 0..<files.count, using: &rng)
             let path = work + "/" + (files[index] as NSString).lastPathComponent
             var bytes = readFile(path)
-            let start = Int.random(in: FormatConstants.segmentHeaderSize..<bytes.count, using: &rng)
+            let start = Int.random(in: FormatConstants.dataStartV2..<bytes.count, using: &rng)
             let length = Int.random(in: 1...64, using: &rng)
             for i in start..<min(bytes.count, start + length) { bytes[i] = UInt8.random(in: 0...255, using: &rng) }
             writeFile(path, bytes)

@@ -90,6 +90,43 @@ import Testing
         #expect(index.memoryBytes > before)
     }
 
+    @Test func removalKeepsEveryOtherKeyReachable() {
+        // A full table (79% load, long probe runs, runs that wrap from the last
+        // slot to the first) loses keys in random order and gains new ones:
+        // after each step every key left is found, every key removed is not.
+        var rng = SeededGenerator(seed: 14)
+        let index = SampleIndex()
+        let capacity = SampleIndex.capacity(for: 0)
+        var model: [UUIDBytes: IndexEntry] = [:]
+        var keys: [UUIDBytes] = []
+        // Keys homed in the last slots, so that runs wrap.
+        while keys.count < 6 {
+            let key = Self.randomKey(&rng)
+            if key.mixedHash.multipliedFullWidth(by: UInt64(capacity)).high >= UInt64(capacity - 2) { keys.append(key) }
+        }
+        while keys.count < capacity * 79 / 100 { keys.append(Self.randomKey(&rng)) }
+        for (i, key) in keys.enumerated() {
+            index.set(key, Self.entry(UInt64(i)))
+            model[key] = Self.entry(UInt64(i))
+        }
+        #expect(index.memoryBytes == capacity * SampleIndex.slotSize, "no growth: the table stays full")
+        keys.shuffle(using: &rng)
+        for (step, key) in keys.enumerated() {
+            if step % 3 == 2 {
+                // Put a fresh key back in now and then.
+                let fresh = Self.randomKey(&rng)
+                index.set(fresh, Self.entry(UInt64(step)))
+                model[fresh] = Self.entry(UInt64(step))
+            }
+            #expect(index.remove(key) == model.removeValue(forKey: key))
+            #expect(index.remove(key) == nil)
+            #expect(index.find(key) == nil)
+            if step % 50 == 0 { Self.expectSame(index, model) }
+        }
+        Self.expectSame(index, model)
+        #expect(index.remove(UUIDBytes(high: 0, low: 0)) == nil && index.find(UUIDBytes(high: 0, low: 0)) == nil)
+    }
+
     @Test func probesWrapFromTheLastSlotToTheFirst() {
         // Keys whose home is the last slot of a 1,024-slot table: all but one
         // must wrap around to slot 0 and onwards, and still be found.

@@ -84,10 +84,10 @@ import Testing
         let store = try StepLogStore.open(tmp.path, options: .fullReplayReadOnly)
         let records = try readAllRecords(tmp.path)
         for (i, segment) in store.segmentInfos.dropLast().enumerated() {
-            // The index's size after this segment: distinct samples written up to it.
-            var ids = Set<UUID>()
-            for r in records where r.segmentIndex <= i { if case .sampleUpsert(let s) = r.record { ids.insert(s.sample.id) } }
-            let built = try SegmentSnapshot.build(from: segment, keysAfter: ids.count)
+            // The index's size after this segment: live samples and pending deletions.
+            var model = RecordModel()
+            for r in records where r.segmentIndex <= i { model.apply(r.record) }
+            let built = try SegmentSnapshot.build(from: segment, keysAfter: model.samples.count)
             let bytes = built.encoded()
             #expect(try bytes.withUnsafeBytes { try SegmentSnapshot.decode($0).get() } == built)
             #expect(try SegmentSnapshot.load(for: segment, directory: tmp.path).get() == built, "snapshot of segment \(i) (keysAfter included)")
@@ -133,7 +133,7 @@ import Testing
         var bytes = readFile(path)
         bytes[Int(victim.offset) + 30] ^= 0x01 // inside the payload, far from the tail
         writeFile(path, bytes)
-        guard case .sampleUpsert(let s) = victim.record else { return }
+        guard case .sampleUpsert(let s) = victim.record else { Issue.record("the victim is not a sample"); return }
         let store = try StepLogStore.open(tmp.path) // opens from the snapshot
         #expect(store.openReport.segmentsFromSnapshots > 0)
         #expect(throws: StepLogError.self) { _ = try store.sample(id: s.sample.id) }

@@ -20,7 +20,7 @@ import Testing
         let tmp = TemporaryDirectory()
         let reference = tmp.sub("reference")
         try sealedStore(reference)
-        var r = try run(["verify", reference])
+        var r = try verifyWithoutWriting(reference)
         #expect(r.code == 0 && r.lines.last?.hasPrefix("OK") == true, "\(r.lines.suffix(4))")
         let segments = segmentFiles(reference).map { ($0 as NSString).lastPathComponent }
         let hints = try FileManager.default.contentsOfDirectory(atPath: reference).filter { $0.hasSuffix(".hint") }.sorted()
@@ -32,7 +32,7 @@ import Testing
         var bytes = readFile(work + "/" + segments[1])
         bytes[bytes.count / 2] ^= 0x20
         writeFile(work + "/" + segments[1], bytes)
-        r = try run(["verify", work])
+        r = try verifyWithoutWriting(work)
         let problems = r.lines.dropLast().filter { !$0.hasPrefix("note:") }.count
         #expect(r.code == 1 && r.lines.last == "\(problems) problem\(problems == 1 ? "" : "s") found")
         #expect(r.lines.contains { $0.hasPrefix(segments[1] + " @ ") && $0.contains("checksum") }, "\(r.lines)")
@@ -41,18 +41,33 @@ import Testing
         try copyDirectory(reference, to: work)
         let hint = readFile(work + "/" + hints[2])
         writeFile(work + "/" + hints[2], Array(hint.prefix(hint.count / 2)))
-        r = try run(["verify", work])
+        r = try verifyWithoutWriting(work)
         #expect(r.code == 1)
         #expect(r.lines.contains { $0.hasPrefix(hints[2]) && $0.contains("snapshot") }, "\(r.lines)")
         // A missing segment.
         try copyDirectory(reference, to: work)
         try FileManager.default.removeItem(atPath: work + "/" + segments[2])
-        r = try run(["verify", work])
+        r = try verifyWithoutWriting(work)
         #expect(r.code == 1)
         #expect(r.lines.contains { $0.contains("segment \(segments[2]) is missing") }, "\(r.lines)")
         #expect(r.lines.last?.hasSuffix("found") == true)
-        // verify never writes: the damaged store is byte for byte as it was.
-        #expect(segmentFiles(work).map(readFile) == segmentFiles(work).map(readFile))
+    }
+
+    /// Runs `steplog verify` and checks that it wrote nothing: every file of
+    /// the store (names and bytes) is as it was before it ran.
+    func verifyWithoutWriting(_ dir: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> (code: Int32, lines: [String]) {
+        let before = storeFiles(dir)
+        let r = try run(["verify", dir])
+        let after = storeFiles(dir)
+        let changed = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
+        #expect(changed.isEmpty, "verify changed \(changed)", sourceLocation: sourceLocation)
+        return r
+    }
+
+    /// Every file in `dir` with its bytes.
+    func storeFiles(_ dir: String) -> [String: [UInt8]] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        return Dictionary(uniqueKeysWithValues: names.map { ($0, readFile(dir + "/" + $0)) })
     }
 
     @Test func statsDumpAndRecover() throws {
@@ -62,13 +77,31 @@ import Testing
         var r = try run(["stats", dir, "--json"])
         #expect(r.code == 0)
         let stats = try #require(try JSONSerialization.jsonObject(with: Data(r.lines[0].utf8)) as? [String: Any])
-        for key in ["segments", "bytes", "liveBytes", "records", "liveRecords", "deadBytes", "recordsByType", "samples", "intervals"] {
+        for key in ["segments", "bytes", "liveBytes", "records", "liveRecords", "deadBytes", "syncMarkBytes", "recordsByType", "samples",
+                    "pendingDeletions", "tombstones", "intervals"] {
             #expect(stats[key] != nil, "stats --json lacks \(key)")
         }
         #expect((stats["liveRecords"] as! Int) < (stats["records"] as! Int))
+        // Tombstones: every one written, and those still pending (the live ones).
+        let store = try StepLogStore.open(dir, options: .fullReplayReadOnly)
+        let figures = try store.figures()
+        let tombstones = try #require(stats["tombstones"] as? [String: Int])
+        #expect(tombstones["records"] == figures.byType[.sampleDeleted]?.records && tombstones["records"]! > 0)
+        #expect(tombstones["liveRecords"] == store.counts.pendingDeletions && stats["pendingDeletions"] as? Int == store.counts.pendingDeletions)
+        #expect(store.counts.pendingDeletions > 0 && tombstones["liveRecords"]! < tombstones["records"]!)
+        #expect((stats["syncMarkBytes"] as! Int) == figures.syncMarkBytes && figures.syncMarkBytes > 0)
+        let text = try run(["stats", dir])
+        #expect(text.lines.contains { $0.contains("tombstones: ") && $0.contains("deletions waiting for the server: \(store.counts.pendingDeletions)") }, "\(text.lines)")
         r = try run(["dump", dir, "--segment", "1", "--json"])
         #expect(r.code == 0 && !r.lines.isEmpty)
         #expect(r.lines.allSatisfy { $0.hasPrefix("{\"segment\":\"000000000001.log\",\"offset\":") })
+        // Every record type is shown by name, with its fields.
+        let all = try run(["dump", dir]).lines
+        for (type, field) in [("sampleDeleted", "deletedAt="), ("syncedThrough", "offset="), ("padding", "zeros="),
+                              ("sourceAnchor", "anchor=\"batch "), ("samplesAcknowledged", "ids="), ("sampleUpsert", "origin=")] {
+            #expect(all.contains { $0.contains(" \(type) ") && $0.contains(field) }, "dump shows no \(type) with \(field)")
+        }
+        #expect(all.first?.hasPrefix("000000000001.log: version 2, sequence 1, base position 0") == true && all.first?.contains("records from offset 4096") == true)
         r = try run(["dump", dir, "--segment", "999"])
         #expect(r.code == 1)
         // recover: damage in a sealed segment → the prefix is kept and the rest set aside.
@@ -142,5 +175,71 @@ import Testing
         // The kills should land in more than one phase.
         #expect(outcomes.count >= 2, "\(outcomes)")
         print("compact kill test outcomes: \(outcomes)")
+    }
+}
+
+/// `steplog verify`'s version 2 checks, each on a store with one planted
+/// inconsistency that every checksum still accepts.
+@Suite struct VerifyVersionTwoTests {
+    /// A closed store of several segments with every record type.
+    func store(_ dir: String) throws -> [FoundRecord] {
+        try writeKnownHistory(dir, segmentSize: 16 << 10, batches: 80, seed: 41)
+        return try readAllRecords(dir)
+    }
+
+    /// Rewrites the record at `r` in place with `payload` (same size), checksummed.
+    func rewrite(_ r: FoundRecord, type: UInt8, payload: [UInt8]) {
+        precondition(payload.count == r.size - 9)
+        var bytes = readFile(r.segment)
+        bytes.replaceSubrange(Int(r.offset)..<Int(r.end), with: SegmentReaderTests.raw(type: type, payload))
+        writeFile(r.segment, bytes)
+    }
+
+    func problems(_ dir: String) throws -> [StoreVerifier.Problem] { try StoreVerifier.verify(directory: dir).problems }
+
+    @Test func aCleanStoreHasNone() throws {
+        let tmp = TemporaryDirectory()
+        _ = try store(tmp.path)
+        #expect(try problems(tmp.path).isEmpty)
+    }
+
+    @Test func aNonZeroByteInTheHeaderBlock() throws {
+        let tmp = TemporaryDirectory()
+        _ = try store(tmp.path)
+        let path = segmentFiles(tmp.path)[1]
+        var bytes = readFile(path)
+        bytes[1_000] = 1
+        writeFile(path, bytes)
+        #expect(try problems(tmp.path).map(\.description) == [(path as NSString).lastPathComponent + " @ 1000: non-zero byte in the header block (records start at 4096)"])
+    }
+
+    @Test func syncedThroughClaimsPastItselfOrBackwards() throws {
+        let tmp = TemporaryDirectory()
+        let records = try store(tmp.path)
+        let marks = records.filter { if case .syncedThrough = $0.record { return $0.segmentIndex == 0 }; return false }
+        #expect(marks.count >= 2)
+        rewrite(marks[0], type: 8, payload: withUnsafeBytes(of: UInt64(marks[0].offset + 1).littleEndian, Array.init))
+        var found = try problems(tmp.path)
+        #expect(found.contains { $0.offset == marks[0].offset && $0.what.contains("claims offset \(marks[0].offset + 1), outside") }, "\(found)")
+        let second = TemporaryDirectory()
+        let again = try store(second.path)
+        let marks2 = again.filter { if case .syncedThrough = $0.record { return $0.segmentIndex == 0 }; return false }
+        rewrite(marks2[1], type: 8, payload: withUnsafeBytes(of: UInt64(4_096).littleEndian, Array.init))
+        found = try problems(second.path)
+        #expect(found.contains { $0.offset == marks2[1].offset && $0.what.contains("before an earlier claim") }, "\(found)")
+    }
+
+    @Test func paddingThatIsNotZero() throws {
+        let tmp = TemporaryDirectory()
+        let records = try store(tmp.path)
+        let pad = try #require(records.first { if case .padding(let n) = $0.record { return n > 4 && $0.segmentIndex == 0 }; return false })
+        var payload = [UInt8](repeating: 0, count: pad.size - 9)
+        payload[3] = 0x55
+        rewrite(pad, type: 9, payload: payload)
+        #expect(try problems(tmp.path).contains { $0.offset == pad.offset && $0.what == "padding holds a non-zero byte at payload offset 3" })
+        // Opening refuses it too: a checksummed record that is not what its type says.
+        #expect(throws: StepLogError.corruption(path: pad.segment, offset: pad.offset, reason: "padding holds a non-zero byte at payload offset 3")) {
+            _ = try StepLogStore.open(tmp.path, options: .fullReplayReadOnly)
+        }
     }
 }

@@ -28,7 +28,7 @@ import Testing
 
     @Test func segmentsRollAtTheConfiguredSizeAndReplayInOrder() throws {
         let dir = TemporaryDirectory()
-        let options = StoreOptions(segmentSize: 4_096)
+        let options = StoreOptions(segmentSize: 8_192)
         var digest: StoreDigest
         do {
             let store = try StepLogStore.open(dir.path, options: options)
@@ -44,8 +44,9 @@ import Testing
         let files = segmentFiles(dir.path)
         #expect(files.count > 10)
         for file in files.dropLast() {
+            // Full to within a record and its synced-through record, or a sector's padding.
             let size = readFile(file).count
-            #expect(size <= 4_096 && size > 3_000, "\(file) has \(size) bytes")
+            #expect(size <= 8_192 && size > 8_192 - 600, "\(file) has \(size) bytes")
         }
         let reopened = try StepLogStore.open(dir.path, options: options)
         #expect(try StoreDigest.of(reopened) == digest)
@@ -316,4 +317,38 @@ private final class ReaderFlags: @unchecked Sendable {
     var failures: Int { lock.withLock { failureCount } }
     func stop() { lock.withLock { stopRequested = true } }
     func failed() { lock.withLock { failureCount += 1 } }
+}
+
+/// Version 2's header fields that no writer uses yet but every reader must
+/// already honour: the range end in the chain check, and the index's 46-bit
+/// position limit.
+@Suite struct SegmentChainTests {
+    func info(_ sequence: UInt64, base: UInt64, size: Int64, rangeEnd: UInt64 = 0) -> SegmentInfo {
+        SegmentInfo(header: SegmentHeader(sequence: sequence, basePosition: base, rangeEnd: rangeEnd),
+                    path: "/s/\(SegmentName.fileName(sequence: sequence))", size: size)
+    }
+
+    @Test func aReservedRangeEndIsWhereTheNextSegmentStarts() {
+        // Exact tiling, as written today.
+        #expect(SegmentSet.firstBreak(in: [info(1, base: 0, size: 5_000), info(2, base: 5_000, size: 4_096)], directory: "/s") == nil)
+        // A reserved range: the next starts at its end, past the first's data.
+        #expect(SegmentSet.firstBreak(in: [info(1, base: 0, size: 5_000, rangeEnd: 9_000), info(2, base: 9_000, size: 4_096)], directory: "/s") == nil)
+        // Anywhere else is a break, and so is a segment that outgrew its range.
+        let gap = SegmentSet.firstBreak(in: [info(1, base: 0, size: 5_000, rangeEnd: 9_000), info(2, base: 5_000, size: 4_096)], directory: "/s")
+        #expect(gap?.index == 1 && gap?.reason == "segment reserved positions up to 9000 but the next starts at 5000")
+        let outgrown = SegmentSet.firstBreak(in: [info(1, base: 0, size: 9_500, rangeEnd: 9_000), info(2, base: 9_000, size: 4_096)], directory: "/s")
+        #expect(outgrown?.reason == "segment ends at position 9500, past the end of its reserved range (9000)")
+    }
+
+    @Test func positionsPastTheIndexsFortySixBitsAreRefused() throws {
+        let tmp = TemporaryDirectory()
+        let path = tmp.sub(SegmentName.fileName(sequence: 1))
+        writeFile(path, SegmentHeader(sequence: 1, basePosition: (1 << 46) - 4_000).encodedBlock())
+        #expect(throws: StepLogError.corruption(path: path, offset: 20, reason: "log positions reach past 2^46 (64 TiB), the most this version can index")) {
+            _ = try StepLogStore.open(tmp.path)
+        }
+        writeFile(path, SegmentHeader(sequence: 1, basePosition: (1 << 46) - 5_000).encodedBlock())
+        let store = try StepLogStore.open(tmp.path, options: StoreOptions(readOnly: true))
+        #expect(store.counts.samples == 0)
+    }
 }

@@ -15,9 +15,9 @@ extension UUID {
 }
 
 func makeSample(_ n: UInt64, start: Int64 = 1_700_000_000_000, count: Int = 42,
-                bundle: String = "com.apple.health", device: String? = "iPhone") -> StepSample {
+                bundle: String = "com.apple.health", device: String? = "iPhone", origin: SampleOrigin = .unspecified) -> StepSample {
     StepSample(id: .test(n), startMilliseconds: start + Int64(n) * 60_000, endMilliseconds: start + Int64(n) * 60_000 + 30_000,
-               count: count, sourceBundleId: bundle, sourceDeviceName: device)
+               count: count, sourceBundleId: bundle, sourceDeviceName: device, origin: origin)
 }
 
 func segmentFiles(_ dir: String) -> [String] {
@@ -34,51 +34,82 @@ struct StoreDigest: Equatable, CustomStringConvertible {
         var synced: Bool
         static func < (a: Sample, b: Sample) -> Bool { a.id < b.id }
     }
+    struct Deletion: Equatable, Comparable {
+        var id: String
+        var deletedAt: Int64
+        static func < (a: Deletion, b: Deletion) -> Bool { a.id < b.id }
+    }
     var samples: [Sample] = []
+    /// Pending deletions.
+    var deletions: [Deletion] = []
     var intervals: [SyncInterval] = []
     var ranges: [LayeringRange] = []
     var highScores: [DailyHighScore] = []
+    /// Latest anchor per family fingerprint.
+    var anchors: [UInt64: [UInt8]] = [:]
 
     var description: String {
-        "\(samples.count) samples (\(samples.filter(\.synced).count) synced), \(intervals.count) intervals, \(ranges.count) ranges, \(highScores.count) high scores"
+        "\(samples.count) samples (\(samples.filter(\.synced).count) synced), \(deletions.count) pending deletions, \(intervals.count) intervals, \(ranges.count) ranges, \(highScores.count) high scores, \(anchors.count) anchors"
     }
 
     static func of(_ store: StepLogStore) throws -> StoreDigest {
         var d = StoreDigest()
         try store.forEachSample { d.samples.append(Sample(id: $0.id.uuidString, sample: $0.sample, synced: $0.isSynced)) }
         d.samples.sort()
+        d.deletions = try store.pendingDeletions(limit: .max).map { Deletion(id: $0.id.uuidString, deletedAt: $0.deletedAtMilliseconds) }.sorted()
         d.intervals = store.intervals().sorted { $0.startMilliseconds < $1.startMilliseconds }
         d.ranges = store.layeringRanges
         d.highScores = store.highScores
+        d.anchors = store.locked { store.state.anchors.mapValues(\.anchor) }
         return d
     }
 }
 
-/// An independent model of what records mean (a plain dictionary), to check
+/// An independent model of what records mean (plain dictionaries), to check
 /// the engine's replay against.
 struct RecordModel {
-    var samples: [UUID: (sample: StepSample, synced: Bool)] = [:]
+    enum Current { case live(StepSample, synced: Bool), deleted(at: Int64) }
+    var samples: [UUID: Current] = [:]
     var intervals: [UUID: SyncInterval] = [:]
     var ranges: [LayeringRange] = []
     var highScores: [UInt32: DailyHighScore] = [:]
+    var anchors: [UInt64: [UInt8]] = [:]
 
     mutating func apply(_ record: LogRecord) {
         switch record {
-        case .sampleUpsert(let r): samples[r.sample.id] = (r.sample, r.isSynced)
-        case .samplesSynced(let ids): for id in ids { samples[id]?.synced = true }
+        case .sampleUpsert(let r): samples[r.sample.id] = .live(r.sample, synced: r.isSynced)
+        case .samplesAcknowledged(let ids):
+            for id in ids {
+                switch samples[id] {
+                case .live(let s, _): samples[id] = .live(s, synced: true)
+                case .deleted: samples[id] = nil
+                case nil: break
+                }
+            }
+        case .sampleDeleted(let id, let at): samples[id] = .deleted(at: at)
         case .intervalStatus(let i): intervals[i.id] = i
         case .intervalsCleared: intervals = [:]; ranges = []
         case .layeringRange(let r): if !ranges.contains(r) { ranges.append(r) }
         case .dailyHighScore(let s): highScores[s.day] = s
+        case .sourceAnchor(let family, let anchor): anchors[family] = anchor
+        case .syncedThrough, .padding: break
         }
     }
 
     var digest: StoreDigest {
         var d = StoreDigest()
-        d.samples = samples.map { StoreDigest.Sample(id: $0.key.uuidString, sample: $0.value.sample, synced: $0.value.synced) }.sorted()
+        for (id, current) in samples {
+            switch current {
+            case .live(let s, let synced): d.samples.append(StoreDigest.Sample(id: id.uuidString, sample: s, synced: synced))
+            case .deleted(let at): d.deletions.append(StoreDigest.Deletion(id: id.uuidString, deletedAt: at))
+            }
+        }
+        d.samples.sort()
+        d.deletions.sort()
         d.intervals = intervals.values.sorted { $0.startMilliseconds < $1.startMilliseconds }
         d.ranges = ranges
         d.highScores = highScores.values.sorted { $0.day < $1.day }
+        d.anchors = anchors
         return d
     }
 }
@@ -99,7 +130,8 @@ func readAllRecords(_ dir: String) throws -> [FoundRecord] {
     for (segmentIndex, path) in segmentFiles(dir).enumerated() {
         let fd = try FileDescriptor.open(path, O_RDONLY)
         defer { fd.close() }
-        var reader = SegmentReader(fd: fd, fileSize: try fd.size())
+        let header = try SegmentHeader.read(fd).get()
+        var reader = SegmentReader(fd: fd, fileSize: try fd.size(), from: header.dataStart)
         while let item = try reader.next() {
             guard case .record(let offset, let type, let payload, let size) = item else {
                 throw StepLogError.corruption(path: path, offset: 0, reason: "unexpected damage in reference store")
@@ -112,13 +144,19 @@ func readAllRecords(_ dir: String) throws -> [FoundRecord] {
 }
 
 /// Writes a seeded, known history to a store: batches mixing new samples,
-/// changed versions, identical re-upserts, synced markers, interval statuses,
-/// clears, ranges and high scores, each batch followed by `sync`. Returns the
-/// store's byte size (all segments) after each acknowledged batch.
+/// changed versions, identical re-upserts, relabels (another origin),
+/// revivals of deleted samples, deletions (of live, deleted and unknown
+/// UUIDs), acknowledgements of samples and of deletions, interval statuses,
+/// clears, ranges, high scores and source anchors, each batch followed by
+/// `sync`. Returns the store's byte size (all segments) after each
+/// acknowledged batch.
 @discardableResult
-func writeKnownHistory(_ dir: String, segmentSize: Int, batches: Int, seed: UInt64) throws -> [Int64] {
+func writeKnownHistory(_ dir: String, segmentSize: Int, batches: Int, seed: UInt64,
+                       options: StoreOptions = StoreOptions(), until done: ((StepLogStore) -> Bool)? = nil) throws -> [Int64] {
     var rng = SeededGenerator(seed: seed)
-    let store = try StepLogStore.open(dir, options: StoreOptions(segmentSize: segmentSize))
+    var options = options
+    options.segmentSize = segmentSize
+    let store = try StepLogStore.open(dir, options: options)
     var next: UInt64 = 0
     var acked: [Int64] = []
     for batch in 0..<batches {
@@ -131,18 +169,36 @@ func writeKnownHistory(_ dir: String, segmentSize: Int, batches: Int, seed: UInt
         if next > 5 {
             for _ in 0..<Int.random(in: 0...3, using: &rng) {
                 let id = UInt64.random(in: 0..<next, using: &rng)
-                if var s = try store.sample(id: .test(id))?.sample {
-                    if Bool.random(using: &rng) { s.count += 1 } // else identical: writes nothing
+                switch try store.sampleState(id: .test(id)) {
+                case .live(let stored):
+                    var s = stored.sample
+                    switch Int.random(in: 0..<4, using: &rng) {
+                    case 0: s.count += 1
+                    case 1: s.origin = SampleOrigin.allCases.randomElement(using: &rng)! // a relabel, or identical
+                    default: break // identical: writes nothing
+                    }
                     samples.append(s)
+                case .deletionPending:
+                    samples.append(makeSample(id, count: Int.random(in: 0...500, using: &rng))) // revived
+                case .absent:
+                    break
                 }
             }
         }
         try store.upsert(samples, fetchedAt: Date(timeIntervalSince1970: Double(batch)))
+        if next > 5, Int.random(in: 0..<3, using: &rng) == 0 {
+            // Live, already deleted, or unknown (never written, or acknowledged).
+            let ids = (0..<Int.random(in: 1...4, using: &rng)).map { _ in UUID.test(UInt64.random(in: 0..<(next + 3), using: &rng)) }
+            try store.delete(ids, at: Date(timeIntervalSince1970: Double(batch) + 0.5))
+        }
         if Int.random(in: 0..<3, using: &rng) == 0 {
             try store.markSynced(try store.unsyncedSamples(limit: Int.random(in: 1...20, using: &rng)))
         }
-        let roll = Int.random(in: 0..<20, using: &rng)
-        if roll < 6 {
+        if Int.random(in: 0..<4, using: &rng) == 0 {
+            try store.markDeletionsAcknowledged(try store.pendingDeletions(limit: Int.random(in: 1...5, using: &rng)))
+        }
+        let roll = Int.random(in: 0..<14, using: &rng)
+        if roll < 4 {
             let status = IntervalStatus.allCases.randomElement(using: &rng)!
             try store.recordIntervals([SyncInterval(id: .test(1_000_000 + UInt64(roll)), startMilliseconds: Int64(roll) * 10,
                                                     endMilliseconds: Int64(roll) * 10 + 10, stepCount: Int64(batch), status: status)])
@@ -150,11 +206,14 @@ func writeKnownHistory(_ dir: String, segmentSize: Int, batches: Int, seed: UInt
             try store.clearIntervals(at: Date(timeIntervalSince1970: Double(batch)))
         } else if roll == 7 {
             try store.recordLayeringRange(LayeringRange(startMilliseconds: Int64(batch), endMilliseconds: Int64(batch) + 100))
-        } else if roll == 8 {
+        } else if roll == 8 || roll == 4 {
             try store.recordHighScore(DailyHighScore(day: 20260101 + UInt32(batch % 28), steps: Int64(batch), recordedAtMilliseconds: Int64(batch)))
+        } else if roll == 9 || roll == 5 {
+            try store.recordSourceAnchor(family: ["export", "mock"][batch % 2], anchor: Array("batch \(batch)".utf8))
         }
         try store.sync()
         acked.append(store.counts.bytes)
+        if let done, done(store) { break }
     }
     try store.close()
     return acked
@@ -188,10 +247,10 @@ struct ReferenceHistory {
     /// Segment paths in `reference`, oldest first.
     let files: [String]
 
-    init(in tmp: TemporaryDirectory, segmentSize: Int, batches: Int, seed: UInt64) throws {
+    init(in tmp: TemporaryDirectory, segmentSize: Int, batches: Int, seed: UInt64, until done: ((StepLogStore) -> Bool)? = nil) throws {
         reference = tmp.sub("reference")
         work = tmp.sub("work")
-        try writeKnownHistory(reference, segmentSize: segmentSize, batches: batches, seed: seed)
+        try writeKnownHistory(reference, segmentSize: segmentSize, batches: batches, seed: seed, until: done)
         records = try readAllRecords(reference)
         digests = prefixDigests(records)
         files = segmentFiles(reference)

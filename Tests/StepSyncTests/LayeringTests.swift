@@ -123,9 +123,12 @@ import Testing
         try await LayeringService(provider: mock(days: 20), store: store, now: { self.now }).performLayering()
         try await FetchService(provider: mock(days: 20), store: store).fetchPending()
         let samples = store.counts.samples
+        #expect(samples > 0)
         let summary = try await LayeringService(provider: mock(days: 20, seed: 5), store: store, now: { self.now }).performLayering()
         #expect(summary.sourceChanged)
         #expect(store.counts.samples == samples)
+        // Not vacuous: the new source's layering recorded intervals and a range.
+        #expect(!store.intervals().isEmpty && !store.layeringRanges.isEmpty)
         #expect(store.intervals().allSatisfy { $0.status == .pending || $0.status == .empty })
         #expect(store.layeringRanges.allSatisfy { $0.sourceFingerprint == LayeringRange.fingerprint(mock(days: 20, seed: 5).sourceIdentity) })
     }

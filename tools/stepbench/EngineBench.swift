@@ -8,8 +8,8 @@ import Darwin
 private func Glibc_or_Darwin_sync() { Darwin.sync() }
 #endif
 
-/// `stepbench engine`: the storage engine's write, re-write and open figures,
-/// beside SQLite doing the same upserts in the same run.
+/// `stepbench engine`: the storage engine's write, re-write, delete and open
+/// figures, beside SQLite doing the same upserts in the same run.
 struct EngineBench {
     var sizes: [Int] = [1_000_000, 10_000_000]
     var directory = "bench-data"
@@ -17,6 +17,8 @@ struct EngineBench {
     var runPeer = true
     var json = false
     var keep = false
+    /// `StoreOptions.padSyncsToSector` (`--no-padding` turns it off to measure its cost).
+    var padding = true
 
     struct Result: Codable {
         var n: Int
@@ -26,6 +28,8 @@ struct EngineBench {
         var upsertMBPerSecond: Double
         var storeBytes: Int64
         var reupsertPerSecond: Double
+        var deletePerSecond: Double
+        var padding: Bool
         var openSeconds: Double
         var openWithSnapshotsSeconds: Double
         var openWithSnapshots: OpenFigures
@@ -57,7 +61,9 @@ struct EngineBench {
         var source = BenchSampleSource(seed: 42)
         var changed: [StepSample] = []
         changed.reserveCapacity(n / 10)
-        let store = try StepLogStore.open(dir)
+        var options = StoreOptions()
+        options.padSyncsToSector = padding
+        let store = try StepLogStore.open(dir, options: options)
         var upsertSeconds = 0.0
         var syncSeconds = 0.0
         var progress = ProgressLine("upsert", total: n)
@@ -108,6 +114,16 @@ struct EngineBench {
         let openSeconds = full.seconds, snapshotSeconds = withSnapshots.seconds
         let bytesPerKey = Double(withSnapshots.indexBytes) / Double(withSnapshots.samples)
 
+        // On a copy: the store itself stays as the upserts left it (tools/bench
+        // keeps it for the snapshot-building bench).
+        log("delete every sample in batches of \(batchSize), one sync per batch (on a copy of the store)")
+        let deleteDir = dir + "-deletes"
+        removeTree(deleteDir)
+        try FileManager.default.copyItem(atPath: dir, toPath: deleteDir)
+        Glibc_or_Darwin_sync()
+        let deleteSeconds = try deleteAll(n, directory: deleteDir, options: options)
+        removeTree(deleteDir)
+
         var peerRate: Double?
         var peerVersion: String?
         if runPeer, let peer = SQLitePeer() {
@@ -141,14 +157,16 @@ struct EngineBench {
         let result = Result(
             n: n, upsertSeconds: upsertSeconds, syncSeconds: syncSeconds, upsertPerSecond: upsertRate,
             upsertMBPerSecond: Double(bytes) / upsertSeconds / 1e6, storeBytes: bytes,
-            reupsertPerSecond: Double(n / 10) / reupsertSeconds, openSeconds: openSeconds,
+            reupsertPerSecond: Double(n / 10) / reupsertSeconds, deletePerSecond: Double(n) / deleteSeconds, padding: padding,
+            openSeconds: openSeconds,
             openWithSnapshotsSeconds: snapshotSeconds, openWithSnapshots: withSnapshots, openFullReplay: full,
             indexBytesPerKey: bytesPerKey,
             peerVersion: peerVersion, peerUpsertPerSecond: peerRate, ratioToPeer: peerRate.map { upsertRate / $0 })
         if !json {
             print("""
-                engine N=\(n): upsert \(rate(n, upsertSeconds)) samples/s (\(fmt(result.upsertMBPerSecond, 1)) MB/s, \(fmt(upsertSeconds)) s of which sync \(fmt(syncSeconds)) s, store \(mib(Int(bytes))))
+                engine N=\(n): upsert \(rate(n, upsertSeconds)) samples/s (\(fmt(result.upsertMBPerSecond, 1)) MB/s, \(fmt(upsertSeconds)) s of which sync \(fmt(syncSeconds)) s, store \(mib(Int(bytes))); sector padding \(padding ? "on" : "off"))
                   re-upsert 10% changed: \(fmt(result.reupsertPerSecond, 0)) samples/s
+                  delete all, same batches: \(fmt(result.deletePerSecond, 0)) deletes/s
                   open (fresh process, median of 3): full replay \(fmt(openSeconds, 3)) s, with index snapshots \(fmt(snapshotSeconds, 3)) s
                     with snapshots: CPU user \(fmt(withSnapshots.userSeconds)) s + system \(fmt(withSnapshots.systemSeconds)) s (system: mostly the kernel zeroing the index's \(mib(withSnapshots.indexBytes)))
                   index: \(fmt(bytesPerKey, 1)) bytes/key
@@ -157,5 +175,33 @@ struct EngineBench {
         }
         if !keep { removeTree(dir) }
         return result
+    }
+
+    /// Deletes the `n` samples the upsert phase wrote (the same seeded ids), in
+    /// batches of `batchSize` with a sync after each: seconds in delete and sync.
+    private func deleteAll(_ n: Int, directory dir: String, options: StoreOptions) throws -> Double {
+        let store = try StepLogStore.open(dir, options: options)
+        var source = BenchSampleSource(seed: 42)
+        var ids: [UUID] = []
+        ids.reserveCapacity(batchSize)
+        var seconds = 0.0
+        var done = 0
+        var progress = ProgressLine("delete", total: n)
+        while done < n {
+            ids.removeAll(keepingCapacity: true)
+            for i in done..<min(n, done + batchSize) { ids.append(source.sample(i).id) }
+            let (summary, t) = try measure { () throws -> DeleteSummary in
+                let summary = try store.delete(ids, at: Date(timeIntervalSince1970: 3))
+                try store.sync()
+                return summary
+            }
+            precondition(summary.deleted == ids.count, "deleted \(summary.deleted) of \(ids.count)")
+            seconds += t
+            done += ids.count
+            progress.update(done)
+        }
+        precondition(store.counts.pendingDeletions == n && store.counts.samples == 0)
+        try store.close()
+        return seconds
     }
 }

@@ -8,8 +8,10 @@ enum CompactCommand {
         usage: steplog compact DIR [--json]
 
         Rewrites only what is live (each sample's current version with its synced state,
-        each interval's latest status, current layering ranges, each day's high score)
-        into new segments, switches to them atomically and deletes the old ones. Takes
+        each pending deletion's tombstone, each interval's latest status, current layering
+        ranges, each day's high score, each source family's latest anchor) into new
+        segments, switches to them atomically and deletes the old ones. Acknowledged
+        deletions leave nothing behind. Takes
         the store's lock; killed at any moment, the store opens with the same contents
         and a later compaction finishes the job. Prints live and dead bytes before and after.
         """

@@ -35,14 +35,25 @@ enum DumpCommand {
             let fd = try FileDescriptor.open(path, O_RDONLY)
             defer { fd.close() }
             let size = try fd.size()
-            var headerBytes = [UInt8](repeating: 0, count: FormatConstants.segmentHeaderSize)
-            let n = try headerBytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }
-            guard case .success(let header) = headerBytes.withUnsafeBytes({ SegmentHeader.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else {
-                out.line(json ? "{\"segment\":\"\(name)\",\"offset\":0,\"damage\":\"bad header\"}" : "\(name) @ 0: damage: bad segment header")
+            let header: SegmentHeader
+            switch try SegmentHeader.read(fd) {
+            case .success(let h): header = h
+            case .failure(let problem):
+                if json {
+                    var w = JSONWriter()
+                    w.beginObject(); w.field("segment", name); w.field("offset", 0); w.field("damage", problem.description); w.endObject()
+                    out.line(w.string)
+                } else {
+                    out.line("\(name) @ 0: damage: \(problem)")
+                }
                 continue
             }
-            if !json { out.line("\(name): sequence \(header.sequence), base position \(header.basePosition), \(size) bytes" + (header.isCompactionOutput ? ", compaction output (through \(header.compactedThrough))\(header.isCompactionFinal ? ", final" : "")" : "")) }
-            var reader = SegmentReader(fd: fd, fileSize: size)
+            if !json {
+                out.line("\(name): version \(header.version), sequence \(header.sequence), base position \(header.basePosition), \(size) bytes, records from offset \(header.dataStart)"
+                         + (header.rangeEnd != 0 ? ", range ends at position \(header.rangeEnd)" : "")
+                         + (header.isCompactionOutput ? ", compaction output (through \(header.compactedThrough))\(header.isCompactionFinal ? ", final" : "")" : ""))
+            }
+            var reader = SegmentReader(fd: fd, fileSize: size, from: header.dataStart)
             while let item = try reader.next() {
                 switch item {
                 case .record(let offset, let type, let payload, let recordSize):
@@ -68,6 +79,7 @@ enum DumpCommand {
     }
 
     static func fields(type: UInt8, payload: UnsafeRawBufferPointer) -> (String, [(String, Value)]) {
+        guard RecordType(rawValue: type) != nil else { return ("type-\(type)", [("problem", .text("unknown record type \(type)"))]) }
         switch LogRecord.decode(type: type, payload: payload) {
         case .failure(let problem):
             return ("type-\(type)", [("problem", .text(problem.description))])
@@ -78,9 +90,19 @@ enum DumpCommand {
                 return (name, [("id", .text(r.sample.id.uuidString)), ("start", .time(r.sample.startMilliseconds)),
                                ("end", .time(r.sample.endMilliseconds)), ("count", .number(Int64(r.sample.count))),
                                ("sourceBundleId", .text(r.sample.sourceBundleId)), ("sourceDeviceName", .text(r.sample.sourceDeviceName)),
-                               ("fetchedAt", .time(r.fetchedAtMilliseconds)), ("synced", .flag(r.isSynced))])
-            case .samplesSynced(let ids):
+                               ("fetchedAt", .time(r.fetchedAtMilliseconds)), ("synced", .flag(r.isSynced)),
+                               ("origin", .text(r.sample.origin.description))])
+            case .samplesAcknowledged(let ids):
                 return (name, [("ids", .list(ids.map(\.uuidString)))])
+            case .sampleDeleted(let id, let at):
+                return (name, [("id", .text(id.uuidString)), ("deletedAt", .time(at))])
+            case .syncedThrough(let offset):
+                return (name, [("offset", .number(Int64(offset)))])
+            case .padding(let length):
+                return (name, [("zeros", .number(Int64(length)))])
+            case .sourceAnchor(let family, let anchor):
+                return (name, [("family", .text(String(family, radix: 16))), ("anchorBytes", .number(Int64(anchor.count))),
+                               ("anchor", .text(anchorText(anchor)))])
             case .intervalStatus(let i):
                 return (name, [("id", .text(i.id.uuidString)), ("start", .time(i.startMilliseconds)), ("end", .time(i.endMilliseconds)),
                                ("stepCount", .number(i.stepCount)), ("status", .text(i.status.description))])
@@ -93,6 +115,14 @@ enum DumpCommand {
                 return (name, [("day", .number(Int64(h.day))), ("steps", .number(h.steps)), ("recordedAt", .time(h.recordedAtMilliseconds))])
             }
         }
+    }
+
+    /// An anchor as text when it is printable UTF-8 (an export's date), else hex.
+    static func anchorText(_ anchor: [UInt8]) -> String {
+        if let text = String(validating: anchor, as: UTF8.self), text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) {
+            return text
+        }
+        return anchor.map { String(format: "%02x", $0) }.joined()
     }
 
     static func line(name: String, offset: Int64, position: UInt64, size: Int, type: UInt8, payload: UnsafeRawBufferPointer, json: Bool) -> String {

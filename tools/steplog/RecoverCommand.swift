@@ -9,7 +9,8 @@ enum RecoverCommand {
         The salvage path for a damaged store: keeps every record before the first damage,
         sets aside everything after it (the rest of that segment and every later one) in
         one file next to the store (DIR.salvage-<segment>-<offset>.bin), and reports what
-        was dropped. A torn tail from a writer that died is truncated as any open would.
+        was dropped. An unsynced tail (bytes no sync acknowledged, from a writer that died
+        or a power loss) is dropped as any open would.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
@@ -22,7 +23,7 @@ enum RecoverCommand {
         let out = SteplogTool.out
         var changed = false
         if let torn = report.tornTail {
-            out.line("truncated a torn tail: \(torn.bytesDropped) bytes at \(torn.segment) @ \(torn.offset)")
+            out.line("dropped an unsynced tail: \(torn.bytesDropped) bytes at \(torn.segment) @ \(torn.offset) (no sync acknowledged them)")
             changed = true
         }
         if let s = report.salvage {

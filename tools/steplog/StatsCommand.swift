@@ -8,7 +8,9 @@ enum StatsCommand {
         usage: steplog stats DIR [--json]
 
         Segments, bytes, records and live records by type, live and dead bytes (what
-        compaction would reclaim), samples synced and unsynced, intervals by status.
+        compaction would reclaim), synced-through and padding bytes, samples synced and
+        unsynced, tombstones (deletion records: all, and those still pending), pending
+        deletions, intervals by status.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
@@ -36,6 +38,14 @@ enum StatsCommand {
             w.field("samples", counts.samples)
             w.field("syncedSamples", counts.syncedSamples)
             w.field("unsyncedSamples", counts.unsyncedSamples)
+            w.field("pendingDeletions", counts.pendingDeletions)
+            let tombstones = f.byType[.sampleDeleted] ?? StoreFigures.TypeFigures()
+            w.key("tombstones"); w.beginObject()
+            w.field("records", tombstones.records)
+            w.field("bytes", tombstones.bytes)
+            w.field("liveRecords", tombstones.liveRecords)
+            w.field("liveBytes", tombstones.liveBytes)
+            w.endObject()
             w.key("intervals"); w.beginObject()
             for s in IntervalStatus.allCases { w.field(s.description, counts.intervals[s] ?? 0) }
             w.endObject()
@@ -44,13 +54,15 @@ enum StatsCommand {
             return 0
         }
         out.line("store \(dir): \(Format.count(f.segments, "segment")), \(Format.bytes(f.bytes))")
-        out.line("  live \(Format.bytes(f.liveBytes)), dead \(Format.bytes(f.deadBytes)) (\(Format.percent(f.bytes > 0 ? Double(f.deadBytes) / Double(f.bytes) : 0)) reclaimable by compaction), headers \(Format.bytes(f.headerBytes))")
+        out.line("  live \(Format.bytes(f.liveBytes)), dead \(Format.bytes(f.deadBytes)) (\(Format.percent(f.bytes > 0 ? Double(f.deadBytes) / Double(f.bytes) : 0)) reclaimable by compaction), headers \(Format.bytes(f.headerBytes)), sync marks \(Format.bytes(f.syncMarkBytes))")
         out.line("  records: \(Format.count(f.records)) (\(Format.count(f.liveRecords)) live)")
         for t in RecordType.allCases {
             let x = f.byType[t] ?? StoreFigures.TypeFigures()
             out.line("    \(SteplogTool.typeName(t)): \(Format.count(x.records)) (\(Format.count(x.liveRecords)) live), \(Format.bytes(x.bytes))")
         }
         out.line("  samples: \(Format.count(counts.samples)) (\(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced)")
+        let tombstones = f.byType[.sampleDeleted] ?? StoreFigures.TypeFigures()
+        out.line("  tombstones: \(Format.count(tombstones.records)) records, \(Format.bytes(tombstones.bytes)) (\(Format.count(tombstones.liveRecords)) live, \(Format.bytes(tombstones.liveBytes))); deletions waiting for the server: \(Format.count(counts.pendingDeletions))")
         out.line("  intervals: " + IntervalStatus.allCases.map { "\(Format.count(counts.intervals[$0] ?? 0)) \($0)" }.joined(separator: ", "))
         return 0
     }

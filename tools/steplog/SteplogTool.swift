@@ -11,7 +11,7 @@ enum SteplogTool {
 
         commands:
           verify    check every record, snapshot and index invariant (read-only; works on a damaged store)
-          stats     segments, bytes, live and dead records by type, samples, intervals
+          stats     segments, bytes, live and dead records by type, samples, pending deletions, intervals
           dump      every record with its offset, for debugging
           recover   keep everything before damage, set the rest aside in a file next to the store
           compact   rewrite only what is live, then switch to it atomically
@@ -55,6 +55,7 @@ enum SteplogTool {
         w.field("liveBytes", figures.liveBytes)
         w.field("deadBytes", figures.deadBytes)
         w.field("headerBytes", figures.headerBytes)
+        w.field("syncMarkBytes", figures.syncMarkBytes)
         w.field("records", figures.records)
         w.field("liveRecords", figures.liveRecords)
     }
@@ -62,11 +63,15 @@ enum SteplogTool {
     static func typeName(_ t: RecordType) -> String {
         switch t {
         case .sampleUpsert: "sampleUpsert"
-        case .samplesSynced: "samplesSynced"
+        case .samplesAcknowledged: "samplesAcknowledged"
         case .intervalStatus: "intervalStatus"
         case .intervalsCleared: "intervalsCleared"
         case .layeringRange: "layeringRange"
         case .dailyHighScore: "dailyHighScore"
+        case .sampleDeleted: "sampleDeleted"
+        case .syncedThrough: "syncedThrough"
+        case .padding: "padding"
+        case .sourceAnchor: "sourceAnchor"
         }
     }
 }

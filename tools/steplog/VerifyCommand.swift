@@ -7,11 +7,14 @@ enum VerifyCommand {
         usage: steplog verify DIR
 
         Checks every segment header and the chain of segments, every record's framing,
-        checksum and payload, every index snapshot (against a fresh build from its
-        segment), and the index's invariants. Read-only, works on a damaged store, and
-        keeps going after a problem. Prints each problem (file @ offset: what), then
-        'N problems found' (exit 1) or 'OK' (exit 0). Notes (a torn tail the next writer
-        truncates, a missing snapshot) are printed but are not problems.
+        checksum, type and payload (synced-through records claim no more than their own
+        offset and never less than the one before; padding is all zero), every index
+        snapshot (against a fresh build from its segment), and the index's invariants
+        (live samples and pending deletions point at their records; counts add up).
+        Read-only, works on a damaged store, and keeps going after a problem. Prints each
+        problem (file @ offset: what), then 'N problems found' (exit 1) or 'OK' (exit 0).
+        Notes (an unsynced tail the next writer truncates, a missing snapshot) are
+        printed but are not problems.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {

@@ -2,16 +2,24 @@
 // docs/FORMAT.md is the prose specification; the golden-vector tests pin the bytes.
 // Never renumber, never reuse a retired value.
 
-/// Constants of the segment file format (version 1).
+/// Constants of the segment file format (version 2; version 1 is still read).
 public enum FormatConstants {
     // MARK: Segment files
 
     /// First 8 bytes of every segment file: ASCII "STEPLOG" followed by a NUL byte.
     public static let segmentMagic: [UInt8] = [0x53, 0x54, 0x45, 0x50, 0x4C, 0x4F, 0x47, 0x00]
-    /// The only format version this code writes and reads.
-    public static let formatVersion: UInt16 = 1
-    /// Size of the segment header in bytes.
-    public static let segmentHeaderSize = 40
+    /// The version this code writes.
+    public static let formatVersion: UInt16 = 2
+    /// Every version this code reads.
+    public static let readableVersions: ClosedRange<UInt16> = 1...2
+    /// Size of a version 2 segment header in bytes (zeros follow it up to `dataStartV2`).
+    public static let segmentHeaderSize = 48
+    /// Size of a version 1 segment header; its records follow it at once.
+    public static let segmentHeaderSizeV1 = 40
+    /// Where a version 2 segment's records start: the header has the first
+    /// 4 KiB (a page, eight sectors) to itself, written once and never shared
+    /// with an append, so a torn append cannot take the header with it.
+    public static let dataStartV2 = 4096
     /// Extension of segment files. Names are the sequence number, zero-padded to
     /// `segmentNameDigits` digits: `000000000001.log`.
     public static let segmentExtension = "log"
@@ -21,18 +29,24 @@ public enum FormatConstants {
 
     // Segment header layout (little-endian):
     //   0  magic              8 bytes
-    //   8  version            u16
+    //   8  version            u16   (1 or 2)
     //  10  flags              u16   (segmentFlag*)
     //  12  sequence           u64
     //  20  base position      u64   (log position of byte 0 of this file)
     //  28  compacted through  u64   (compaction outputs: replaces segments with sequence <= this; else 0)
+    // version 1:
     //  36  header checksum    u32   (masked CRC-32C of bytes 0..<36)
+    // version 2:
+    //  36  range end          u64   (log position where the next segment starts; 0: where this one ends)
+    //  44  header checksum    u32   (masked CRC-32C of bytes 0..<44)
     static let headerVersionOffset = 8
     static let headerFlagsOffset = 10
     static let headerSequenceOffset = 12
     static let headerBasePositionOffset = 20
     static let headerCompactedThroughOffset = 28
-    static let headerChecksumOffset = 36
+    static let headerRangeEndOffset = 36
+    static let headerChecksumOffsetV1 = 36
+    static let headerChecksumOffset = 44
 
     /// Header flag: this segment was written by compaction.
     public static let segmentFlagCompactionOutput: UInt16 = 1 << 0
@@ -46,23 +60,40 @@ public enum FormatConstants {
     public static let recordHeaderSize = 9
     /// Largest payload a record may carry; a larger length field is "impossible".
     public static let maxRecordPayload = 16 << 20
-    /// Log positions are 47-bit unsigned integers (128 TiB of history).
-    public static let maxPosition: UInt64 = (1 << 47) - 1
+    /// Log positions the index can hold: 46 bits (64 TiB of history). Opening
+    /// a store with a position beyond it is an error (version 1 allowed 47 bits
+    /// in the format, but no store comes near either).
+    public static let maxPosition: UInt64 = (1 << 46) - 1
 
     /// Constant added by the checksum mask (LevelDB's `kMaskDelta`).
     public static let checksumMaskDelta: UInt32 = 0xA282_EAD8
+
+    /// The sector size padding aligns to: after a padded sync, the next append
+    /// starts on a multiple of this, so no later write shares a sector with
+    /// acknowledged bytes (see docs/FORMAT.md, "What is assumed of the disk").
+    public static let paddingSector = 512
 
     // MARK: Payload details
 
     /// Sample upsert flag: a device name follows the bundle id.
     public static let sampleFlagHasDeviceName: UInt8 = 1 << 0
     /// Sample upsert flag: this version is already acknowledged by the server
-    /// (written by compaction, which folds `samplesSynced` into the sample).
+    /// (written by compaction, which folds `samplesAcknowledged` into the sample,
+    /// and by a relabelling upsert, which keeps the synced state).
     public static let sampleFlagSynced: UInt8 = 1 << 1
+    /// Sample upsert flags bits 2...3: the sample's origin (`SampleOrigin`).
+    public static let sampleOriginShift: UInt8 = 2
+    public static let sampleOriginMask: UInt8 = 0b11 << 2
     /// Fixed part of a sample upsert payload, before the strings.
     static let samplePayloadFixedSize = 16 + 8 + 8 + 4 + 8 + 1 + 2
     /// Longest UTF-8 string a sample may carry (bundle id, device name).
     public static let maxStringBytes = Int(UInt16.max)
+    /// Payload of a `sampleDeleted` record: uuid[16] deletedAt i64.
+    public static let tombstonePayloadSize = 24
+    /// Payload of a `syncedThrough` record: offset u64.
+    public static let syncedThroughPayloadSize = 8
+    /// Longest anchor a `sourceAnchor` record carries.
+    public static let maxAnchorBytes = 65_536
 
     // MARK: Files beside the segments
 
@@ -77,7 +108,9 @@ public enum FormatConstants {
 
     /// First 8 bytes of a snapshot file: ASCII "STEPHINT".
     public static let snapshotMagic: [UInt8] = [0x53, 0x54, 0x45, 0x50, 0x48, 0x49, 0x4E, 0x54]
-    public static let snapshotVersion: UInt16 = 1
+    /// The snapshot version this code writes and reads; other versions are
+    /// ignored (and rebuilt by a writer).
+    public static let snapshotVersion: UInt16 = 2
     public static let snapshotHeaderSize = 72
     /// Bytes at the end of a segment whose checksum ties a snapshot to it.
     public static let snapshotTailBytes = 4096
@@ -86,17 +119,24 @@ public enum FormatConstants {
     /// Snapshot entry flag: the segment holds a version of this sample, at `offset`.
     public static let snapshotEntryHasVersion: UInt8 = 1 << 0
     /// Snapshot entry flag: after the segment, that version (or, without a
-    /// version, the version current before the segment) is synced.
+    /// version, the version current before the segment) is acknowledged.
     public static let snapshotEntrySynced: UInt8 = 1 << 1
+    /// Snapshot entry flag: the version at `offset` is a tombstone.
+    public static let snapshotEntryTombstone: UInt8 = 1 << 2
+    /// Snapshot entry flag: the key is absent after the segment (its
+    /// tombstone was acknowledged).
+    public static let snapshotEntryRemoved: UInt8 = 1 << 3
 }
 
-/// The record type codes. Stored as one byte; 0 is never valid, so zero-filled
-/// space is never mistaken for a record.
+/// The record type codes. Stored as one byte; 0 and every code not listed
+/// are corruption, so zero-filled space is never mistaken for a record.
 public enum RecordType: UInt8, Sendable, CaseIterable {
     /// A version of a sample (upsert by UUID).
     case sampleUpsert = 1
-    /// The UUIDs of an upload batch the server acknowledged.
-    case samplesSynced = 2
+    /// The UUIDs of a batch the server acknowledged: each one's current version
+    /// (a sample becomes synced; a tombstone is done and the UUID leaves the index).
+    /// Version 1 called it "samples synced".
+    case samplesAcknowledged = 2
     /// The latest status of one layering interval.
     case intervalStatus = 3
     /// Every interval and layering range before this record is forgotten.
@@ -105,4 +145,22 @@ public enum RecordType: UInt8, Sendable, CaseIterable {
     case layeringRange = 5
     /// The highest step count seen for one local calendar day (the ratchet).
     case dailyHighScore = 6
+    /// A sample was deleted at its source: a tombstone, pending until acknowledged. (Version 2.)
+    case sampleDeleted = 7
+    /// The offset of this segment up to which the writer's last sync made it durable. (Version 2.)
+    case syncedThrough = 8
+    /// Zero bytes that make the next append start on a sector boundary. (Version 2.)
+    case padding = 9
+    /// A provider's state after its last completed ingest, per source family. (Version 2.)
+    case sourceAnchor = 10
+
+    /// The first format version that has this record type.
+    public var sinceVersion: UInt16 { rawValue <= 6 ? 1 : 2 }
+
+    /// True when a segment of `version` may hold a record of `rawType`.
+    @inline(__always)
+    public static func isDefined(_ rawType: UInt8, inVersion version: UInt16) -> Bool {
+        guard let type = RecordType(rawValue: rawType) else { return false }
+        return type.sinceVersion <= version
+    }
 }

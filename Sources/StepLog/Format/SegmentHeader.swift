@@ -1,5 +1,6 @@
-/// The fixed 40-byte header at the start of every segment file (layout in
-/// `FormatConstants` and docs/FORMAT.md).
+/// The header at the start of every segment file (layout in `FormatConstants`
+/// and docs/FORMAT.md): 48 bytes in version 2, where the records start at
+/// offset 4096; 40 bytes in version 1, where they follow at once.
 public struct SegmentHeader: Hashable, Sendable {
     public var version: UInt16 = FormatConstants.formatVersion
     public var flags: UInt16 = 0
@@ -8,29 +9,56 @@ public struct SegmentHeader: Hashable, Sendable {
     public var basePosition: UInt64
     /// For compaction outputs, the highest sequence number this compaction replaces.
     public var compactedThrough: UInt64 = 0
+    /// Version 2: the log position where the next segment starts when this one
+    /// reserved a range of positions (0: the next starts where this one ends).
+    /// Always 0 in version 1 and, so far, as written.
+    public var rangeEnd: UInt64 = 0
 
-    public init(sequence: UInt64, basePosition: UInt64, flags: UInt16 = 0, compactedThrough: UInt64 = 0) {
+    public init(sequence: UInt64, basePosition: UInt64, flags: UInt16 = 0, compactedThrough: UInt64 = 0,
+                rangeEnd: UInt64 = 0, version: UInt16 = FormatConstants.formatVersion) {
         self.sequence = sequence
         self.basePosition = basePosition
         self.flags = flags
         self.compactedThrough = compactedThrough
+        self.rangeEnd = rangeEnd
+        self.version = version
     }
 
     public var isCompactionOutput: Bool { flags & FormatConstants.segmentFlagCompactionOutput != 0 }
     public var isCompactionFinal: Bool { flags & FormatConstants.segmentFlagCompactionFinal != 0 }
 
-    /// The 40 header bytes.
+    /// Bytes of the header itself for this version.
+    public var size: Int { Self.size(version: version) }
+
+    /// Offset of the segment's first record: the one place that says where
+    /// records start (4096 in version 2, 40 in version 1).
+    public var dataStart: Int64 { Int64(version == 1 ? FormatConstants.segmentHeaderSizeV1 : FormatConstants.dataStartV2) }
+
+    static func size(version: UInt16) -> Int {
+        version == 1 ? FormatConstants.segmentHeaderSizeV1 : FormatConstants.segmentHeaderSize
+    }
+
+    /// The header bytes (40 or 48, by version).
     public func encoded() -> [UInt8] {
-        let buffer = WriteBuffer(capacity: FormatConstants.segmentHeaderSize)
+        let buffer = WriteBuffer(capacity: size)
         buffer.append(FormatConstants.segmentMagic)
         buffer.append(version)
         buffer.append(flags)
         buffer.append(sequence)
         buffer.append(basePosition)
         buffer.append(compactedThrough)
+        if version != 1 { buffer.append(rangeEnd) }
         let crc = CRC32C.checksum(buffer.bytes)
         buffer.append(CRC32C.mask(crc))
         return Array(buffer.bytes)
+    }
+
+    /// The bytes a new segment file starts with: the header, then zeros up to
+    /// `dataStart`.
+    public func encodedBlock() -> [UInt8] {
+        var bytes = encoded()
+        bytes += [UInt8](repeating: 0, count: Int(dataStart) - bytes.count)
+        return bytes
     }
 
     /// Why `bytes` is not a valid header.
@@ -42,17 +70,18 @@ public struct SegmentHeader: Hashable, Sendable {
 
         public var description: String {
             switch self {
-            case .tooShort(let n): "segment header is incomplete (\(n) of \(FormatConstants.segmentHeaderSize) bytes)"
+            case .tooShort(let n): "segment header is incomplete (\(n) bytes)"
             case .badMagic: "not a StepLog segment (bad magic)"
             case .checksumMismatch: "segment header checksum mismatch"
-            case .unsupportedVersion(let v): "segment format version \(v) is not supported (this build reads version \(FormatConstants.formatVersion))"
+            case .unsupportedVersion(let v):
+                "segment format version \(v) is not supported (this build reads versions \(FormatConstants.readableVersions.lowerBound)–\(FormatConstants.readableVersions.upperBound))"
             }
         }
     }
 
     /// Decodes the header at the start of `bytes`.
     public static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<SegmentHeader, Problem> {
-        guard bytes.count >= FormatConstants.segmentHeaderSize else { return .failure(.tooShort(bytes.count)) }
+        guard bytes.count >= FormatConstants.segmentHeaderSizeV1 else { return .failure(.tooShort(bytes.count)) }
         for (i, m) in FormatConstants.segmentMagic.enumerated() where bytes[i] != m {
             return .failure(.badMagic)
         }
@@ -62,10 +91,18 @@ public struct SegmentHeader: Hashable, Sendable {
         let sequence = reader.readUInt64()!
         let base = reader.readUInt64()!
         let through = reader.readUInt64()!
+        // The checksum's place depends on the version, which it also covers: an
+        // unknown version is reported as such only when the version 2 layout's
+        // checksum matches (a newer writer), else as damage.
+        let layout: UInt16 = version == 1 ? 1 : 2
+        let size = Self.size(version: layout)
+        guard bytes.count >= size else { return .failure(.tooShort(bytes.count)) }
+        let rangeEnd: UInt64 = layout == 1 ? 0 : reader.readUInt64()!
         let stored = reader.readUInt32()!
-        let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<FormatConstants.headerChecksumOffset]))
+        let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<(size - 4)]))
         guard CRC32C.unmask(stored) == computed else { return .failure(.checksumMismatch) }
-        guard version == FormatConstants.formatVersion else { return .failure(.unsupportedVersion(version)) }
-        return .success(SegmentHeader(sequence: sequence, basePosition: base, flags: flags, compactedThrough: through))
+        guard FormatConstants.readableVersions.contains(version) else { return .failure(.unsupportedVersion(version)) }
+        return .success(SegmentHeader(sequence: sequence, basePosition: base, flags: flags, compactedThrough: through,
+                                      rangeEnd: rangeEnd, version: version))
     }
 }

@@ -1,14 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// An index snapshot ("hint file", after Bitcask) of one sealed segment: what
 /// replaying the segment does to the index, so opening can skip the replay.
 ///
-/// For each sample the segment touches, its final effect (a new version at an
-/// offset, synced or not; or only "the current version is now synced"),
+/// For each sample the segment touches, its final effect (a new version or
+/// tombstone at an offset, synced or not; only "the current version is now
+/// acknowledged"; or "the UUID is gone", its tombstone acknowledged),
 /// sorted by the index's hash so that loading writes the index almost
 /// sequentially; plus the segment's other records verbatim, in order. Bound
 /// to its segment by sequence, base position, size and a checksum of the
@@ -18,6 +13,33 @@ public struct SegmentSnapshot: Equatable, Sendable {
         public var uuid: UUIDBytes
         public var offset: UInt32
         public var flags: UInt8
+
+        public init(uuid: UUIDBytes, offset: UInt32, flags: UInt8) {
+            self.uuid = uuid
+            self.offset = offset
+            self.flags = flags
+        }
+
+        /// Folds the next event of this UUID, in log order, into the entry: a
+        /// version or tombstone (`flags` with hasVersion) replaces it; an
+        /// acknowledgement (`flags` synced only) marks a version synced, turns
+        /// a tombstone into "removed", leaves "removed" as it is, and without a
+        /// version in this segment acknowledges the one before it.
+        mutating func fold(offset eventOffset: UInt32, flags eventFlags: UInt8) {
+            if eventFlags & FormatConstants.snapshotEntryHasVersion != 0 {
+                offset = eventOffset
+                flags = eventFlags
+            } else if flags & FormatConstants.snapshotEntryHasVersion != 0 {
+                if flags & FormatConstants.snapshotEntryTombstone != 0 {
+                    offset = 0
+                    flags = FormatConstants.snapshotEntryRemoved
+                } else {
+                    flags |= FormatConstants.snapshotEntrySynced
+                }
+            } else if flags & FormatConstants.snapshotEntryRemoved == 0 {
+                flags |= FormatConstants.snapshotEntrySynced
+            }
+        }
     }
 
     public struct OtherRecord: Equatable, Sendable {
@@ -30,7 +52,7 @@ public struct SegmentSnapshot: Equatable, Sendable {
     public var basePosition: UInt64
     public var segmentSize: UInt64
     public var tailChecksum: UInt32
-    /// Samples in the index after this segment (all segments up to it): lets
+    /// UUIDs in the index after this segment (all segments up to it): lets
     /// opening size the index exactly instead of from overlapping counts.
     public var keysAfter: UInt64
     public var samples: [SampleEntry]
@@ -45,146 +67,6 @@ public struct SegmentSnapshot: Equatable, Sendable {
         self.keysAfter = keysAfter
         self.samples = samples
         self.others = others
-    }
-
-    // MARK: Building from a segment
-
-    /// Reads a sealed segment and computes its snapshot. Throws on any damage
-    /// (a snapshot is only ever made of a clean segment). `keysAfter` is the
-    /// index's size after the segment, which the caller knows.
-    public static func build(from segment: SegmentInfo, keysAfter: Int) throws -> SegmentSnapshot {
-        let fd = try FileDescriptor.open(segment.path, O_RDONLY)
-        defer { fd.close() }
-        fd.adviseSequential()
-        // Every sample event in log order, as parallel arrays; put in
-        // (hash, uuid) order by a stable bucket sort, so each sample's events
-        // stay in log order, and collapsed per uuid below. No Dictionary: its
-        // hashing (SipHash) cost more than the sort.
-        var hashes: [UInt64] = []
-        var uuids: [UUIDBytes] = []
-        var offsets: [UInt32] = []
-        var eventFlags: [UInt8] = []
-        func event(_ uuid: UUIDBytes, _ offset: UInt32, _ flags: UInt8) {
-            hashes.append(uuid.mixedHash)
-            uuids.append(uuid)
-            offsets.append(offset)
-            eventFlags.append(flags)
-        }
-        var others: [OtherRecord] = []
-        var reader = SegmentReader(fd: fd, fileSize: segment.size)
-        while let item = try reader.next() {
-            switch item {
-            case .damage(let offset, let damage):
-                throw StepLogError.corruption(path: segment.path, offset: offset, reason: damage.description)
-            case .record(let offset, let type, let payload, _):
-                if type == RecordType.sampleUpsert.rawValue {
-                    guard SamplePayload.isWellFormed(payload) else {
-                        throw StepLogError.corruption(path: segment.path, offset: offset, reason: "malformed sample-upsert payload")
-                    }
-                    var flags = FormatConstants.snapshotEntryHasVersion
-                    if SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0 { flags |= FormatConstants.snapshotEntrySynced }
-                    event(SamplePayload.uuid(payload), UInt32(offset), flags)
-                } else if type == RecordType.samplesSynced.rawValue {
-                    let n = payload.count >= 4 ? Int(UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt32.self))) : -1
-                    guard payload.count == 4 + 16 * n else {
-                        throw StepLogError.corruption(path: segment.path, offset: offset, reason: "malformed samples-synced payload")
-                    }
-                    for i in 0..<n { event(UUIDBytes(loadingFrom: payload, at: 4 + 16 * i), 0, FormatConstants.snapshotEntrySynced) }
-                } else {
-                    if case .failure(let problem) = LogRecord.decode(type: type, payload: payload) {
-                        throw StepLogError.corruption(path: segment.path, offset: offset, reason: problem.description)
-                    }
-                    others.append(OtherRecord(offset: UInt32(offset), type: type, payload: Array(payload)))
-                }
-            }
-        }
-        let order = bucketOrder(hashes: hashes, uuids: uuids)
-        var samples: [SampleEntry] = []
-        samples.reserveCapacity(order.count)
-        var i = 0
-        while i < order.count {
-            // The events of one sample, in log order: a version resets the
-            // synced flag to its own; a marker sets it.
-            var entry = SampleEntry(uuid: uuids[Int(order[i])], offset: 0, flags: 0)
-            var j = i
-            while j < order.count && uuids[Int(order[j])] == entry.uuid {
-                let e = Int(order[j])
-                if eventFlags[e] & FormatConstants.snapshotEntryHasVersion != 0 {
-                    entry.offset = offsets[e]
-                    entry.flags = eventFlags[e]
-                } else {
-                    entry.flags |= FormatConstants.snapshotEntrySynced
-                }
-                j += 1
-            }
-            samples.append(entry)
-            i = j
-        }
-        return SegmentSnapshot(sequence: segment.sequence, basePosition: segment.basePosition, segmentSize: UInt64(segment.size),
-                               tailChecksum: try tailChecksum(fd, size: segment.size), keysAfter: UInt64(keysAfter),
-                               samples: samples, others: others)
-    }
-
-    /// The order that puts `entries` in snapshot order (the index's hash,
-    /// then the UUID), as indices.
-    public static func hashOrder(_ entries: [SampleEntry]) -> [UInt32] {
-        // The uuids read in place: compaction sorts 800,000 entries an output
-        // segment, and a copy of their uuids was 13 MB of its memory peak.
-        bucketOrder(hashes: entries.map(\.uuid.mixedHash), uuids: entries.lazy.map(\.uuid))
-    }
-
-    /// A stable sort by (hash, uuid), as indices: equal keys keep their input
-    /// order. The hashes are uniform, so a counting sort by their top bits
-    /// (about four items a bucket) and an insertion sort within each bucket
-    /// do it in linear time: a comparison sort was a seventh of a
-    /// compaction's CPU and most of a snapshot build's.
-    static func bucketOrder<UUIDs: RandomAccessCollection>(hashes: [UInt64], uuids: UUIDs) -> [UInt32]
-    where UUIDs.Element == UUIDBytes, UUIDs.Index == Int {
-        let n = hashes.count
-        precondition(uuids.count == n, "one uuid per hash")
-        guard n > 1 else { return (0..<n).map { UInt32($0) } }
-        let bits = min(24, max(1, Int.bitWidth - n.leadingZeroBitCount - 2))
-        let shift = UInt64(64 - bits)
-        var starts = [Int](repeating: 0, count: (1 << bits) + 1)
-        for h in hashes { starts[Int(truncatingIfNeeded: h >> shift) + 1] += 1 }
-        for b in 0..<(1 << bits) { starts[b + 1] += starts[b] }
-        var order = [UInt32](repeating: 0, count: n)
-        hashes.withUnsafeBufferPointer { hashes in
-            order.withUnsafeMutableBufferPointer { order in
-                var next = starts
-                for i in 0..<n {
-                    let b = Int(truncatingIfNeeded: hashes[i] >> shift)
-                    order[next[b]] = UInt32(truncatingIfNeeded: i)
-                    next[b] += 1
-                }
-                @inline(__always) func less(_ x: UInt32, _ y: UInt32) -> Bool {
-                    let (a, b) = (Int(x), Int(y))
-                    if hashes[a] != hashes[b] { return hashes[a] < hashes[b] }
-                    return (uuids[a].high, uuids[a].low) < (uuids[b].high, uuids[b].low)
-                }
-                for b in 0..<(1 << bits) where starts[b + 1] - starts[b] > 1 {
-                    for i in (starts[b] + 1)..<starts[b + 1] {
-                        let item = order[i]
-                        var j = i
-                        while j > starts[b] && less(item, order[j - 1]) {
-                            order[j] = order[j - 1]
-                            j -= 1
-                        }
-                        order[j] = item
-                    }
-                }
-            }
-        }
-        return order
-    }
-
-    /// Masked CRC-32C of the segment's last 4 KiB (or all of it after the header).
-    public static func tailChecksum(_ fd: FileDescriptor, size: Int64) throws -> UInt32 {
-        let from = max(Int64(FormatConstants.segmentHeaderSize), size - Int64(FormatConstants.snapshotTailBytes))
-        let count = Int(size - from)
-        var bytes = [UInt8](repeating: 0, count: count)
-        let n = try bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: count, at: from) }
-        return CRC32C.mask(bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<n])) })
     }
 
     // MARK: Encoding
@@ -304,7 +186,7 @@ public struct SegmentSnapshot: Equatable, Sendable {
         }
     }
 
-    private init(header: Header, samples: [SampleEntry], others: [OtherRecord]) {
+    init(header: Header, samples: [SampleEntry], others: [OtherRecord]) {
         self.init(sequence: header.sequence, basePosition: header.basePosition, segmentSize: header.segmentSize,
                   tailChecksum: header.tailChecksum, keysAfter: header.keysAfter, samples: samples, others: others)
     }
@@ -342,134 +224,5 @@ public struct SegmentSnapshot: Equatable, Sendable {
         }
         if tailChecksum != actual { return Problem("snapshot is stale: the segment's last bytes changed") }
         return nil
-    }
-
-    // MARK: Files
-
-    /// Writes the snapshot next to its segment: temporary file, sync, rename,
-    /// directory sync.
-    public func write(directory: String) throws {
-        try write(directory: directory, count: samples.count, entry: { samples[$0] })
-    }
-
-    /// Writes this snapshot's header fields with `count` sample entries given
-    /// by `entry` (already in hash order) instead of `samples`: the body is
-    /// streamed, then the header (which carries the body's checksum).
-    public func write(directory: String, count: Int, entry: (Int) -> SampleEntry) throws {
-        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
-        let temporary = path + FormatConstants.temporarySuffix
-        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
-        do {
-            var at = Int64(FormatConstants.snapshotHeaderSize)
-            let crc = try Self.streamBody(count: count, entry: entry, others: others) { piece in
-                try fd.write(piece, at: at)
-                at += Int64(piece.count)
-            }
-            // `bytes` views the buffer's memory: keep the buffer alive while it is written.
-            let header = headerBytes(bodyChecksum: crc, sampleCount: count, otherCount: others.count)
-            try withExtendedLifetime(header) { try fd.write(header.bytes, at: 0) }
-            try fd.sync()
-        } catch {
-            fd.close()
-            try? Directory.remove(temporary)
-            throw error
-        }
-        fd.close()
-        try Directory.rename(temporary, to: path)
-        try Directory.sync(directory)
-    }
-
-    /// A snapshot file checked (both checksums, and against its segment),
-    /// whose sample entries are then read a window at a time.
-    public struct Checked: Sendable {
-        public let header: Header
-        /// The sample entries: `header.sampleCount` × 21 bytes, in hash order.
-        public let entries: SnapshotEntryReader
-        /// The segment's other records, in order.
-        public let others: [OtherRecord]
-    }
-
-    /// Reads the snapshot file of `segment` through once, 4 MiB at a time, and
-    /// checks it, without decoding its entries.
-    public static func check(for segment: SegmentInfo, directory: String) -> Result<Checked, Problem> {
-        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence))
-        guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return .failure(Problem("cannot read the snapshot")) }
-        var owned: FileDescriptor? = fd
-        defer { owned?.close() }
-        guard let size = try? Int(fd.size()) else { return .failure(Problem("cannot read the snapshot")) }
-        fd.adviseSequential()
-        let headerSize = FormatConstants.snapshotHeaderSize
-        let piece = 4 << 20
-        let buffer = PageBuffer(count: max(headerSize, min(piece, size)))
-        func read(_ count: Int, at offset: Int) -> UnsafeRawBufferPointer? {
-            guard let n = try? fd.read(into: buffer.base, count: count, at: Int64(offset)), n == count else { return nil }
-            return UnsafeRawBufferPointer(start: buffer.base, count: count)
-        }
-        guard let headerBytes = read(min(headerSize, size), at: 0) else { return .failure(Problem("cannot read the snapshot")) }
-        let header: Header
-        switch decodeHeader(headerBytes) {
-        case .failure(let p): return .failure(p)
-        case .success(let h): header = h
-        }
-        let bodySize = size - headerSize
-        let entryBytes = header.sampleCount * FormatConstants.snapshotEntrySize
-        guard entryBytes <= bodySize else { return .failure(Problem("snapshot ends inside its sample entries")) }
-        var crc: UInt32 = 0
-        var others: [UInt8] = []
-        others.reserveCapacity(bodySize - entryBytes)
-        var at = 0
-        while at < bodySize {
-            let count = min(piece, bodySize - at)
-            guard let bytes = read(count, at: headerSize + at) else { return .failure(Problem("cannot read the snapshot")) }
-            crc = CRC32C.extend(crc, bytes)
-            if at + count > entryBytes { others.append(contentsOf: bytes[max(0, entryBytes - at)...]) }
-            at += count
-        }
-        guard CRC32C.unmask(header.bodyChecksum) == crc else {
-            return .failure(Problem("snapshot body checksum mismatch (damaged or truncated)"))
-        }
-        let otherRecords: [OtherRecord]
-        switch others.withUnsafeBytes({ parseOthers($0, after: 0, count: header.otherCount) }) {
-        case .failure(let p): return .failure(p)
-        case .success(let o): otherRecords = o
-        }
-        guard let segmentFD = try? FileDescriptor.open(segment.path, O_RDONLY) else { return .failure(Problem("cannot open the segment")) }
-        defer { segmentFD.close() }
-        guard let tail = try? tailChecksum(segmentFD, size: segment.size) else { return .failure(Problem("cannot read the segment")) }
-        if let problem = SegmentSnapshot(header: header, samples: [], others: []).matches(segment, tailChecksum: tail) {
-            return .failure(problem)
-        }
-        owned = nil // the entry reader closes it
-        let entries = SnapshotEntryReader(fd: fd, firstEntryOffset: Int64(headerSize), count: header.sampleCount)
-        return .success(Checked(header: header, entries: entries, others: otherRecords))
-    }
-
-    /// What a snapshot file's header says (nil when there is no readable
-    /// header). Opening sizes the index from its `keysAfter`.
-    public static func header(sequence: UInt64, directory: String) -> Header? {
-        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
-        guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return nil }
-        defer { fd.close() }
-        var bytes = [UInt8](repeating: 0, count: FormatConstants.snapshotHeaderSize)
-        guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }),
-              n == bytes.count, case .success(let header) = bytes.withUnsafeBytes({ decodeHeader($0) }) else { return nil }
-        return header
-    }
-
-    /// Reads and checks the snapshot file of `segment` against it (as
-    /// `check` does), with its entries decoded.
-    public static func load(for segment: SegmentInfo, directory: String) -> Result<SegmentSnapshot, Problem> {
-        check(for: segment, directory: directory).flatMap { checked in
-            let reader = checked.entries
-            var samples: [SampleEntry] = []
-            samples.reserveCapacity(reader.count)
-            var start = 0
-            while start < reader.count {
-                guard (try? reader.load(from: start)) != nil else { return .failure(Problem("cannot read the snapshot")) }
-                samples += sampleEntries(reader.window, count: reader.windowEnd - reader.windowStart)
-                start = reader.windowEnd
-            }
-            return .success(SegmentSnapshot(header: checked.header, samples: samples, others: checked.others))
-        }
     }
 }

@@ -144,9 +144,11 @@ public final class SampleIndex {
         steplog_prefetch(p + 64) // a 22-byte slot and its probe run often cross into the next line
     }
 
-    /// The entry for `key`, if present.
+    /// The entry for `key`, if present. (The nil UUID, which marks empty
+    /// slots, is never present.)
     @inline(__always)
     public func find(_ key: UUIDBytes) -> IndexEntry? {
+        if key.isNil { return nil }
         let (p, found) = probe(key, hash: key.mixedHash)
         return found ? Self.entry(at: p) : nil
     }
@@ -174,10 +176,45 @@ public final class SampleIndex {
     @discardableResult
     @inline(__always)
     public func update(_ key: UUIDBytes, _ transform: (IndexEntry) -> IndexEntry) -> IndexEntry? {
+        if key.isNil { return nil }
         let (p, found) = probe(key, hash: key.mixedHash)
         guard found else { return nil }
         let old = Self.entry(at: p)
         Self.store(transform(old), at: p)
+        return old
+    }
+
+    /// Removes `key`; returns its entry, or nil when it was absent.
+    ///
+    /// Backward-shift deletion (no tombstone slots): the entries after the
+    /// freed slot in its probe run move back into it when their home allows,
+    /// so every remaining key stays reachable from its home and lookups never
+    /// slow down with deletions. Keeps the table in (nearly) hash order.
+    @discardableResult
+    public func remove(_ key: UUIDBytes) -> IndexEntry? {
+        if key.isNil { return nil }
+        let (p, found) = probe(key, hash: key.mixedHash)
+        guard found else { return nil }
+        let old = Self.entry(at: p)
+        var hole = (p - slots) / Self.slotSize
+        var i = hole
+        while true {
+            i &+= 1
+            if i == capacity { i = 0 }
+            let q = slotPointer(i)
+            let k = Self.key(at: q)
+            if k.isNil { break }
+            // The entry at i may move to the hole when its home is not in the
+            // cyclic range (hole, i]: it would then be probed past the hole.
+            let h = home(k.mixedHash)
+            let inRange = hole <= i ? (h > hole && h <= i) : (h > hole || h <= i)
+            if !inRange {
+                slotPointer(hole).copyMemory(from: q, byteCount: Self.slotSize)
+                hole = i
+            }
+        }
+        slotPointer(hole).initializeMemory(as: UInt8.self, repeating: 0, count: Self.slotSize)
+        count -= 1
         return old
     }
 

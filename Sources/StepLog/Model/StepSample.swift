@@ -2,7 +2,8 @@ import Foundation
 
 /// One step-count sample as a source reports it: the content that identifies a
 /// version. Two samples with the same UUID are "the same version" when every
-/// field here is equal; `fetchedAt` (kept by the store) is not part of it.
+/// field here but `origin` is equal; `fetchedAt` (kept by the store) is not
+/// part of it either. `origin` is a label the store keeps beside the content.
 ///
 /// Instants are kept as whole milliseconds since 1970-01-01T00:00:00Z, the
 /// precision of the on-disk format; `Date` inputs are rounded to it.
@@ -13,22 +14,25 @@ public struct StepSample: Hashable, Sendable {
     public var count: Int
     public var sourceBundleId: String
     public var sourceDeviceName: String?
+    /// Which kind of source produced it (not content: see `SampleOrigin`).
+    public var origin: SampleOrigin
 
     public init(id: UUID, startMilliseconds: Int64, endMilliseconds: Int64, count: Int,
-                sourceBundleId: String, sourceDeviceName: String?) {
+                sourceBundleId: String, sourceDeviceName: String?, origin: SampleOrigin = .unspecified) {
         self.id = id
         self.startMilliseconds = startMilliseconds
         self.endMilliseconds = endMilliseconds
         self.count = count
         self.sourceBundleId = sourceBundleId
         self.sourceDeviceName = sourceDeviceName
+        self.origin = origin
     }
 
     public init(id: UUID, startDate: Date, endDate: Date, count: Int,
-                sourceBundleId: String, sourceDeviceName: String?) {
+                sourceBundleId: String, sourceDeviceName: String?, origin: SampleOrigin = .unspecified) {
         self.init(id: id, startMilliseconds: Milliseconds.from(startDate),
                   endMilliseconds: Milliseconds.from(endDate), count: count,
-                  sourceBundleId: sourceBundleId, sourceDeviceName: sourceDeviceName)
+                  sourceBundleId: sourceBundleId, sourceDeviceName: sourceDeviceName, origin: origin)
     }
 
     public var startDate: Date { Milliseconds.date(startMilliseconds) }

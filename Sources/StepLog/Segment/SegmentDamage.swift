@@ -4,17 +4,6 @@ public enum SegmentDamage: Hashable, Sendable, CustomStringConvertible {
     case truncatedPayload(declared: Int, available: Int)
     case impossibleLength(UInt32)
     case checksumMismatch(stored: UInt32, computed: UInt32)
-    /// The checksum matched but the payload does not have its type's shape.
-    case malformedPayload(String)
-
-    /// True for damage a dying writer leaves (a record cut short); checksum and
-    /// shape problems are not, by themselves, a torn write.
-    public var isIncompleteRecord: Bool {
-        switch self {
-        case .truncatedHeader, .truncatedPayload: true
-        default: false
-        }
-    }
 
     public var description: String {
         switch self {
@@ -23,7 +12,6 @@ public enum SegmentDamage: Hashable, Sendable, CustomStringConvertible {
         case .impossibleLength(let n): "impossible record length \(n)"
         case .checksumMismatch(let stored, let computed):
             "checksum mismatch (stored 0x\(String(stored, radix: 16)), computed 0x\(String(computed, radix: 16)))"
-        case .malformedPayload(let reason): reason
         }
     }
 }

@@ -30,8 +30,9 @@ public struct SegmentReader {
     /// Set when the data ended in zero-filled space (preallocated by the writer).
     public private(set) var endedInZeros = false
 
-    public init(fd: FileDescriptor, fileSize: Int64, from offset: Int64 = Int64(FormatConstants.segmentHeaderSize),
-                windowSize: Int = 4 << 20) {
+    /// Reads `fd` from `offset` (a segment's `dataStart`, or a record's
+    /// offset) up to `fileSize`.
+    public init(fd: FileDescriptor, fileSize: Int64, from offset: Int64, windowSize: Int = 4 << 20) {
         self.fd = fd
         self.fileSize = fileSize
         self.offset = offset
@@ -106,56 +107,6 @@ public struct SegmentReader {
             end = start
         }
         return nil
-    }
-
-    /// True when a checksummed, well-shaped record starts anywhere in
-    /// (`offset`, `fileSize`): then damage at `offset` is not a torn tail but
-    /// corruption with intact data after it. Reads the rest of the file in
-    /// windows; used only on the damaged path.
-    public static func validRecordExists(in fd: FileDescriptor, after damageOffset: Int64, fileSize: Int64) throws -> Bool {
-        // A record's header holds a non-zero type byte, so no record starts
-        // after the last non-zero byte: zero-filled space is skipped at once.
-        guard let lastNonZero = try lastNonZeroByte(in: fd, from: damageOffset + 1, to: fileSize) else { return false }
-        let candidatesEnd = lastNonZero + 1
-        let chunk = 1 << 20
-        var start = damageOffset + 1
-        let buffer = WriteBuffer(capacity: Int(min(Int64(chunk + 64 << 10), max(64, fileSize - start))))
-        while start < candidatesEnd {
-            // Load a chunk plus enough slack to decode small records straddling its end.
-            let load = Int(min(Int64(chunk + 64 << 10), fileSize - start))
-            buffer.removeAll()
-            buffer.reserve(load)
-            buffer.count = try fd.read(into: buffer.storage, count: load, at: start)
-            let limit = min(chunk, buffer.count, Int(candidatesEnd - start))
-            for i in 0..<limit {
-                let length = buffer.bytes.count - i >= 4
-                    ? Int(UInt32(littleEndian: buffer.bytes.loadUnaligned(fromByteOffset: i, as: UInt32.self))) : -1
-                guard length >= 0, length <= FormatConstants.maxRecordPayload,
-                      start + Int64(i) + Int64(FormatConstants.recordHeaderSize + length) <= fileSize,
-                      i + 4 < buffer.count, RecordType(rawValue: buffer.bytes[i + 4]) != nil else { continue }
-                if i + FormatConstants.recordHeaderSize + length > buffer.count {
-                    // A large candidate straddling the chunk: read it on its own.
-                    if try candidateIsValid(fd, at: start + Int64(i), length: length) { return true }
-                    continue
-                }
-                if case .record(let type, let payload, _) = RecordFrame.decode(buffer.bytes, at: i),
-                   case .success = LogRecord.decodeShape(type: type, payload: payload) {
-                    return true
-                }
-            }
-            start += Int64(limit)
-        }
-        return false
-    }
-
-    private static func candidateIsValid(_ fd: FileDescriptor, at offset: Int64, length: Int) throws -> Bool {
-        let size = FormatConstants.recordHeaderSize + length
-        let buffer = WriteBuffer(capacity: size)
-        buffer.reserve(size)
-        buffer.count = try fd.read(into: buffer.storage, count: size, at: offset)
-        guard buffer.count == size, case .record(let type, let payload, _) = RecordFrame.decode(buffer.bytes, at: 0) else { return false }
-        if case .success = LogRecord.decodeShape(type: type, payload: payload) { return true }
-        return false
     }
 }
 

@@ -27,7 +27,8 @@ public struct SegmentSet {
     }
 
     /// The first break in the live segments' chain: a missing sequence number,
-    /// or a segment that does not start where the previous one ends.
+    /// a segment that does not start where the previous one ends (or where
+    /// its reserved range ends), or one that outgrew its reserved range.
     public static func firstBreak(in live: [SegmentInfo], directory: String) -> (index: Int, path: String, offset: Int64, reason: String)? {
         guard live.count > 1 else { return nil }
         for i in 1..<live.count {
@@ -37,7 +38,16 @@ public struct SegmentSet {
                 return (i, Directory.join(directory, missing), 0,
                         "segment \(missing) is missing (sequence jumps from \(a.sequence) to \(b.sequence))")
             }
-            if b.basePosition != a.endPosition {
+            if a.header.rangeEnd != 0, a.endPosition > a.header.rangeEnd {
+                return (i - 1, a.path, Int64(a.header.rangeEnd - a.basePosition),
+                        "segment ends at position \(a.endPosition), past the end of its reserved range (\(a.header.rangeEnd))")
+            }
+            // Each segment starts where the previous one ends, or where its
+            // reserved range ends when it has one (version 2's range end).
+            if a.header.rangeEnd != 0, b.basePosition != a.header.rangeEnd {
+                return (i, a.path, a.size, "segment reserved positions up to \(a.header.rangeEnd) but the next starts at \(b.basePosition)")
+            }
+            if b.basePosition != a.nextBasePosition {
                 let gap = Int64(b.basePosition) - Int64(a.endPosition)
                 return (i, a.path, a.size, gap > 0
                     ? "segment ends at position \(a.endPosition) but the next starts at \(b.basePosition): \(gap) bytes are missing"

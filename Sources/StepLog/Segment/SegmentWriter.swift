@@ -13,6 +13,13 @@ import Darwin
 /// format says where data ends: at the first offset from which every byte is
 /// zero. `seal` and `close` trim the zeros, so only a writer that died leaves
 /// them behind.
+///
+/// A sync that acknowledges work (`syncAndVouch`) leaves a `syncedThrough`
+/// record due: the next append writes it first, naming the offset that sync
+/// made durable, so that opening can tell damage in acknowledged bytes
+/// (corruption) from an unsynced tail. Before such a sync the store may pad
+/// the segment to a sector boundary (`padToSector`), so that no later write
+/// shares a sector with acknowledged bytes.
 final class SegmentWriter {
     private(set) var info: SegmentInfo
     var fd: FileDescriptor
@@ -20,6 +27,11 @@ final class SegmentWriter {
     let pending = WriteBuffer(capacity: 1 << 20)
     /// File size known to be on stable storage.
     private(set) var syncedSize: Int64
+    /// A sync acknowledged `syncedSize` and no record has followed it yet:
+    /// the next append writes a `syncedThrough` record first.
+    private(set) var syncedThroughDue = false
+    /// The segment size the store rolls at.
+    let limit: Int64
     private let preallocator: Preallocator?
 
     private init(info: SegmentInfo, fd: FileDescriptor, syncedSize: Int64, physicalSize: Int64,
@@ -27,18 +39,20 @@ final class SegmentWriter {
         self.info = info
         self.fd = fd
         self.syncedSize = syncedSize
+        self.limit = limit
         preallocator = preallocation > 0
             ? Preallocator(fd: fd, preparedEnd: physicalSize, ahead: Int64(preallocation), limit: limit) : nil
         preallocator?.extendIfNeeded(writeOffset: info.size)
     }
 
-    /// Creates a segment file holding only its header, durably: the file is
-    /// written under a temporary name, synced, renamed, and the directory synced.
+    /// Creates a segment file holding only its header block, durably: the
+    /// file is written under a temporary name, synced, renamed, and the
+    /// directory synced. (A version 2 header has its first 4 KiB to itself.)
     static func create(directory: String, header: SegmentHeader, preallocation: Int, limit: Int64) throws -> SegmentWriter {
         let name = SegmentName.fileName(sequence: header.sequence)
         let path = Directory.join(directory, name)
         let temporary = path + FormatConstants.temporarySuffix
-        let bytes = header.encoded()
+        let bytes = header.encodedBlock()
         let tmp = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
         do {
             try bytes.withUnsafeBytes { try tmp.write($0, at: 0) }
@@ -58,7 +72,11 @@ final class SegmentWriter {
 
     /// Opens an existing segment to append after its last record (`info.size`,
     /// which may be before zero-filled space left by a writer that died).
+    /// Its bytes count as synced (nothing new to write); the first
+    /// acknowledging sync then vouches for every byte before it, as fdatasync
+    /// writes whatever of the file is still dirty.
     static func reopen(_ info: SegmentInfo, preallocation: Int, limit: Int64) throws -> SegmentWriter {
+        precondition(info.header.version == FormatConstants.formatVersion, "a writer never appends to a version \(info.header.version) segment")
         let fd = try FileDescriptor.open(info.path, O_RDWR)
         return SegmentWriter(info: info, fd: fd, syncedSize: info.size, physicalSize: try fd.size(),
                              preallocation: preallocation, limit: limit)
@@ -67,7 +85,40 @@ final class SegmentWriter {
     /// Offset in the file where the next record will start.
     var endOffset: Int64 { info.size + Int64(pending.count) }
     var endPosition: UInt64 { info.basePosition + UInt64(endOffset) }
-    var hasRecords: Bool { endOffset > Int64(FormatConstants.segmentHeaderSize) }
+    var hasRecords: Bool { endOffset > info.dataStart }
+    /// True when bytes were appended since the last sync.
+    var hasUnsyncedBytes: Bool { pending.count > 0 || syncedSize != info.size }
+
+    static let syncedThroughRecordSize = Int64(FormatConstants.recordHeaderSize + FormatConstants.syncedThroughPayloadSize)
+
+    /// Call before appending a record: writes the `syncedThrough` record a
+    /// sync left due. Returns false when it does not fit before `limit` (the
+    /// caller rolls to a new segment, where nothing is due).
+    @inline(__always)
+    func beginAppend() -> Bool {
+        guard syncedThroughDue else { return true }
+        guard endOffset + Self.syncedThroughRecordSize <= limit else { return false }
+        appendSyncedThrough()
+        return true
+    }
+
+    private func appendSyncedThrough() {
+        LogRecord.syncedThrough(offset: UInt64(syncedSize)).append(to: pending)
+        syncedThroughDue = false
+    }
+
+    /// Appends a padding record so that the next append starts on a sector
+    /// boundary (a gap under a record header's 9 bytes takes a sector more).
+    /// Returns false, appending nothing, when the padding would cross `limit`.
+    func padToSector() -> Bool {
+        let sector = Int64(FormatConstants.paddingSector)
+        var gap = (sector - endOffset % sector) % sector
+        if gap == 0 { return true }
+        if gap < Int64(FormatConstants.recordHeaderSize) { gap += sector }
+        guard endOffset + gap <= limit else { return false }
+        LogRecord.padding(length: Int(gap) - FormatConstants.recordHeaderSize).append(to: pending)
+        return true
+    }
 
     /// Writes `pending` to the file.
     func flush() throws {
@@ -88,10 +139,27 @@ final class SegmentWriter {
         }
     }
 
+    /// A sync whose durability is acknowledged to a caller: afterwards a
+    /// `syncedThrough` record is due (see `beginAppend`).
+    func syncAndVouch() throws {
+        guard hasUnsyncedBytes else { return }
+        try sync()
+        syncedThroughDue = true
+    }
+
+    /// A clean close's last record: the `syncedThrough` record a sync left
+    /// due, written and synced, so that every byte before it is vouched for.
+    func vouchBeforeClosing() throws {
+        guard syncedThroughDue, endOffset + Self.syncedThroughRecordSize <= limit else { return }
+        appendSyncedThrough()
+        try sync()
+    }
+
     /// Makes the segment final: everything written and synced, zero-filled
     /// space trimmed (durably), so a sealed segment's size is its data.
     func seal() throws {
         try sync()
+        syncedThroughDue = false
         try trimZeroFill()
     }
 

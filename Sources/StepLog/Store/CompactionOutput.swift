@@ -8,6 +8,9 @@ import Foundation
 /// Writes compaction output segments under temporary names (`N.log.tmp`),
 /// each flagged as a compaction output replacing segments up to
 /// `compactedThrough`, rolling at the segment size, each synced when full.
+/// The last output, which becomes the newest segment, ends with a
+/// `syncedThrough` record vouching for all of it: its bytes are acknowledged
+/// data, and damage in them must be corruption, not an unsynced tail.
 ///
 /// Every record written is live and each sample appears once, so a sealed
 /// output's index snapshot is just the entries collected while writing it,
@@ -38,6 +41,9 @@ final class CompactionOutput {
     /// Samples written to all outputs so far (each exactly once).
     private var samplesWritten = 0
     private var snapshotOthers: [SegmentSnapshot.OtherRecord] = []
+    /// The closing synced-through record of the last output.
+    private(set) var syncMarkBytes: Int64 = 0
+    private(set) var syncMarkRecords = 0
 
     init(directory: String, firstSequence: UInt64, basePosition: UInt64, compactedThrough: UInt64, segmentSize: Int,
          writeSnapshots: Bool, onSegmentWritten: @escaping (Int) throws -> Void) throws {
@@ -56,7 +62,7 @@ final class CompactionOutput {
         let temporary = final + FormatConstants.temporarySuffix
         let file = try FileDescriptor.open(temporary, O_RDWR | O_CREAT | O_TRUNC)
         fd = file
-        let bytes = header.encoded()
+        let bytes = header.encodedBlock()
         try bytes.withUnsafeBytes { try file.write($0, at: 0) }
         current = Segment(header: header, temporaryPath: temporary, finalPath: final, size: Int64(bytes.count))
     }
@@ -65,7 +71,7 @@ final class CompactionOutput {
     /// for the output's snapshot.
     func append(_ frame: UnsafeRawBufferPointer) throws {
         let c = current!
-        if c.size + Int64(buffer.count + frame.count) > segmentSize && c.size + Int64(buffer.count) > Int64(FormatConstants.segmentHeaderSize) {
+        if c.size + Int64(buffer.count + frame.count) > segmentSize && c.size + Int64(buffer.count) > c.header.dataStart {
             try roll()
         }
         if writeSnapshots {
@@ -77,7 +83,11 @@ final class CompactionOutput {
                 if SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0 { flags |= FormatConstants.snapshotEntrySynced }
                 snapshotSamples.append(SegmentSnapshot.SampleEntry(uuid: SamplePayload.uuid(payload), offset: offset, flags: flags))
                 samplesWritten += 1
-            } else {
+            } else if type == RecordType.sampleDeleted.rawValue {
+                snapshotSamples.append(SegmentSnapshot.SampleEntry(uuid: TombstonePayload.uuid(payload), offset: offset,
+                                                                   flags: FormatConstants.snapshotEntryHasVersion | FormatConstants.snapshotEntryTombstone))
+                samplesWritten += 1
+            } else if type != RecordType.syncedThrough.rawValue && type != RecordType.padding.rawValue {
                 snapshotOthers.append(SegmentSnapshot.OtherRecord(offset: offset, type: type, payload: Array(payload)))
             }
         }
@@ -118,7 +128,8 @@ final class CompactionOutput {
                 if snapshot {
                     let order = SegmentSnapshot.hashOrder(samples)
                     try SegmentSnapshot(sequence: done.header.sequence, basePosition: done.header.basePosition,
-                                        segmentSize: UInt64(done.size), tailChecksum: try SegmentSnapshot.tailChecksum(file, size: done.size),
+                                        segmentSize: UInt64(done.size),
+                                        tailChecksum: try SegmentSnapshot.tailChecksum(file, dataStart: done.header.dataStart, size: done.size),
                                         keysAfter: UInt64(keys), samples: [], others: others)
                         .write(directory: directory, count: samples.count, entry: { samples[Int(order[$0])] })
                 }
@@ -144,6 +155,14 @@ final class CompactionOutput {
     /// Seals the last output (the newest segment: always replayed, so no
     /// snapshot) and returns every output, in order.
     func finish() throws -> [Segment] {
+        // Synced with the rest of the output before the commit, so the claim holds.
+        let frame = WriteBuffer(capacity: 64)
+        let fits = current!.size + Int64(buffer.count) + SegmentWriter.syncedThroughRecordSize <= segmentSize
+        if !fits { try roll() }
+        LogRecord.syncedThrough(offset: UInt64(current!.size + Int64(buffer.count))).append(to: frame)
+        try append(frame.bytes)
+        syncMarkBytes = Int64(frame.count)
+        syncMarkRecords = 1
         _ = try seal(last: true)
         try waitForBackground()
         return finished

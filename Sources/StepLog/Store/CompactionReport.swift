@@ -6,8 +6,11 @@ public struct StoreFigures: Sendable, Equatable {
     public var bytes: Int64 = 0
     /// Bytes of live records (with their 9-byte frames).
     public var liveBytes: Int64 = 0
-    /// Bytes of segment headers.
+    /// Bytes of segment headers (a version 2 header block is 4 KiB).
     public var headerBytes: Int64 = 0
+    /// Bytes of synced-through and padding records: the format's durability
+    /// marks, apart from dead records.
+    public var syncMarkBytes: Int64 = 0
     public var records = 0
     public var liveRecords = 0
     /// The same counts for each record type.
@@ -21,8 +24,8 @@ public struct StoreFigures: Sendable, Equatable {
         public init() {}
     }
 
-    /// Bytes of dead records: what compaction reclaims.
-    public var deadBytes: Int64 { bytes - liveBytes - headerBytes }
+    /// Bytes of dead records: what compaction reclaims (besides sync marks).
+    public var deadBytes: Int64 { bytes - liveBytes - headerBytes - syncMarkBytes }
 }
 
 /// What a compaction did.

@@ -1,6 +1,7 @@
 /// What opening a store found and did.
 public struct OpenReport: Sendable, Equatable {
-    /// A torn record at the end of the newest segment (the writer died mid-append), removed.
+    /// Bytes at the end of the newest segment that no sync acknowledged (a
+    /// writer died mid-append, or a power loss tore unsynced writes), removed.
     public struct TornTail: Sendable, Equatable {
         public var segment: String
         public var offset: Int64
@@ -36,5 +37,8 @@ public struct OpenReport: Sendable, Equatable {
     public var compactionDiscarded: [String] = []
     /// A newest segment whose creation was cut short (no complete header), removed.
     public var incompleteSegmentRemoved: String?
+    /// A writer found the newest segment in an older format version: it was
+    /// sealed as it is and writing continues in a new segment (its name).
+    public var sealedOlderVersion: String?
     public var seconds: Double = 0
 }

@@ -144,24 +144,35 @@ struct ReplayPipeline {
                 let fd = try FileDescriptor.open(segment.path, O_RDONLY)
                 defer { fd.close() }
                 fd.adviseSequential()
-                var reader = SegmentReader(fd: fd, fileSize: segment.size)
+                var reader = SegmentReader(fd: fd, fileSize: segment.size, from: segment.dataStart)
                 var chunk = Chunk(segmentIndex: index)
                 let base = segment.basePosition
+                let version = segment.header.version
+                // A checksummed record that is not what its type says: never a torn write.
+                func malformed(_ offset: Int64, _ reason: String) {
+                    guard queue.put(.chunk(chunk)) else { return }
+                    _ = queue.put(.damage(segmentIndex: index, offset: offset, reason: reason, mayBeTorn: false))
+                }
                 while let item = try reader.next() {
                     switch item {
                     case .record(let offset, let type, let payload, _):
                         if type == RecordType.sampleUpsert.rawValue {
                             guard SamplePayload.isWellFormed(payload) else {
-                                guard queue.put(.chunk(chunk)) else { return }
-                                _ = queue.put(.damage(segmentIndex: index, offset: offset,
-                                                      reason: "sample-upsert payload of \(payload.count) bytes is malformed",
-                                                      mayBeTorn: false))
-                                return
+                                return malformed(offset, "sample-upsert payload of \(payload.count) bytes is malformed")
                             }
                             chunk.kinds.append(type)
                             chunk.keys.append(SamplePayload.uuid(payload))
                             chunk.entries.append(IndexEntry(position: LogPosition(base + UInt64(offset)),
                                                             synced: SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0))
+                        } else if !RecordType.isDefined(type, inVersion: version) {
+                            return malformed(offset, SegmentSnapshot.undefinedTypeReason(type, version: version))
+                        } else if type == RecordType.sampleDeleted.rawValue {
+                            guard TombstonePayload.isWellFormed(payload) else {
+                                return malformed(offset, TombstonePayload.problem(payload).description)
+                            }
+                            chunk.kinds.append(type)
+                            chunk.keys.append(TombstonePayload.uuid(payload))
+                            chunk.entries.append(.tombstone(at: LogPosition(base + UInt64(offset))))
                         } else {
                             chunk.kinds.append(type)
                             chunk.others.append(Chunk.Other(type: type, payload: Array(payload), offset: offset,
@@ -253,10 +264,13 @@ struct ReplayPipeline {
                         let flags = entries[at &+ 20]
                         if flags & FormatConstants.snapshotEntryHasVersion != 0 {
                             let offset = UInt64(UInt32(littleEndian: entries.loadUnaligned(fromByteOffset: at &+ 16, as: UInt32.self)))
-                            state.applySampleVersion(key, position: LogPosition(base + offset),
-                                                     synced: flags & FormatConstants.snapshotEntrySynced != 0)
+                            state.applyVersion(key, IndexEntry(position: LogPosition(base + offset),
+                                                               synced: flags & FormatConstants.snapshotEntrySynced != 0,
+                                                               tombstone: flags & FormatConstants.snapshotEntryTombstone != 0))
+                        } else if flags & FormatConstants.snapshotEntryRemoved != 0 {
+                            state.applyRemoved(key)
                         } else if flags & FormatConstants.snapshotEntrySynced != 0 {
-                            state.applySynced(key)
+                            state.applyAcknowledged(key)
                         }
                         i &+= 1
                     }
@@ -276,14 +290,9 @@ struct ReplayPipeline {
         var sample = 0
         var other = 0
         for (n, kind) in chunk.kinds.enumerated() {
-            if kind == RecordType.sampleUpsert.rawValue {
+            if kind == RecordType.sampleUpsert.rawValue || kind == RecordType.sampleDeleted.rawValue {
                 if sample + distance < keys.count { state.index.prefetch(keys[sample + distance]) }
-                let entry = chunk.entries[sample]
-                state.applySampleVersion(keys[sample], position: entry.position, synced: entry.isSynced)
-                sample += 1
-            } else if kind == Chunk.syncedMarkKind {
-                if sample + distance < keys.count { state.index.prefetch(keys[sample + distance]) }
-                state.applySynced(keys[sample])
+                state.applyVersion(keys[sample], chunk.entries[sample])
                 sample += 1
             } else {
                 let record = chunk.others[other]
@@ -294,38 +303,5 @@ struct ReplayPipeline {
         }
         state.finishReplay()
         return nil
-    }
-}
-
-/// Parsed records of part of one segment, in log order.
-struct Chunk: Sendable {
-    struct Other: Sendable {
-        var type: UInt8
-        var payload: [UInt8]
-        var offset: Int64
-        var position: LogPosition
-    }
-
-    var segmentIndex: Int
-    /// Record types in order; samples take the next key/entry, others the next `Other`.
-    var kinds: [UInt8] = []
-    var keys: [UUIDBytes] = []
-    var entries: [IndexEntry] = []
-    var others: [Other] = []
-    /// Bytes of payload copied into `others`.
-    var payloadBytes = 0
-    /// Set on the last chunk of its segment: where the segment's records end.
-    var dataEnd: Int64?
-    /// The checked snapshot this chunk applies (instead of the arrays above).
-    var snapshot: SegmentSnapshot.Checked?
-    /// Kind of a snapshot entry that only marks the current version synced.
-    static let syncedMarkKind: UInt8 = 0xFE
-
-    init(segmentIndex: Int, reserve: Bool = true) {
-        self.segmentIndex = segmentIndex
-        guard reserve else { return }
-        kinds.reserveCapacity(ReplayPipeline.chunkRecords)
-        keys.reserveCapacity(ReplayPipeline.chunkRecords)
-        entries.reserveCapacity(ReplayPipeline.chunkRecords)
     }
 }

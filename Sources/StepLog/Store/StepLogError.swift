@@ -24,6 +24,8 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
     case closed(path: String)
     /// A record to be written does not fit the format's limits.
     case recordTooLarge(bytes: Int)
+    /// A source anchor longer than the format allows.
+    case anchorTooLarge(family: String, bytes: Int)
 
     public var description: String {
         switch self {
@@ -44,6 +46,8 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
             return "store \(path) is closed"
         case .recordTooLarge(let bytes):
             return "record of \(bytes) bytes exceeds the format's limit of \(FormatConstants.maxRecordPayload) bytes"
+        case .anchorTooLarge(let family, let bytes):
+            return "source anchor of \(bytes) bytes for '\(family)' exceeds the format's limit of \(FormatConstants.maxAnchorBytes) bytes"
         }
     }
 }

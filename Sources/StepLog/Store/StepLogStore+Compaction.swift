@@ -7,9 +7,11 @@ import Darwin
 
 extension StepLogStore {
     /// Compacts the store in `directory`: rewrites only what is live (the
-    /// current version of each sample with its synced state folded in, the
-    /// latest status of each interval, current layering ranges, each day's high
-    /// score) into new segments, switches to them atomically and deletes the old.
+    /// current version of each sample with its synced state folded in, each
+    /// pending deletion's tombstone, the latest status of each interval,
+    /// current layering ranges, each day's high score, the latest anchor of
+    /// each source family) into new version 2 segments, switches to them
+    /// atomically and deletes the old. Acknowledged deletions leave nothing.
     ///
     /// Offline: it takes the writer lock (another writer gets `.locked`).
     /// Streaming: it reads the input through a bounded window and writes
@@ -31,7 +33,8 @@ extension StepLogStore {
     }
 
     /// Gives up the store object without touching its files again (after a
-    /// compaction replaced them, or a simulated crash): the lock goes with it.
+    /// compaction replaced them, or a simulated crash), releasing the lock as
+    /// a dying process would.
     func abandon() {
         locked {
             snapshots.wait()
@@ -40,6 +43,7 @@ extension StepLogStore {
             writer = nil
             readers.closeAll()
             isClosed = true
+            releaseLock()
         }
     }
 
@@ -66,12 +70,12 @@ extension StepLogStore {
         for segment in inputs {
             before.segments += 1
             before.bytes += segment.size
-            before.headerBytes += Int64(FormatConstants.segmentHeaderSize)
+            before.headerBytes += segment.dataStart
             let fd = try FileDescriptor.open(segment.path, O_RDONLY)
             defer { fd.close() }
             fd.adviseSequential()
             // A 1 MiB window: compaction's memory budget is the index plus 64 MiB.
-            var reader = SegmentReader(fd: fd, fileSize: segment.size, windowSize: 1 << 20)
+            var reader = SegmentReader(fd: fd, fileSize: segment.size, from: segment.dataStart, windowSize: 1 << 20)
             // Records go through in groups: each group is copied into `group`
             // while the index slots of its samples are prefetched, then judged
             // live or dead and written; the lookups' cache misses overlap.
@@ -82,7 +86,10 @@ extension StepLogStore {
                 for r in groupRecords {
                     let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
                     before.records += 1
-                    guard state.isLive(type: r.type, payload: payload, at: r.position) else { continue }
+                    guard state.isLive(type: r.type, payload: payload, at: r.position) else {
+                        if Self.isSyncMark(r.type) { before.syncMarkBytes += Int64(FormatConstants.recordHeaderSize + r.length) }
+                        continue
+                    }
                     before.liveRecords += 1
                     before.liveBytes += Int64(FormatConstants.recordHeaderSize + r.length)
                     frame.removeAll()
@@ -128,9 +135,10 @@ extension StepLogStore {
         // Every record written is live: the figures after follow from the copy.
         report.after.segments = outputs.count
         report.after.bytes = outputs.reduce(0) { $0 + $1.size }
-        report.after.headerBytes = Int64(outputs.count * FormatConstants.segmentHeaderSize)
+        report.after.headerBytes = Int64(outputs.count * FormatConstants.dataStartV2)
+        report.after.syncMarkBytes = output.syncMarkBytes
         report.after.liveBytes = before.liveBytes
-        report.after.records = before.liveRecords
+        report.after.records = before.liveRecords + output.syncMarkRecords
         report.after.liveRecords = before.liveRecords
 
         // Switch: every output but the last under its final name, then the
@@ -162,6 +170,13 @@ extension StepLogStore {
         try stop?(.finished)
     }
 
+    /// Synced-through and padding records: what durability costs, counted
+    /// apart from dead records (compaction drops them but its last output
+    /// ends with one synced-through record of its own).
+    static func isSyncMark(_ type: UInt8) -> Bool {
+        type == RecordType.syncedThrough.rawValue || type == RecordType.padding.rawValue
+    }
+
     /// Segments, bytes, records and live records of the store as it is,
     /// from one pass over every record.
     public func figures() throws -> StoreFigures {
@@ -170,12 +185,13 @@ extension StepLogStore {
             for (i, s) in segments.enumerated() {
                 f.segments += 1
                 f.bytes += (i == segments.count - 1 && writer != nil) ? writer!.endOffset : s.size
-                f.headerBytes += Int64(FormatConstants.segmentHeaderSize)
+                f.headerBytes += s.dataStart
             }
             try scan(from: .zero) { position, type, payload in
                 let size = Int64(FormatConstants.recordHeaderSize + payload.count)
                 let live = state.isLive(type: type, payload: payload, at: position)
                 f.records += 1
+                if Self.isSyncMark(type) { f.syncMarkBytes += size }
                 if live {
                     f.liveRecords += 1
                     f.liveBytes += size

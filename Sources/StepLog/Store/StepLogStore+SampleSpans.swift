@@ -64,11 +64,11 @@ extension StepLogStore {
         var queue = SpanQueue(index: state.index)
         defer { queue.deallocate() }
         for info in files {
-            guard Int64(FormatConstants.segmentHeaderSize) < info.size else { continue }
+            guard info.dataStart < info.size else { continue }
             let fd = try FileDescriptor.open(info.path, O_RDONLY)
             defer { fd.close() }
             fd.adviseSequential()
-            var reader = SegmentReader(fd: fd, fileSize: info.size)
+            var reader = SegmentReader(fd: fd, fileSize: info.size, from: info.dataStart)
             while let item = try reader.next() {
                 switch item {
                 case .record(let offset, let type, let payload, _):

@@ -1,33 +1,13 @@
 import Foundation
 
-/// What one `upsert` call did.
-public struct UpsertSummary: Hashable, Sendable {
-    /// UUIDs not seen before: appended, unsynced.
-    public var inserted = 0
-    /// Known UUIDs whose content changed: appended, unsynced again.
-    public var updated = 0
-    /// Known UUIDs with identical content: nothing written, synced state kept.
-    public var unchanged = 0
-
-    public init(inserted: Int = 0, updated: Int = 0, unchanged: Int = 0) {
-        self.inserted = inserted
-        self.updated = updated
-        self.unchanged = unchanged
-    }
-
-    public static func += (a: inout UpsertSummary, b: UpsertSummary) {
-        a.inserted += b.inserted
-        a.updated += b.updated
-        a.unchanged += b.unchanged
-    }
-}
-
 extension StepLogStore {
     /// Upserts samples by UUID: a new UUID is appended unsynced; a sample
-    /// identical to the stored version (every field but fetchedAt) writes
-    /// nothing and keeps its synced state; a changed one is appended and
-    /// becomes unsynced. Every sample is validated first, so a bad one rejects
-    /// the whole call with nothing written. Durable after the next `sync()`.
+    /// identical to the stored version (every field but fetchedAt and origin)
+    /// writes nothing and keeps its synced state, unless its origin differs,
+    /// which rewrites it keeping the synced state (a relabel); a changed one
+    /// is appended and becomes unsynced; one with a pending deletion is
+    /// revived (appended, unsynced). Every sample is validated first, so a bad
+    /// one rejects the whole call with nothing written. Durable after the next `sync()`.
     @discardableResult
     public func upsert(_ samples: [StepSample], fetchedAt: Date) throws -> UpsertSummary {
         for s in samples {
@@ -41,24 +21,37 @@ extension StepLogStore {
             var summary = UpsertSummary()
             for s in samples {
                 let key = UUIDBytes(s.id)
+                var synced = false
                 if let existing = index.find(key) {
-                    let same = try withRecord(at: existing.position) { type, payload in
-                        type == RecordType.sampleUpsert.rawValue && SamplePayload.hasSameContent(payload, as: s)
+                    if existing.isTombstone {
+                        summary.revived += 1
+                    } else {
+                        let stored = try withRecord(at: existing.position) { type, payload -> StoredVersion in
+                            guard type == RecordType.sampleUpsert.rawValue, SamplePayload.hasSameContent(payload, as: s) else { return .changed }
+                            return SamplePayload.origin(payload) == s.origin ? .same : .relabeled
+                        }
+                        switch stored {
+                        case .same:
+                            summary.unchanged += 1
+                            continue
+                        case .relabeled:
+                            summary.relabeled += 1
+                            synced = existing.isSynced
+                        case .changed:
+                            summary.updated += 1
+                        }
                     }
-                    if same {
-                        summary.unchanged += 1
-                        continue
-                    }
-                    summary.updated += 1
                 } else {
                     summary.inserted += 1
                 }
-                let position = try append { SamplePayload.appendRecord(s, fetchedAt: fetched, synced: false, to: $0) }
-                state.applySampleVersion(key, position: position, synced: false)
+                let position = try append { SamplePayload.appendRecord(s, fetchedAt: fetched, synced: synced, to: $0) }
+                state.applySampleVersion(key, position: position, synced: synced)
             }
             return summary
         }
     }
+
+    private enum StoredVersion { case same, relabeled, changed }
 
     /// `upsert` for any collection of samples.
     @discardableResult
@@ -66,10 +59,11 @@ extension StepLogStore {
         try upsert(Array(samples), fetchedAt: fetchedAt)
     }
 
-    /// The stored version of the sample with this UUID.
+    /// The current version of the live sample with this UUID (nil when it is
+    /// absent or its deletion is pending: see `sampleState`).
     public func sample(id: UUID) throws -> StoredSample? {
         try locked {
-            guard let entry = state.index.find(UUIDBytes(id)) else { return nil }
+            guard let entry = state.index.find(UUIDBytes(id)), !entry.isTombstone else { return nil }
             return try storedSample(at: entry.position, synced: entry.isSynced)
         }
     }
@@ -120,9 +114,10 @@ extension StepLogStore {
     }
 
     /// Marks the given versions acknowledged by the server, in one
-    /// `samplesSynced` record. A sample whose stored version changed since it
-    /// was read (a different position) is skipped: the new version still needs
-    /// uploading. Returns how many were marked. Durable after the next `sync()`.
+    /// `samplesAcknowledged` record. A sample whose stored version changed
+    /// since it was read (a different position) is skipped: the new version
+    /// still needs uploading. Returns how many were marked. Durable after the
+    /// next `sync()`.
     @discardableResult
     public func markSynced<C: Collection>(_ samples: C) throws -> Int where C.Element == StoredSample {
         try locked {
@@ -132,24 +127,24 @@ extension StepLogStore {
             var seen = Set<UUIDBytes>()
             for s in samples {
                 let key = UUIDBytes(s.id)
-                guard let entry = state.index.find(key), entry.position == s.position, !entry.isSynced,
+                guard let entry = state.index.find(key), entry.position == s.position, !entry.isSynced, !entry.isTombstone,
                       seen.insert(key).inserted else { continue }
                 ids.append(key)
             }
-            let perRecord = (FormatConstants.maxRecordPayload - 4) / 16
-            var from = 0
-            while from < ids.count {
-                let chunk = ids[from..<min(ids.count, from + perRecord)]
-                _ = try append { buffer in
-                    RecordFrame.append(type: .samplesSynced, to: buffer) { b in
-                        b.append(UInt32(chunk.count))
-                        for id in chunk { b.append(id) }
-                    }
-                }
-                for id in chunk { state.applySynced(id) }
-                from += perRecord
-            }
+            try appendAcknowledgements(ids)
             return ids.count
+        }
+    }
+
+    /// Writes `ids` as `samplesAcknowledged` records (as many as the record
+    /// size allows each) and applies them.
+    func appendAcknowledgements(_ ids: [UUIDBytes]) throws {
+        var from = 0
+        while from < ids.count {
+            let chunk = ids[from..<min(ids.count, from + AcknowledgedPayload.maxCount)]
+            _ = try append { AcknowledgedPayload.appendRecord(chunk, to: $0) }
+            for id in chunk { state.applyAcknowledged(id) }
+            from += chunk.count
         }
     }
 
@@ -158,7 +153,7 @@ extension StepLogStore {
         try unsyncedSamples(limit: 1).first?.position
     }
 
-    /// Calls `body` with the current version of every sample, in log order.
+    /// Calls `body` with the current version of every live sample, in log order.
     public func forEachSample(_ body: (StoredSample) throws -> Void) throws {
         try locked {
             try scan(from: .zero) { position, type, payload in

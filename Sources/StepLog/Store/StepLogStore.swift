@@ -19,8 +19,8 @@ import Darwin
 public final class StepLogStore: @unchecked Sendable {
     public let directory: String
     public let options: StoreOptions
-    /// What opening found and did (torn tail dropped, salvage, timings).
-    public let openReport: OpenReport
+    /// What opening found and did (unsynced tail dropped, salvage, timings).
+    public private(set) var openReport: OpenReport
 
     let mutex = NSLock()
     private var fileLock: FileLock?
@@ -40,7 +40,7 @@ public final class StepLogStore: @unchecked Sendable {
     }
 
     private init(directory: String, options: StoreOptions) throws {
-        precondition(options.segmentSize > FormatConstants.segmentHeaderSize, "segment size must exceed the header")
+        precondition(options.segmentSize > FormatConstants.dataStartV2, "segment size must exceed the header block")
         self.directory = directory
         self.options = options
         let opened = try StoreOpener(directory: directory, options: options).run()
@@ -53,7 +53,24 @@ public final class StepLogStore: @unchecked Sendable {
             for (segment, keys) in opened.segmentsWithoutSnapshot { snapshots.enqueue(segment, keysAfter: keys) }
         }
         if !options.readOnly {
-            if let last = segments.last {
+            if let last = segments.last, last.header.version != FormatConstants.formatVersion {
+                // A writer never appends to a version 1 segment: seal it as it is
+                // (its zero-filled space trimmed) and continue in a new version 2
+                // one, so every segment holds only its own version's record types.
+                let fd = try FileDescriptor.open(last.path, O_RDWR)
+                defer { fd.close() }
+                if try fd.size() != last.size {
+                    try fd.truncate(to: last.size)
+                    try fd.sync()
+                }
+                let w = try SegmentWriter.create(directory: directory,
+                                                 header: SegmentHeader(sequence: last.sequence + 1, basePosition: last.endPosition),
+                                                 preallocation: options.preallocationSize, limit: Int64(options.segmentSize))
+                writer = w
+                segments.append(w.info)
+                openReport.sealedOlderVersion = last.name
+                if options.writeSnapshots { snapshots.enqueue(last, keysAfter: state.index.count) }
+            } else if let last = segments.last {
                 writer = try SegmentWriter.reopen(last, preallocation: options.preallocationSize, limit: Int64(options.segmentSize))
             } else {
                 let w = try SegmentWriter.create(directory: directory, header: SegmentHeader(sequence: 1, basePosition: 0),
@@ -80,11 +97,25 @@ public final class StepLogStore: @unchecked Sendable {
     // MARK: Durability
 
     /// Makes every record appended so far durable (write, then fdatasync /
-    /// F_FULLFSYNC). Returns once they are on stable storage.
+    /// F_FULLFSYNC). Returns once they are on stable storage. With
+    /// `padSyncsToSector`, the bytes are first padded to a sector boundary.
     public func sync() throws {
-        try locked {
-            let w = try writableWriter()
-            do { try w.sync() } catch { throw fail(error) }
+        try locked { try syncLocked() }
+    }
+
+    func syncLocked() throws {
+        let w = try writableWriter()
+        guard w.hasUnsyncedBytes else { return }
+        do {
+            if options.padSyncsToSector && !w.padToSector() {
+                // No room for the padding: sealing syncs, and the next append
+                // goes to a new file, which shares no sector with these bytes.
+                _ = try roll()
+                return
+            }
+            try w.syncAndVouch()
+        } catch {
+            throw fail(error)
         }
     }
 
@@ -100,9 +131,15 @@ public final class StepLogStore: @unchecked Sendable {
                 snapshots.wait()
                 fileLock = nil
             }
-            if failure == nil, let w = writer {
-                try w.sync()
-                try w.trimZeroFill()
+            if failure == nil, writer != nil {
+                try syncLocked()
+                let w = writer!
+                do {
+                    try w.vouchBeforeClosing()
+                    try w.trimZeroFill()
+                } catch {
+                    throw fail(error)
+                }
             }
         }
     }
@@ -114,7 +151,8 @@ public final class StepLogStore: @unchecked Sendable {
             var byStatus: [IntervalStatus: Int] = [:]
             for status in IntervalStatus.allCases { byStatus[status] = state.intervals.count(of: status) }
             return StoreCounts(samples: state.sampleCount, syncedSamples: state.syncedCount,
-                               unsyncedSamples: state.unsyncedCount, intervals: byStatus,
+                               unsyncedSamples: state.unsyncedCount, pendingDeletions: state.pendingDeletionCount,
+                               intervals: byStatus,
                                intervalTotal: state.intervals.count, segments: segments.count,
                                bytes: totalBytes())
         }
@@ -146,6 +184,8 @@ public final class StepLogStore: @unchecked Sendable {
 
     // MARK: Internals shared by the extensions
 
+    func releaseLock() { fileLock = nil }
+
     /// The writer, or the reason there is none.
     func writableWriter() throws -> SegmentWriter {
         if isClosed { throw StepLogError.closed(path: directory) }
@@ -165,14 +205,18 @@ public final class StepLogStore: @unchecked Sendable {
 
     /// Appends one record (encoded by `encode`) and returns its position. Seals
     /// the segment and starts the next one when the record would cross
-    /// `segmentSize` (a record never spans segments).
+    /// `segmentSize` (a record never spans segments). The first record after
+    /// an acknowledging sync is preceded by its `syncedThrough` record.
     func append(_ encode: (WriteBuffer) -> Void) throws -> LogPosition {
-        let w = try writableWriter()
+        var w = try writableWriter()
+        if !w.beginAppend() {
+            do { w = try roll() } catch { throw fail(error) }
+        }
         let start = w.pending.count
         let offset = w.endOffset
         encode(w.pending)
         do {
-            if w.endOffset > Int64(options.segmentSize), offset > Int64(FormatConstants.segmentHeaderSize) {
+            if w.endOffset > Int64(options.segmentSize), offset > w.info.dataStart {
                 let record = Array(UnsafeRawBufferPointer(rebasing: w.pending.bytes[start...]))
                 w.pending.truncate(to: start)
                 let next = try roll()
@@ -188,7 +232,7 @@ public final class StepLogStore: @unchecked Sendable {
     }
 
     /// Seals the current segment (synced) and starts the next.
-    private func roll() throws -> SegmentWriter {
+    func roll() throws -> SegmentWriter {
         let old = writer!
         try old.seal()
         segments[segments.count - 1] = old.info
@@ -265,15 +309,15 @@ public final class StepLogStore: @unchecked Sendable {
     func scan(from start: LogPosition, _ body: (LogPosition, UInt8, UnsafeRawBufferPointer) throws -> Bool) throws {
         if let w = writer, failure == nil { do { try w.flush() } catch { throw fail(error) } }
         var first = 0
-        var startOffset = Int64(FormatConstants.segmentHeaderSize)
+        var startOffset: Int64 = 0
         if let (i, info) = segment(containing: start) {
             first = i
-            startOffset = max(startOffset, Int64(start.rawValue - info.basePosition))
+            startOffset = Int64(start.rawValue - info.basePosition)
         }
         for i in first..<segments.count {
             var info = segments[i]
             if i == segments.count - 1, let w = writer { info = w.info }
-            let from = i == first ? startOffset : Int64(FormatConstants.segmentHeaderSize)
+            let from = i == first ? max(startOffset, info.dataStart) : info.dataStart
             guard from < info.size else { continue }
             let fd = try FileDescriptor.open(info.path, O_RDONLY)
             defer { fd.close() }

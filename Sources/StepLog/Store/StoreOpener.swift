@@ -9,10 +9,10 @@ import Darwin
 /// interrupted compaction, checks that segments follow each other, and replays
 /// them (or loads their index snapshots) into a `StoreState`.
 ///
-/// Damage policy (docs/FORMAT.md, "Recovery"):
-/// - In the newest segment, a bad record with no valid record anywhere after
-///   it is a torn tail: the writer died mid-append. It is truncated (writers
-///   only) and reported.
+/// Damage policy (docs/FORMAT.md, "Recovery"; the rule itself is `SegmentTail`):
+/// - In the newest segment, damage that no later synced-through record
+///   vouches for is an unsynced tail (a writer died, a power loss tore
+///   unsynced writes): it is truncated (writers only) and reported.
 /// - Any other damage is corruption: opening fails naming segment, offset and
 ///   reason, unless `salvage` asks to keep the prefix before it.
 struct StoreOpener {
@@ -69,7 +69,7 @@ struct StoreOpener {
             defer { fd.close() }
             switch try damaged(segments[i], fd: fd, offset: offset, reason: reason, mayBeTorn: mayBeTorn,
                                isNewest: i == segments.count - 1, report: &report) {
-            case .clean, .tornTail:
+            case .tornTail:
                 segments[i].size = offset
             case .salvaged:
                 segments[i].size = offset
@@ -152,19 +152,23 @@ struct StoreOpener {
             let fd = try FileDescriptor.open(path, O_RDONLY)
             defer { fd.close() }
             let size = try fd.size()
-            var bytes = [UInt8](repeating: 0, count: FormatConstants.segmentHeaderSize)
-            let n = try bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }
-            let decoded = bytes.withUnsafeBytes { SegmentHeader.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            switch decoded {
+            switch try SegmentHeader.read(fd) {
             case .success(let header):
                 guard header.sequence == entry.sequence else {
                     throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerSequenceOffset),
                                                   reason: "header says sequence \(header.sequence) but the file is named for \(entry.sequence)")
                 }
+                // The index holds 46-bit positions: a store past them (64 TiB of
+                // history) cannot be opened by this version.
+                if header.basePosition > FormatConstants.maxPosition || UInt64(size) > FormatConstants.maxPosition - header.basePosition
+                    || header.rangeEnd > FormatConstants.maxPosition {
+                    throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerBasePositionOffset),
+                                                  reason: "log positions reach past 2^46 (64 TiB), the most this version can index")
+                }
                 result.append(SegmentInfo(header: header, path: path, size: size))
             case .failure(let problem):
                 let isNewest = index == names.count - 1
-                if isNewest, size <= Int64(FormatConstants.segmentHeaderSize), problem != .badMagic || size < 8 {
+                if isNewest, size < Int64(FormatConstants.segmentHeaderSize), problem != .badMagic || size < 8 {
                     // Creation cut short before the header was whole (not written by
                     // this version, which renames complete files into place).
                     if !options.readOnly {
@@ -221,13 +225,13 @@ struct StoreOpener {
 
     // MARK: Replay
 
-    private enum ReplayOutcome { case clean, tornTail(Int64), salvaged(Int64) }
+    private enum ReplayOutcome { case tornTail(Int64), salvaged(Int64) }
 
     private func damaged(_ segment: SegmentInfo, fd: FileDescriptor, offset: Int64, reason: String, mayBeTorn: Bool,
                          isNewest: Bool, report: inout OpenReport) throws -> ReplayOutcome {
-        if isNewest, mayBeTorn, try !SegmentReader.validRecordExists(in: fd, after: offset, fileSize: segment.size) {
-            // Zero-filled space after the torn bytes was never data.
-            let garbageEnd = (try SegmentReader.lastNonZeroByte(in: fd, from: offset, to: segment.size) ?? offset - 1) + 1
+        let verdict = try SegmentTail.classify(segment, fd: fd, damageAt: offset, isNewest: isNewest, checksummed: !mayBeTorn)
+        if case .unsyncedTail(let garbageEnd) = verdict {
+            // Zero-filled space after the unsynced bytes was never data.
             if !options.readOnly {
                 let writable = try FileDescriptor.open(segment.path, O_RDWR)
                 defer { writable.close() }
@@ -237,7 +241,13 @@ struct StoreOpener {
             report.tornTail = OpenReport.TornTail(segment: segment.path, offset: offset, bytesDropped: garbageEnd - offset)
             return .tornTail(offset)
         }
-        guard options.salvage else { throw StepLogError.corruption(path: segment.path, offset: offset, reason: reason) }
+        guard options.salvage else {
+            if case .corruption(let vouchedBy?) = verdict, segment.header.version != 1 {
+                throw StepLogError.corruption(path: segment.path, offset: offset,
+                                              reason: "\(reason), in bytes a sync made durable (synced-through record at \(vouchedBy))")
+            }
+            throw StepLogError.corruption(path: segment.path, offset: offset, reason: reason)
+        }
         let later = try laterSegments(than: segment)
         let setAside = try setAside(from: (segment, offset), segments: later)
         if !options.readOnly {

@@ -19,6 +19,12 @@ public struct StoreOptions: Sendable {
     /// the latency of an append that grows the file (PostgreSQL zero-fills WAL
     /// segments for the same reason). 0 turns it off.
     public var preallocationSize = 8 << 20
+    /// Pad the log to a 512-byte sector boundary before each `sync()`, so that
+    /// no later write shares a sector with bytes already acknowledged: on a
+    /// disk without powersafe overwrite, a torn write can then damage only
+    /// unacknowledged bytes (docs/FORMAT.md, "What is assumed of the disk").
+    /// Costs about 260 bytes a sync.
+    public var padSyncsToSector = true
     /// Create the directory when it does not exist (writers only).
     public var createIfMissing = true
     /// Load index snapshots of sealed segments instead of replaying them.

@@ -1,62 +1,66 @@
 import Foundation
 
 /// Everything the log means, in memory: the sample index with its counters,
-/// the intervals, the daily high scores. Built by applying records in log
-/// order; the one place that says what each record type does.
+/// the intervals, the daily high scores, the source anchors. Built by applying
+/// records in log order; the one place that says what each record type does.
+///
+/// The index holds every UUID that is live or has a pending deletion; an
+/// acknowledged deletion removes the UUID.
 public final class StoreState {
     public let index = SampleIndex()
+    /// Live samples whose current version the server has not acknowledged.
     public internal(set) var unsyncedCount = 0
+    /// Tombstones in the index: deletions the server has not acknowledged.
+    public internal(set) var pendingDeletionCount = 0
     public internal(set) var intervals = IntervalTable()
     public internal(set) var highScores: [UInt32: DailyHighScore] = [:]
     /// Position of the record that set each day's high score.
     var highScorePositions: [UInt32: LogPosition] = [:]
+    /// The latest anchor per source family (FNV-1a 64 of the family's name),
+    /// with the position of the record that set it.
+    public internal(set) var anchors: [UInt64: (anchor: [UInt8], position: LogPosition)] = [:]
     /// Positions below this hold no unsynced current version (a lower bound the
     /// unsynced scan raises as it goes).
     var unsyncedFloor = LogPosition.zero
+    /// Positions below this hold no pending tombstone (raised like `unsyncedFloor`).
+    var deletionFloor = LogPosition.zero
 
     public init() {}
 
-    public var sampleCount: Int { index.count }
-    public var syncedCount: Int { index.count - unsyncedCount }
+    /// Live samples (the index less its tombstones).
+    public var sampleCount: Int { index.count - pendingDeletionCount }
+    public var syncedCount: Int { sampleCount - unsyncedCount }
 
-    /// Sample versions read by replay but not yet applied: replay prefetches
-    /// each one's index slot and applies them in groups, so the cache misses
-    /// overlap. Any other record, and `finishReplay`, applies them first.
+    /// Sample versions and tombstones read by replay but not yet applied:
+    /// replay prefetches each one's index slot and applies them in groups, so
+    /// the cache misses overlap. Any other record, and `finishReplay`, applies
+    /// them first.
     private var queuedKeys: [UUIDBytes] = []
     private var queuedEntries: [IndexEntry] = []
     static let replayGroup = 32
 
     /// Applies one checksummed record found at `position` during replay.
-    /// Returns a problem when the payload does not have its type's shape
-    /// (corruption). Call `finishReplay` after the last record.
+    /// Returns a problem when the type is undefined or the payload does not
+    /// have its type's shape (corruption). Call `finishReplay` after the last record.
     @inline(__always)
     public func replay(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) -> PayloadProblem? {
         if rawType == RecordType.sampleUpsert.rawValue {
             guard SamplePayload.isWellFormed(payload) else {
                 return PayloadProblem("sample-upsert payload of \(payload.count) bytes is malformed")
             }
-            let key = SamplePayload.uuid(payload)
-            index.prefetch(key)
-            queuedKeys.append(key)
-            queuedEntries.append(IndexEntry(position: position,
-                                            synced: SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0))
-            if queuedKeys.count == Self.replayGroup { applyQueued() }
+            queue(SamplePayload.uuid(payload), IndexEntry(position: position,
+                                                          synced: SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0))
+            return nil
+        }
+        if rawType == RecordType.sampleDeleted.rawValue {
+            guard TombstonePayload.isWellFormed(payload) else { return TombstonePayload.problem(payload) }
+            queue(TombstonePayload.uuid(payload), .tombstone(at: position))
             return nil
         }
         applyQueued()
-        if rawType == RecordType.samplesSynced.rawValue {
-            guard payload.count >= 4 else { return PayloadProblem("samples-synced payload of \(payload.count) bytes is too short") }
-            let n = Int(UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt32.self)))
-            guard payload.count == 4 + 16 * n else {
-                return PayloadProblem("samples-synced payload of \(payload.count) bytes does not match its count \(n)")
-            }
-            var i = 0
-            while i < n {
-                let end = min(n, i + Self.replayGroup)
-                for j in i..<end { index.prefetch(UUIDBytes(loadingFrom: payload, at: 4 + 16 * j)) }
-                for j in i..<end { applySynced(UUIDBytes(loadingFrom: payload, at: 4 + 16 * j)) }
-                i = end
-            }
+        if rawType == RecordType.samplesAcknowledged.rawValue {
+            guard let n = AcknowledgedPayload.count(payload) else { return AcknowledgedPayload.problem(payload) }
+            applyAcknowledged(payload, count: n)
             return nil
         }
         switch LogRecord.decode(type: rawType, payload: payload) {
@@ -68,32 +72,46 @@ public final class StoreState {
         }
     }
 
+    @inline(__always)
+    private func queue(_ key: UUIDBytes, _ entry: IndexEntry) {
+        index.prefetch(key)
+        queuedKeys.append(key)
+        queuedEntries.append(entry)
+        if queuedKeys.count == Self.replayGroup { applyQueued() }
+    }
+
     /// Applies sample versions still queued by `replay`.
     public func finishReplay() { applyQueued() }
 
     @inline(__always)
     private func applyQueued() {
         guard !queuedKeys.isEmpty else { return }
-        var unsynced = unsyncedCount
-        for i in 0..<queuedKeys.count {
-            let entry = queuedEntries[i]
-            let old = index.set(queuedKeys[i], entry)
-            let wasUnsynced = old.map { !$0.isSynced } ?? false
-            if wasUnsynced && entry.isSynced { unsynced -= 1 }
-            if !wasUnsynced && !entry.isSynced { unsynced += 1 }
-        }
-        unsyncedCount = unsynced
+        for i in 0..<queuedKeys.count { applyVersion(queuedKeys[i], queuedEntries[i]) }
         queuedKeys.removeAll(keepingCapacity: true)
         queuedEntries.removeAll(keepingCapacity: true)
+    }
+
+    /// Applies every UUID of a well-formed `samplesAcknowledged` payload, a
+    /// group at a time with their slots prefetched.
+    func applyAcknowledged(_ payload: UnsafeRawBufferPointer, count n: Int) {
+        var i = 0
+        while i < n {
+            let end = min(n, i + Self.replayGroup)
+            for j in i..<end { index.prefetch(AcknowledgedPayload.uuid(payload, j)) }
+            for j in i..<end { applyAcknowledged(AcknowledgedPayload.uuid(payload, j)) }
+            i = end
+        }
     }
 
     /// Applies a decoded record (the slow path, for everything but samples).
     public func apply(_ record: LogRecord, at position: LogPosition) {
         switch record {
         case .sampleUpsert(let r):
-            applySampleVersion(UUIDBytes(r.sample.id), position: position, synced: r.isSynced)
-        case .samplesSynced(let ids):
-            for id in ids { applySynced(UUIDBytes(id)) }
+            applyVersion(UUIDBytes(r.sample.id), IndexEntry(position: position, synced: r.isSynced))
+        case .samplesAcknowledged(let ids):
+            for id in ids { applyAcknowledged(UUIDBytes(id)) }
+        case .sampleDeleted(let id, _):
+            applyVersion(UUIDBytes(id), .tombstone(at: position))
         case .intervalStatus(let interval):
             intervals.apply(interval, at: position)
         case .intervalsCleared:
@@ -103,42 +121,73 @@ public final class StoreState {
         case .dailyHighScore(let score):
             highScores[score.day] = score
             highScorePositions[score.day] = position
+        case .sourceAnchor(let family, let anchor):
+            anchors[family] = (anchor, position)
+        case .syncedThrough, .padding:
+            break // they say what is durable, not what the log means
         }
     }
 
+    /// Makes `entry` (a sample version or a tombstone) the current version of
+    /// `id`, keeping the counters: the hot path of replay and upsert.
+    @inline(__always)
+    func applyVersion(_ id: UUIDBytes, _ entry: IndexEntry) {
+        let old = index.set(id, entry)
+        var unsynced = unsyncedCount, pending = pendingDeletionCount
+        if let old {
+            if old.isUnsyncedLive { unsynced -= 1 }
+            if old.isTombstone { pending -= 1 }
+        }
+        if entry.isUnsyncedLive { unsynced += 1 }
+        if entry.isTombstone { pending += 1 }
+        unsyncedCount = unsynced
+        pendingDeletionCount = pending
+    }
+
+    /// A sample version (`applyVersion` of a non-tombstone).
     @inline(__always)
     func applySampleVersion(_ id: UUIDBytes, position: LogPosition, synced: Bool) {
-        let old = index.set(id, IndexEntry(position: position, synced: synced))
-        let wasUnsynced = old.map { !$0.isSynced } ?? false
-        if wasUnsynced && synced { unsyncedCount -= 1 }
-        if !wasUnsynced && !synced { unsyncedCount += 1 }
+        applyVersion(id, IndexEntry(position: position, synced: synced))
     }
 
-    /// Marks the current version of `id` synced (a `samplesSynced` entry).
-    /// Returns true when it was unsynced.
+    /// Acknowledges the current version of `id` (one UUID of a
+    /// `samplesAcknowledged` record): a live version becomes synced; a
+    /// tombstone is done and the UUID leaves the index. Absent: nothing.
     @inline(__always)
-    @discardableResult
-    func applySynced(_ id: UUIDBytes) -> Bool {
-        var changed = false
-        index.update(id) { entry in
-            if !entry.isSynced { changed = true }
-            return entry.withSynced(true)
+    func applyAcknowledged(_ id: UUIDBytes) {
+        guard let entry = index.find(id) else { return }
+        if entry.isTombstone {
+            index.remove(id)
+            pendingDeletionCount -= 1
+        } else if !entry.isSynced {
+            index.update(id) { $0.withSynced(true) }
+            unsyncedCount -= 1
         }
-        if changed { unsyncedCount -= 1 }
-        return changed
+    }
+
+    /// Removes `id` whatever its state (a snapshot entry saying the UUID is
+    /// absent after its segment).
+    func applyRemoved(_ id: UUIDBytes) {
+        guard let old = index.remove(id) else { return }
+        if old.isUnsyncedLive { unsyncedCount -= 1 }
+        if old.isTombstone { pendingDeletionCount -= 1 }
     }
 }
 
 extension StoreState {
     /// True when the record at `position` still means something: the current
-    /// version of a sample, the latest status of a current interval, a current
-    /// layering range, the latest high score of a day. Everything else (older
-    /// versions, synced markers, superseded statuses, clears) is dead: what
-    /// compaction drops and `steplog stats` counts as dead bytes.
+    /// version of a sample, a pending tombstone, the latest status of a current
+    /// interval, a current layering range, the latest high score of a day, the
+    /// latest anchor of a source family. Everything else (older versions,
+    /// acknowledgements, acknowledged tombstones, superseded statuses, clears,
+    /// synced-through and padding records) is dead: what compaction drops and
+    /// `steplog stats` counts as dead bytes.
     public func isLive(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) -> Bool {
         switch RecordType(rawValue: rawType) {
         case .sampleUpsert:
             return SamplePayload.isWellFormed(payload) && index.find(SamplePayload.uuid(payload))?.position == position
+        case .sampleDeleted:
+            return TombstonePayload.isWellFormed(payload) && index.find(TombstonePayload.uuid(payload))?.position == position
         case .intervalStatus:
             guard payload.count >= 16 else { return false }
             return intervals.entry(id: UUIDBytes(loadingFrom: payload, at: 0).uuid)?.position == position
@@ -148,7 +197,11 @@ extension StoreState {
             guard payload.count >= 4 else { return false }
             let day = UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
             return highScorePositions[day] == position
-        case .samplesSynced, .intervalsCleared, nil:
+        case .sourceAnchor:
+            guard payload.count >= 8 else { return false }
+            let family = UInt64(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+            return anchors[family]?.position == position
+        case .samplesAcknowledged, .intervalsCleared, .syncedThrough, .padding, nil:
             return false
         }
     }

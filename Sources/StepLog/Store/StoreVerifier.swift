@@ -8,12 +8,18 @@ import Darwin
 /// `steplog verify`: checks a store without changing it, and keeps going
 /// after a problem wherever it can, so one run lists every problem it can reach.
 ///
-/// Checks: segment headers and the chain of segments (no missing sequence, no
-/// gap); every record's framing, checksum and payload shape; every index
-/// snapshot's checksums, that it matches its segment, and that it equals a
-/// fresh build from the segment; and the index's invariants after a replay
-/// (each entry points at a sample record with its UUID, the unsynced count
-/// adds up, each interval's status record is an interval status for its id).
+/// Checks: segment headers (a version 2 header block is zero after the
+/// header) and the chain of segments (no missing sequence, no gap); every
+/// record's framing, checksum, type (defined in its segment's version) and
+/// payload shape (padding all zero, tombstones 24 bytes); synced-through
+/// records (each claims an offset at or before itself, never less than the one
+/// before it); damage in the newest segment judged by the unsynced-tail rule;
+/// every index snapshot's checksums, that it matches its segment, and that it
+/// equals a fresh build from the segment; and the index's invariants after a
+/// replay (each entry points at a sample record, or for a pending deletion a
+/// tombstone, with its UUID; tombstones are never marked synced; the unsynced
+/// and pending-deletion counts add up; each interval's status record is an
+/// interval status for its id).
 /// How intervals tile the data range is the pipeline's invariant, not the
 /// store's, and is checked by StepSync's tests.
 public enum StoreVerifier {
@@ -55,11 +61,12 @@ public enum StoreVerifier {
                 let fd = try FileDescriptor.open(path, O_RDONLY)
                 defer { fd.close() }
                 let size = try fd.size()
-                var bytes = [UInt8](repeating: 0, count: FormatConstants.segmentHeaderSize)
-                let n = try bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }
-                switch bytes.withUnsafeBytes({ SegmentHeader.decode(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) {
+                switch try SegmentHeader.read(fd) {
                 case .success(let header) where header.sequence == sequence:
                     found.append(SegmentInfo(header: header, path: path, size: size))
+                    if let problem = try checkHeaderBlock(header, fd: fd, size: size) {
+                        result.problems.append(Problem(file: path, offset: problem.offset, what: problem.what))
+                    }
                 case .success(let header):
                     result.problems.append(Problem(file: path, offset: 12, what: "header says sequence \(header.sequence) but the file is named for \(sequence)"))
                 case .failure(let problem):
@@ -86,21 +93,40 @@ public enum StoreVerifier {
         for (i, segment) in live.enumerated() {
             let fd = try FileDescriptor.open(segment.path, O_RDONLY)
             defer { fd.close() }
-            var reader = SegmentReader(fd: fd, fileSize: segment.size)
+            var reader = SegmentReader(fd: fd, fileSize: segment.size, from: segment.dataStart)
+            let version = segment.header.version
+            var lastClaim: UInt64 = 0
             while let item = try reader.next() {
                 switch item {
                 case .record(let offset, let type, let payload, _):
                     result.records += 1
+                    guard RecordType.isDefined(type, inVersion: version) else {
+                        result.problems.append(Problem(file: segment.path, offset: offset,
+                                                       what: SegmentSnapshot.undefinedTypeReason(type, version: version)))
+                        continue
+                    }
                     if let problem = state.replay(type: type, payload: payload, at: LogPosition(segment.basePosition + UInt64(offset))) {
                         result.problems.append(Problem(file: segment.path, offset: offset, what: problem.description))
+                    } else if type == RecordType.syncedThrough.rawValue {
+                        let claim = UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self))
+                        if claim > UInt64(offset) || claim < UInt64(segment.dataStart) {
+                            result.problems.append(Problem(file: segment.path, offset: offset,
+                                                           what: "synced-through record claims offset \(claim), outside \(segment.dataStart)...\(offset)"))
+                        } else if claim < lastClaim {
+                            result.problems.append(Problem(file: segment.path, offset: offset,
+                                                           what: "synced-through record claims offset \(claim), before an earlier claim of \(lastClaim)"))
+                        }
+                        lastClaim = max(lastClaim, claim)
                     }
                 case .damage(let offset, let damage):
                     let isNewest = i == live.count - 1
-                    if isNewest, try !SegmentReader.validRecordExists(in: fd, after: offset, fileSize: segment.size) {
-                        result.notes.append("\(segment.name) ends with \(segment.size - offset) bytes of an unfinished record at offset \(offset) (a writer died mid-append; the next writer truncates it)")
-                    } else {
+                    switch try SegmentTail.classify(segment, fd: fd, damageAt: offset, isNewest: isNewest, checksummed: false) {
+                    case .unsyncedTail(let garbageEnd):
+                        result.notes.append("\(segment.name) ends with \(garbageEnd - offset) bytes no sync acknowledged at offset \(offset) (a writer died mid-append; the next writer truncates them)")
+                    case .corruption(let vouchedBy):
+                        let vouched = vouchedBy.map { ", inside bytes the synced-through record at \($0) vouches for" } ?? ""
                         result.problems.append(Problem(file: segment.path, offset: offset,
-                                                       what: "\(damage) (\(segment.size - offset) bytes from here on not checked)"))
+                                                       what: "\(damage)\(vouched) (\(segment.size - offset) bytes from here on not checked)"))
                     }
                 }
             }
@@ -123,6 +149,10 @@ public enum StoreVerifier {
                 result.notes.append("\(name) belongs to the newest segment, which is always replayed")
                 continue
             }
+            if let version = SegmentSnapshot.fileVersion(sequence: sequence, directory: directory), version != FormatConstants.snapshotVersion {
+                result.notes.append("\(name) is a version \(version) snapshot, which this build ignores (the next writer rebuilds it)")
+                continue
+            }
             switch SegmentSnapshot.load(for: segment, directory: directory) {
             case .failure(let problem):
                 result.problems.append(Problem(file: path, offset: nil, what: problem.description))
@@ -138,28 +168,53 @@ public enum StoreVerifier {
         return result
     }
 
+    /// A version 2 header has the first 4 KiB to itself: the bytes after it are zero.
+    private static func checkHeaderBlock(_ header: SegmentHeader, fd: FileDescriptor, size: Int64) throws -> (offset: Int64, what: String)? {
+        guard header.version != 1 else { return nil }
+        let start = Int64(header.size), end = min(size, header.dataStart)
+        if end < header.dataStart {
+            return (size, "the file ends at \(size), inside its \(header.dataStart)-byte header block")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(end - start))
+        let n = try bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: start) }
+        if let i = bytes[0..<n].firstIndex(where: { $0 != 0 }) {
+            return (start + Int64(i), "non-zero byte in the header block (records start at \(header.dataStart))")
+        }
+        return nil
+    }
+
     private static func checkInvariants(_ state: StoreState, segments: [SegmentInfo], directory: String, into result: inout Result) {
-        // Each index entry points at a sample record carrying its UUID.
-        var unsynced = 0
+        // Each index entry points at a sample record (a tombstone, for a
+        // pending deletion) carrying its UUID.
+        var unsynced = 0, pending = 0
         let files = SegmentFileCache()
         state.index.forEach { key, entry in
-            if !entry.isSynced { unsynced += 1 }
+            if entry.isTombstone {
+                pending += 1
+                if entry.isSynced { result.problems.append(Problem(file: directory, offset: nil, what: "the pending deletion of \(key.uuid) is marked synced")) }
+            } else if !entry.isSynced {
+                unsynced += 1
+            }
             guard let segment = segments.last(where: { $0.basePosition <= entry.position.rawValue }) else {
                 result.problems.append(Problem(file: directory, offset: nil, what: "index entry \(key.uuid) points before the first segment"))
                 return
             }
             let offset = Int64(entry.position.rawValue - segment.basePosition)
             guard let fd = try? files.descriptor(for: segment) else { return }
-            var bytes = [UInt8](repeating: 0, count: FormatConstants.recordHeaderSize + FormatConstants.samplePayloadFixedSize)
+            let (type, kind): (RecordType, String) = entry.isTombstone ? (.sampleDeleted, "tombstone") : (.sampleUpsert, "sample record")
+            var bytes = [UInt8](repeating: 0, count: FormatConstants.recordHeaderSize + 16)
             let n = (try? bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: offset) }) ?? 0
-            let ok = n == bytes.count && bytes[4] == RecordType.sampleUpsert.rawValue
+            let ok = n == bytes.count && bytes[4] == type.rawValue
                 && bytes.withUnsafeBytes { UUIDBytes(loadingFrom: $0, at: FormatConstants.recordHeaderSize) } == key
             if !ok {
-                result.problems.append(Problem(file: segment.path, offset: offset, what: "index entry for \(key.uuid) does not point at a sample record with that UUID"))
+                result.problems.append(Problem(file: segment.path, offset: offset, what: "index entry for \(key.uuid) does not point at a \(kind) with that UUID"))
             }
         }
         if unsynced != state.unsyncedCount {
             result.problems.append(Problem(file: directory, offset: nil, what: "unsynced count \(state.unsyncedCount) disagrees with the index (\(unsynced))"))
+        }
+        if pending != state.pendingDeletionCount {
+            result.problems.append(Problem(file: directory, offset: nil, what: "pending deletion count \(state.pendingDeletionCount) disagrees with the index (\(pending))"))
         }
         var table = state.intervals
         let entries = table.sortedEntries()

@@ -20,7 +20,7 @@ public struct FetchSummary: Sendable, Equatable {
     /// Time spent waiting for the source.
     public var providerSeconds = 0.0
 
-    public var samplesSeen: Int { samples.inserted + samples.updated + samples.unchanged }
+    public var samplesSeen: Int { samples.total }
 }
 
 /// Stage 2a of the seeds (001): for each pending interval in time order, raw

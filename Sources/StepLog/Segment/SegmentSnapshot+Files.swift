@@ -1,0 +1,160 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension SegmentSnapshot {
+    /// Masked CRC-32C of the segment's last 4 KiB (or all of it after the header).
+    public static func tailChecksum(_ fd: FileDescriptor, dataStart: Int64, size: Int64) throws -> UInt32 {
+        let from = max(dataStart, size - Int64(FormatConstants.snapshotTailBytes))
+        let count = Int(max(0, size - from))
+        var bytes = [UInt8](repeating: 0, count: count)
+        let n = try bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: count, at: from) }
+        return CRC32C.mask(bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<n])) })
+    }
+
+    // MARK: Files
+
+    /// Writes the snapshot next to its segment: temporary file, sync, rename,
+    /// directory sync.
+    public func write(directory: String) throws {
+        try write(directory: directory, count: samples.count, entry: { samples[$0] })
+    }
+
+    /// Writes this snapshot's header fields with `count` sample entries given
+    /// by `entry` (already in hash order) instead of `samples`: the body is
+    /// streamed, then the header (which carries the body's checksum).
+    public func write(directory: String, count: Int, entry: (Int) -> SampleEntry) throws {
+        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
+        let temporary = path + FormatConstants.temporarySuffix
+        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
+        do {
+            var at = Int64(FormatConstants.snapshotHeaderSize)
+            let crc = try Self.streamBody(count: count, entry: entry, others: others) { piece in
+                try fd.write(piece, at: at)
+                at += Int64(piece.count)
+            }
+            // `bytes` views the buffer's memory: keep the buffer alive while it is written.
+            let header = headerBytes(bodyChecksum: crc, sampleCount: count, otherCount: others.count)
+            try withExtendedLifetime(header) { try fd.write(header.bytes, at: 0) }
+            try fd.sync()
+        } catch {
+            fd.close()
+            try? Directory.remove(temporary)
+            throw error
+        }
+        fd.close()
+        try Directory.rename(temporary, to: path)
+        try Directory.sync(directory)
+    }
+
+    /// A snapshot file checked (both checksums, and against its segment),
+    /// whose sample entries are then read a window at a time.
+    public struct Checked: Sendable {
+        public let header: Header
+        /// The sample entries: `header.sampleCount` × 21 bytes, in hash order.
+        public let entries: SnapshotEntryReader
+        /// The segment's other records, in order.
+        public let others: [OtherRecord]
+    }
+
+    /// Reads the snapshot file of `segment` through once, 4 MiB at a time, and
+    /// checks it, without decoding its entries.
+    public static func check(for segment: SegmentInfo, directory: String) -> Result<Checked, Problem> {
+        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence))
+        guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return .failure(Problem("cannot read the snapshot")) }
+        var owned: FileDescriptor? = fd
+        defer { owned?.close() }
+        guard let size = try? Int(fd.size()) else { return .failure(Problem("cannot read the snapshot")) }
+        fd.adviseSequential()
+        let headerSize = FormatConstants.snapshotHeaderSize
+        let piece = 4 << 20
+        let buffer = PageBuffer(count: max(headerSize, min(piece, size)))
+        func read(_ count: Int, at offset: Int) -> UnsafeRawBufferPointer? {
+            guard let n = try? fd.read(into: buffer.base, count: count, at: Int64(offset)), n == count else { return nil }
+            return UnsafeRawBufferPointer(start: buffer.base, count: count)
+        }
+        guard let headerBytes = read(min(headerSize, size), at: 0) else { return .failure(Problem("cannot read the snapshot")) }
+        let header: Header
+        switch decodeHeader(headerBytes) {
+        case .failure(let p): return .failure(p)
+        case .success(let h): header = h
+        }
+        let bodySize = size - headerSize
+        let entryBytes = header.sampleCount * FormatConstants.snapshotEntrySize
+        guard entryBytes <= bodySize else { return .failure(Problem("snapshot ends inside its sample entries")) }
+        var crc: UInt32 = 0
+        var others: [UInt8] = []
+        others.reserveCapacity(bodySize - entryBytes)
+        var at = 0
+        while at < bodySize {
+            let count = min(piece, bodySize - at)
+            guard let bytes = read(count, at: headerSize + at) else { return .failure(Problem("cannot read the snapshot")) }
+            crc = CRC32C.extend(crc, bytes)
+            if at + count > entryBytes { others.append(contentsOf: bytes[max(0, entryBytes - at)...]) }
+            at += count
+        }
+        guard CRC32C.unmask(header.bodyChecksum) == crc else {
+            return .failure(Problem("snapshot body checksum mismatch (damaged or truncated)"))
+        }
+        let otherRecords: [OtherRecord]
+        switch others.withUnsafeBytes({ parseOthers($0, after: 0, count: header.otherCount) }) {
+        case .failure(let p): return .failure(p)
+        case .success(let o): otherRecords = o
+        }
+        guard let segmentFD = try? FileDescriptor.open(segment.path, O_RDONLY) else { return .failure(Problem("cannot open the segment")) }
+        defer { segmentFD.close() }
+        guard let tail = try? tailChecksum(segmentFD, dataStart: segment.dataStart, size: segment.size) else { return .failure(Problem("cannot read the segment")) }
+        if let problem = SegmentSnapshot(header: header, samples: [], others: []).matches(segment, tailChecksum: tail) {
+            return .failure(problem)
+        }
+        owned = nil // the entry reader closes it
+        let entries = SnapshotEntryReader(fd: fd, firstEntryOffset: Int64(headerSize), count: header.sampleCount)
+        return .success(Checked(header: header, entries: entries, others: otherRecords))
+    }
+
+    /// What a snapshot file's header says (nil when there is no readable
+    /// header). Opening sizes the index from its `keysAfter`.
+    public static func header(sequence: UInt64, directory: String) -> Header? {
+        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
+        guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return nil }
+        defer { fd.close() }
+        var bytes = [UInt8](repeating: 0, count: FormatConstants.snapshotHeaderSize)
+        guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }),
+              n == bytes.count, case .success(let header) = bytes.withUnsafeBytes({ decodeHeader($0) }) else { return nil }
+        return header
+    }
+
+    /// The version in a snapshot file's header when the header is whole (its
+    /// magic and checksum good), whatever the version; nil otherwise.
+    public static func fileVersion(sequence: UInt64, directory: String) -> UInt16? {
+        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
+        guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return nil }
+        defer { fd.close() }
+        var bytes = [UInt8](repeating: 0, count: FormatConstants.snapshotHeaderSize)
+        guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }),
+              n == bytes.count, Array(bytes[0..<8]) == FormatConstants.snapshotMagic else { return nil }
+        let checked = FormatConstants.snapshotHeaderSize - 4
+        let stored = bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: checked, as: UInt32.self)) }
+        guard CRC32C.unmask(stored) == CRC32C.checksum(Array(bytes[0..<checked])) else { return nil }
+        return UInt16(bytes[8]) | UInt16(bytes[9]) << 8
+    }
+
+    /// Reads and checks the snapshot file of `segment` against it (as
+    /// `check` does), with its entries decoded.
+    public static func load(for segment: SegmentInfo, directory: String) -> Result<SegmentSnapshot, Problem> {
+        check(for: segment, directory: directory).flatMap { checked in
+            let reader = checked.entries
+            var samples: [SampleEntry] = []
+            samples.reserveCapacity(reader.count)
+            var start = 0
+            while start < reader.count {
+                guard (try? reader.load(from: start)) != nil else { return .failure(Problem("cannot read the snapshot")) }
+                samples += sampleEntries(reader.window, count: reader.windowEnd - reader.windowStart)
+                start = reader.windowEnd
+            }
+            return .success(SegmentSnapshot(header: checked.header, samples: samples, others: checked.others))
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+
+extension StepLogStore {
+    /// Deletes samples by UUID, as their source deleted them: each live one
+    /// gets a tombstone (a pending deletion, until `markDeletionsAcknowledged`)
+    /// and stops being a sample (`sample(id:)`, `forEachSample` and the
+    /// unsynced batches no longer see it). A UUID already deleted, or unknown,
+    /// writes nothing. An upsert of a deleted UUID revives it. Durable after
+    /// the next `sync()`.
+    @discardableResult
+    public func delete<C: Collection>(_ ids: C, at date: Date) throws -> DeleteSummary where C.Element == UUID {
+        let at = Milliseconds.from(date)
+        return try locked {
+            _ = try writableWriter()
+            let index = state.index
+            let keys = ids.map { UUIDBytes($0) }
+            for key in keys { index.prefetch(key) }
+            var summary = DeleteSummary()
+            for key in keys {
+                guard let entry = index.find(key) else {
+                    summary.unknown += 1
+                    continue
+                }
+                if entry.isTombstone {
+                    summary.alreadyDeleted += 1
+                    continue
+                }
+                let position = try append { TombstonePayload.appendRecord(key, deletedAt: at, to: $0) }
+                state.applyVersion(key, .tombstone(at: position))
+                summary.deleted += 1
+            }
+            return summary
+        }
+    }
+
+    /// Up to `limit` pending deletions in log order (stable across calls and
+    /// restarts): what the upload sends the server. They stay pending until
+    /// `markDeletionsAcknowledged`, so asking again returns them again. With
+    /// `after`, starts after that tombstone's position.
+    public func pendingDeletions(limit: Int, after: LogPosition? = nil) throws -> [StoredDeletion] {
+        try locked {
+            guard state.pendingDeletionCount > 0, limit > 0 else { return [] }
+            var result: [StoredDeletion] = []
+            result.reserveCapacity(min(limit, state.pendingDeletionCount))
+            let start = max(state.deletionFloor, after ?? .zero)
+            try scan(from: start) { position, type, payload in
+                if let after, position <= after { return true }
+                guard type == RecordType.sampleDeleted.rawValue, TombstonePayload.isWellFormed(payload) else { return true }
+                let key = TombstonePayload.uuid(payload)
+                guard state.index.find(key)?.position == position else { return true }
+                result.append(StoredDeletion(id: key.uuid, deletedAtMilliseconds: TombstonePayload.deletedAtMilliseconds(payload),
+                                             position: position))
+                return result.count < limit
+            }
+            if after == nil, let first = result.first { state.deletionFloor = first.position }
+            return result
+        }
+    }
+
+    /// Records that the server acknowledged these deletions, in one
+    /// `samplesAcknowledged` record: each UUID whose tombstone is still the
+    /// one given (same position) leaves the store entirely. A UUID revived,
+    /// or deleted again, since it was read is skipped. Returns how many were
+    /// acknowledged. Durable after the next `sync()`.
+    @discardableResult
+    public func markDeletionsAcknowledged<C: Collection>(_ deletions: C) throws -> Int where C.Element == StoredDeletion {
+        try locked {
+            _ = try writableWriter()
+            var ids: [UUIDBytes] = []
+            ids.reserveCapacity(deletions.count)
+            var seen = Set<UUIDBytes>()
+            for d in deletions {
+                let key = UUIDBytes(d.id)
+                guard let entry = state.index.find(key), entry.isTombstone, entry.position == d.position,
+                      seen.insert(key).inserted else { continue }
+                ids.append(key)
+            }
+            try appendAcknowledgements(ids)
+            return ids.count
+        }
+    }
+
+    /// What the store knows of `id`: its live version, its pending deletion, or nothing.
+    public func sampleState(id: UUID) throws -> SampleState {
+        try locked {
+            guard let entry = state.index.find(UUIDBytes(id)) else { return .absent }
+            if !entry.isTombstone { return .live(try storedSample(at: entry.position, synced: entry.isSynced)) }
+            return .deletionPending(try storedDeletion(at: entry.position))
+        }
+    }
+
+    func storedDeletion(at position: LogPosition) throws -> StoredDeletion {
+        try withRecord(at: position) { type, payload in
+            guard type == RecordType.sampleDeleted.rawValue, TombstonePayload.isWellFormed(payload) else {
+                throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue),
+                                              reason: "index points at a record of type \(type), not a tombstone")
+            }
+            return StoredDeletion(id: TombstonePayload.uuid(payload).uuid,
+                                  deletedAtMilliseconds: TombstonePayload.deletedAtMilliseconds(payload), position: position)
+        }
+    }
+
+    // MARK: Source anchors
+
+    /// Records the state a provider reached after a completed ingest of a
+    /// source family (an export's date, a HealthKit anchor): the latest per
+    /// family wins. At most 65,536 bytes. Durable after the next `sync()`.
+    public func recordSourceAnchor(family: String, anchor: [UInt8]) throws {
+        guard anchor.count <= FormatConstants.maxAnchorBytes else {
+            throw StepLogError.anchorTooLarge(family: family, bytes: anchor.count)
+        }
+        let key = SourceFamily.fingerprint(family)
+        try locked {
+            let position = try append { LogRecord.sourceAnchor(family: key, anchor: anchor).append(to: $0) }
+            state.anchors[key] = (anchor, position)
+        }
+    }
+
+    /// The anchor last recorded for `family`, or nil.
+    public func sourceAnchor(family: String) -> [UInt8]? {
+        locked { state.anchors[SourceFamily.fingerprint(family)]?.anchor }
+    }
+}

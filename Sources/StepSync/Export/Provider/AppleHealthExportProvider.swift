@@ -159,7 +159,7 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
         return StepSample(id: UUIDBytes(high: record.idHigh, low: record.idLow).uuid,
                           startMilliseconds: record.startMilliseconds, endMilliseconds: record.endMilliseconds,
                           count: Int(record.count), sourceBundleId: source.sourceBundleId,
-                          sourceDeviceName: source.sourceDeviceName)
+                          sourceDeviceName: source.sourceDeviceName, origin: .export)
     }
 
     private static func floorToDay(_ milliseconds: Int64) -> Int64 {

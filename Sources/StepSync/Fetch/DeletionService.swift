@@ -1,0 +1,98 @@
+import Foundation
+import StepLog
+
+/// How an ingest treats a source's deletions.
+public struct DeletionOptions: Sendable, Equatable {
+    /// Apply a snapshot's deletions even past `DeletionService.maxDeletedFraction`.
+    public var allowMassDeletion = false
+    /// Ask for no deletions and record no anchor: the ingest only adds (the
+    /// behaviour before deletions existed).
+    public var keepDeleted = false
+
+    public init(allowMassDeletion: Bool = false, keepDeleted: Bool = false) {
+        self.allowMassDeletion = allowMassDeletion
+        self.keepDeleted = keepDeleted
+    }
+}
+
+/// The deletions an ingest will apply, decided before anything is written.
+public struct DeletionPlan: Sendable, Equatable {
+    public var family: String
+    public var deletions: SourceDeletions
+}
+
+/// Stage 2b: the source's deletions into the store, as tombstones.
+///
+/// `plan()` asks the provider, with the anchor the store holds for its family,
+/// and applies the guards; it only reads, so a refusal leaves the store
+/// byte-identical. `apply(_:)` runs after the fetch: it deletes in batches of
+/// 1,000, syncs, then records the provider's new anchor and syncs again.
+/// Killed at any moment, the next run plans from the same anchor and gets the
+/// same deletions; tombstones that survived make `delete` write nothing for
+/// those UUIDs (the contract: deletions are idempotent), so the store ends in
+/// the same state as a clean run.
+public final class DeletionService {
+    /// A snapshot may delete at most this fraction of the stored samples it
+    /// was compared with, unless `allowMassDeletion`.
+    public static let maxDeletedFraction = 0.05
+    public static let batchSize = 1_000
+
+    private let provider: StepDataProvider
+    private let store: StepLogStore
+    private let options: DeletionOptions
+    private let sourceName: String
+    private let stop: StopSignal?
+    private let now: () -> Date
+    /// Called after each batch with (deletions applied, deletions planned).
+    public var onProgress: ((Int, Int) -> Void)?
+
+    public init(provider: StepDataProvider, store: StepLogStore, options: DeletionOptions = DeletionOptions(),
+                sourceName: String, stop: StopSignal? = nil, now: @escaping () -> Date = Date.init) {
+        self.provider = provider
+        self.store = store
+        self.options = options
+        self.sourceName = sourceName
+        self.stop = stop
+        self.now = now
+    }
+
+    /// The deletions to apply, or nil when the provider reports none (no
+    /// `deletionFamily`) or `keepDeleted`. Writes nothing. Throws the
+    /// provider's refusal or `DeletionRefusal.tooManyDeletions`.
+    public func plan() async throws -> DeletionPlan? {
+        guard !options.keepDeleted, let family = provider.deletionFamily else { return nil }
+        let deletions = try await provider.deletedSamples(since: store.sourceAnchor(family: family), in: store)
+        if let base = deletions.comparedWith, !options.allowMassDeletion,
+           Double(deletions.ids.count) > Double(base) * Self.maxDeletedFraction {
+            throw DeletionRefusal.tooManyDeletions(source: sourceName, deleting: deletions.ids.count, comparedWith: base)
+        }
+        return DeletionPlan(family: family, deletions: deletions)
+    }
+
+    /// Writes the planned deletions as tombstones, then the anchor; both
+    /// durable when it returns. Throws `StoppedByRequest` between batches when
+    /// a stop is requested (what was written is synced; the anchor is not
+    /// recorded, so the next run plans the same deletions again).
+    @discardableResult
+    public func apply(_ plan: DeletionPlan) throws -> DeleteSummary {
+        var summary = DeleteSummary()
+        let ids = plan.deletions.ids
+        var from = 0
+        while from < ids.count {
+            if stop?.isRequested == true {
+                try store.sync()
+                throw StoppedByRequest(stage: "deleting")
+            }
+            let to = min(ids.count, from + Self.batchSize)
+            summary += try store.delete(ids[from..<to], at: now())
+            from = to
+            onProgress?(from, ids.count)
+        }
+        try store.sync()
+        if store.sourceAnchor(family: plan.family) != plan.deletions.anchor {
+            try store.recordSourceAnchor(family: plan.family, anchor: plan.deletions.anchor)
+            try store.sync()
+        }
+        return summary
+    }
+}

@@ -1,0 +1,23 @@
+import Foundation
+
+/// What a provider reports beside its samples, as `HKAnchoredObjectQuery`
+/// does: the samples that no longer exist and the anchor that continues from
+/// here (`StepDataProvider.deletedSamples(since:in:)`).
+public struct SourceDeletions: Sendable, Equatable {
+    /// UUIDs of samples that no longer exist at the source; may name samples
+    /// the store does not hold (then nothing is written for them).
+    public var ids: [UUID]
+    /// The provider's state after these deletions, recorded in the store
+    /// (`recordSourceAnchor`) once they are durable. At most 65,536 bytes.
+    public var anchor: [UInt8]
+    /// For a snapshot (an export): how many stored samples it was compared
+    /// with — the base of the ingest's mass-deletion guard. Nil for a change
+    /// feed, whose deletions are the source's own word and are not guarded.
+    public var comparedWith: Int?
+
+    public init(ids: [UUID], anchor: [UInt8], comparedWith: Int? = nil) {
+        self.ids = ids
+        self.anchor = anchor
+        self.comparedWith = comparedWith
+    }
+}

@@ -26,7 +26,9 @@ public struct DeletionPlan: Sendable, Equatable {
 /// `plan()` asks the provider, with the anchor the store holds for its family,
 /// and applies the guards; it only reads, so a refusal leaves the store
 /// byte-identical. `apply(_:)` runs after the fetch: it deletes in batches of
-/// 1,000, syncs, then records the provider's new anchor and syncs again.
+/// 1,000, each synced (as the fetch syncs its batches: a long deletion pass
+/// keeps what it did when stopped or killed), then records the provider's
+/// new anchor and syncs again.
 /// Killed at any moment, the next run plans from the same anchor and gets the
 /// same deletions; tombstones that survived make `delete` write nothing for
 /// those UUIDs (the contract: deletions are idempotent), so the store ends in
@@ -85,10 +87,10 @@ public final class DeletionService {
             }
             let to = min(ids.count, from + Self.batchSize)
             summary += try store.delete(ids[from..<to], at: now())
+            try store.sync()
             from = to
             onProgress?(from, ids.count)
         }
-        try store.sync()
         if store.sourceAnchor(family: plan.family) != plan.deletions.anchor {
             try store.recordSourceAnchor(family: plan.family, anchor: plan.deletions.anchor)
             try store.sync()

@@ -181,4 +181,39 @@ import Testing
         #expect(applied.code == 0 && applied.lines.contains("  4 new, 0 changed, 6 deleted"), "\(applied.lines)")
         #expect(try live(store) == (try exportSamples(mar)))
     }
+
+    /// A store filled before origins were recorded holds its export samples
+    /// unlabeled, and a sample with metadata under the id it had before
+    /// metadata counted: the newer export deletes the absent ones and the old
+    /// id (not counted as a loss), and leaves the mock's samples alone.
+    @Test func aStoreFromBeforeOriginsIsComparedToo() async throws {
+        let dir = try ExportTemporaryDirectory()
+        let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)
+        let mar = try Self.write(dir, "march.xml", Self.march(), date: Self.marchDate)
+        let store = try StepLogStore.open(dir.path + "/store")
+        defer { try? store.close() }
+        var old = try AppleHealthExportProvider(path: jan).allSamples().map { s -> StepSample in var u = s; u.origin = .unspecified; return u }
+        // walk-6 version 2 as an older version stored it: the id without its metadata.
+        let walk = Self.synced(ExportTestRecord.step(minute: 6, count: 130), id: "walk-6", version: 2)
+        let newest = try #require(try AppleHealthExportProvider(path: mar).allSamples().first { $0.id == walk.expectedID })
+        var legacy = newest
+        legacy.id = walk.legacyID
+        legacy.origin = .unspecified
+        old.append(legacy)
+        let mockSamples = try await MockStepDataProvider(configuration: MockConfiguration(days: 1, endDay: 18_700, watch: false))
+            .getRawStepSamples(for: interval(18_699 * day, 18_700 * day))
+            .map { s -> StepSample in var u = s; u.origin = .unspecified; return u }
+        #expect(mockSamples.count >= 50)
+        try store.upsert(old + mockSamples, fetchedAt: Date())
+        try store.sync()
+
+        let r = try await ingestWithDeletions(try AppleHealthExportProvider(path: mar), into: store)
+        let plan = try #require(r.plan)
+        #expect(plan.deletions.comparedWith == 207)         // January's 206 and the legacy id; not the mock's
+        #expect(plan.deletions.reidentified == 1 && plan.deletions.losses == 6)
+        #expect(r.deleted.deleted == 7)
+        var wanted = try exportSamples(mar)
+        for m in mockSamples { wanted[m.id] = m }
+        #expect(try liveSamples(store) == wanted)
+    }
 }

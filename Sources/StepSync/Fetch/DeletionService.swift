@@ -65,8 +65,8 @@ public final class DeletionService {
         guard !options.keepDeleted, let family = provider.deletionFamily else { return nil }
         let deletions = try await provider.deletedSamples(since: store.sourceAnchor(family: family), in: store)
         if let base = deletions.comparedWith, !options.allowMassDeletion,
-           Double(deletions.ids.count) > Double(base) * Self.maxDeletedFraction {
-            throw DeletionRefusal.tooManyDeletions(source: sourceName, deleting: deletions.ids.count, comparedWith: base)
+           Double(deletions.losses) > Double(base) * Self.maxDeletedFraction {
+            throw DeletionRefusal.tooManyDeletions(source: sourceName, deleting: deletions.losses, comparedWith: base)
         }
         return DeletionPlan(family: family, deletions: deletions)
     }

@@ -11,8 +11,13 @@ extension AppleHealthExportProvider {
 
     public var deletionFamily: String? { Self.snapshotFamily }
 
-    /// Compares the export with the store's export-origin samples (one pass
-    /// over the log, a binary search each). Throws `DeletionRefusal.olderExport`
+    /// Compares the export with the store's export samples (one pass over
+    /// the log, a binary search each): those labeled `.export`, and those a
+    /// store written before origins were recorded holds unlabeled — every
+    /// unlabeled sample but the mock's (`com.apple.health.mock`), the only
+    /// other source there was. A stored sample whose id the export replaced
+    /// by a newer derivation (`reidentifiedSamples`) is deleted too, and
+    /// counted in `reidentified`, not as a loss. Throws `DeletionRefusal.olderExport`
     /// when the export is older than the anchor. An export without an
     /// `ExportDate` cannot say what it covers: it deletes nothing and leaves
     /// the anchor as it was.
@@ -27,15 +32,25 @@ extension AppleHealthExportProvider {
             throw DeletionRefusal.olderExport(path: path, exportDateMilliseconds: exportDate, lastImportedMilliseconds: last)
         }
         var ids: [UUID] = []
-        var compared = 0
+        var compared = 0, reidentified = 0
+        let legacy = Set(reidentifiedSamples.lazy.filter { $0.legacyID != $0.id }.map { UUIDBytes($0.legacyID) })
+        let mockBundle = Array(MockPhoneStream.bundleId.utf8)
         try store.forEachSampleSpan { span in
-            guard span.origin == .export else { return }
+            switch span.origin {
+            case .export: break
+            case .unspecified where !span.sourceBundleId.elementsEqual(mockBundle): break
+            default: return
+            }
             compared += 1
-            guard span.startMilliseconds < exportDate else { return }
+            let isLegacy = legacy.contains(span.id)
+            guard span.startMilliseconds < exportDate || isLegacy else { return }
             let id = span.id.uuid
-            if !contains(id: id, startMilliseconds: span.startMilliseconds) { ids.append(id) }
+            if !contains(id: id, startMilliseconds: span.startMilliseconds) {
+                ids.append(id)
+                if isLegacy { reidentified += 1 }
+            }
         }
-        return SourceDeletions(ids: ids, anchor: Self.encodeAnchor(exportDate), comparedWith: compared)
+        return SourceDeletions(ids: ids, anchor: Self.encodeAnchor(exportDate), comparedWith: compared, reidentified: reidentified)
     }
 
     /// The anchor: the `ExportDate` in milliseconds, 8 bytes little-endian.

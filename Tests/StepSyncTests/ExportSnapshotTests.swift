@@ -149,7 +149,7 @@ import Testing
         let refused = try runMerged(["ingest", "--store", store, "--source", partial])
         #expect(refused.code == 1)
         let errorLine = try #require(refused.text.split(separator: "\n").last.map(String.init))
-        #expect(errorLine == "stepsync ingest: \(partial): would delete 26 of 206 stored samples from earlier exports (12.6%, more than 5%); nothing was stored. If this export is complete and yours, run again with --allow-deletions")
+        #expect(errorLine == "stepsync ingest: \(partial): would delete 24 of the 206 stored export samples with no replacement (11.7%, more than 5%); nothing was stored. If this export is complete and yours, run again with --allow-deletions")
         #expect(try storeFiles(store) == before)
         #expect(try runMerged(["ingest", "--store", store, "--source", partial, "--keep-deleted", "--allow-deletions"]).code == 2)
         #expect(try storeFiles(store) == before)
@@ -157,6 +157,21 @@ import Testing
         let allowed = try run(["ingest", "--store", store, "--source", partial, "--allow-deletions"])
         #expect(allowed.code == 0 && allowed.lines.contains("  5 new, 0 changed, 26 deleted"), "\(allowed.lines)")
         #expect(try live(store) == (try exportSamples(partial)))
+    }
+
+    /// Renaming the Watch renames all its samples: every one is deleted and
+    /// added again under the new name — far more than 5% of the store, but
+    /// none of it a loss, so the guard lets it through.
+    @Test func aRenamedDeviceIsNotAMassDeletion() throws {
+        let dir = try ExportTemporaryDirectory()
+        let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)
+        let renamed = Self.filler().map { r -> ExportTestRecord in var u = r; u.sourceName = "Jane’s Apple\u{00A0}Watch"; return u }
+        let mar = try Self.write(dir, "march.xml", Self.march(filler: renamed), date: Self.marchDate)
+        let store = dir.path + "/store"
+        #expect(try run(["ingest", "--store", store, "--source", jan]).code == 0)
+        let r = try run(["ingest", "--store", store, "--source", mar])
+        #expect(r.code == 0 && r.lines.contains("  205 new, 0 changed, 206 deleted"), "\(r.lines)")
+        #expect(try live(store) == (try exportSamples(mar)))
     }
 
     @Test func keepDeletedOnlyAdds() throws {
@@ -210,7 +225,8 @@ import Testing
         let r = try await ingestWithDeletions(try AppleHealthExportProvider(path: mar), into: store)
         let plan = try #require(r.plan)
         #expect(plan.deletions.comparedWith == 207)         // January's 206 and the legacy id; not the mock's
-        #expect(plan.deletions.reidentified == 1 && plan.deletions.losses == 6)
+        // Replaced: the legacy id, and the two samples of the renamed iPhone.
+        #expect(plan.deletions.withReplacement == 3 && plan.deletions.losses == 4)
         #expect(r.deleted.deleted == 7)
         var wanted = try exportSamples(mar)
         for m in mockSamples { wanted[m.id] = m }

@@ -14,18 +14,18 @@ public struct SourceDeletions: Sendable, Equatable {
     /// with — the base of the ingest's mass-deletion guard. Nil for a change
     /// feed, whose deletions are the source's own word and are not guarded.
     public var comparedWith: Int?
-    /// Of `ids`, how many the source still has under another id (a sample
-    /// re-identified by a newer derivation): not losses, so not counted by
-    /// the mass-deletion guard.
-    public var reidentified: Int
+    /// Of `ids`, how many the source still has under another id — a sample
+    /// re-identified by a newer derivation, or the same span and count under
+    /// a renamed device: not losses, so not counted by the mass-deletion guard.
+    public var withReplacement: Int
 
-    public init(ids: [UUID], anchor: [UInt8], comparedWith: Int? = nil, reidentified: Int = 0) {
+    public init(ids: [UUID], anchor: [UInt8], comparedWith: Int? = nil, withReplacement: Int = 0) {
         self.ids = ids
         self.anchor = anchor
         self.comparedWith = comparedWith
-        self.reidentified = reidentified
+        self.withReplacement = withReplacement
     }
 
     /// The deletions the guard weighs: those with no replacement.
-    public var losses: Int { ids.count - reidentified }
+    public var losses: Int { ids.count - withReplacement }
 }

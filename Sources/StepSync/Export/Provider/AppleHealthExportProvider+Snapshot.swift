@@ -16,8 +16,10 @@ extension AppleHealthExportProvider {
     /// store written before origins were recorded holds unlabeled — every
     /// unlabeled sample but the mock's (`com.apple.health.mock`), the only
     /// other source there was. A stored sample whose id the export replaced
-    /// by a newer derivation (`reidentifiedSamples`) is deleted too, and
-    /// counted in `reidentified`, not as a loss. Throws `DeletionRefusal.olderExport`
+    /// by a newer derivation (`reidentifiedSamples`) is deleted too. Deleted
+    /// samples that are still there under another id (that one, or a sample
+    /// of the same span and count from another `sourceName`: a renamed
+    /// device) are counted in `withReplacement`, not as losses. Throws `DeletionRefusal.olderExport`
     /// when the export is older than the anchor. An export without an
     /// `ExportDate` cannot say what it covers: it deletes nothing and leaves
     /// the anchor as it was.
@@ -32,7 +34,7 @@ extension AppleHealthExportProvider {
             throw DeletionRefusal.olderExport(path: path, exportDateMilliseconds: exportDate, lastImportedMilliseconds: last)
         }
         var ids: [UUID] = []
-        var compared = 0, reidentified = 0
+        var compared = 0, withReplacement = 0
         let legacy = Set(reidentifiedSamples.lazy.filter { $0.legacyID != $0.id }.map { UUIDBytes($0.legacyID) })
         let mockBundle = Array(MockPhoneStream.bundleId.utf8)
         try store.forEachSampleSpan { span in
@@ -47,10 +49,13 @@ extension AppleHealthExportProvider {
             let id = span.id.uuid
             if !contains(id: id, startMilliseconds: span.startMilliseconds) {
                 ids.append(id)
-                if isLegacy { reidentified += 1 }
+                if isLegacy || hasTwinFromAnotherSource(startMilliseconds: span.startMilliseconds, endMilliseconds: span.endMilliseconds,
+                                                        count: span.count, sourceBundleId: span.sourceBundleId) {
+                    withReplacement += 1
+                }
             }
         }
-        return SourceDeletions(ids: ids, anchor: Self.encodeAnchor(exportDate), comparedWith: compared, reidentified: reidentified)
+        return SourceDeletions(ids: ids, anchor: Self.encodeAnchor(exportDate), comparedWith: compared, withReplacement: withReplacement)
     }
 
     /// The anchor: the `ExportDate` in milliseconds, 8 bytes little-endian.

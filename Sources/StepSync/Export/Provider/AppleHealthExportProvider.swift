@@ -134,6 +134,23 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
         return false
     }
 
+    /// Whether the export holds a sample with this exact span and count from
+    /// a source not named `sourceBundleId` (the export's `sourceName`): what
+    /// a stored sample looks like after its device was renamed.
+    public func hasTwinFromAnotherSource(startMilliseconds: Int64, endMilliseconds: Int64, count: UInt32,
+                                         sourceBundleId: UnsafeRawBufferPointer) -> Bool {
+        var i = firstIndex(startingAtOrAfter: startMilliseconds)
+        while i < records.count, records[i].startMilliseconds == startMilliseconds {
+            let r = records[i]
+            if r.endMilliseconds == endMilliseconds, r.count == count,
+               !sources[Int(r.source)].sourceBundleId.utf8.elementsEqual(sourceBundleId) {
+                return true
+            }
+            i += 1
+        }
+        return false
+    }
+
     // MARK: - Internals
 
     /// Records whose start is in [interval.start, interval.end), at the

@@ -46,7 +46,9 @@ func ingestWithDeletions(_ provider: StepDataProvider, into store: StepLogStore,
     let deletion = DeletionService(provider: provider, store: store, options: options, sourceName: provider.sourceIdentity)
     let plan = try await deletion.plan()
     try await LayeringService(provider: provider, store: store).performLayering()
-    let fetched = try await FetchService(provider: provider, store: store).fetchPending()
+    let fetch = FetchService(provider: provider, store: store)
+    fetch.alreadyStored = plan?.deletions.alreadyStored
+    let fetched = try await fetch.fetchPending()
     let deleted = try plan.map { try deletion.apply($0) } ?? DeleteSummary()
     return IngestResult(fetched: fetched, plan: plan, deleted: deleted)
 }

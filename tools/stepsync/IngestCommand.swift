@@ -81,7 +81,9 @@ enum IngestCommand {
                                                                 keepDeleted: args.has("keep-deleted")),
                                        sourceName: sourceText, stop: trap.stop)
         // Before anything is written: a refusal leaves the store as it was.
+        let planStarted = Date()
         let plan = try await deletion.plan()
+        var deletionSeconds = (plan: Date().timeIntervalSince(planStarted), apply: 0.0)
         let layering = LayeringService(provider: provider, store: store, stop: trap.stop)
         if args.has("restart") { try layering.clearAllIntervals() }
         layering.onProgress = { p in
@@ -102,6 +104,7 @@ enum IngestCommand {
         }
 
         let fetch = FetchService(provider: provider, store: store, stop: trap.stop)
+        fetch.alreadyStored = plan?.deletions.alreadyStored
         fetch.onProgress = { p in
             progress.update("fetching: \(ProgressLine.counts(p.intervalsFetched, of: p.intervalsTotal, elapsed: p.seconds, unit: " intervals")), \(Format.count(p.samples)) samples",
                             force: p.intervalsFetched == p.intervalsTotal)
@@ -123,7 +126,9 @@ enum IngestCommand {
                                 force: done == total)
             }
             do {
+                let applyStarted = Date()
                 deleted = try deletion.apply(plan)
+                deletionSeconds.apply = Date().timeIntervalSince(applyStarted)
             } catch is StoppedByRequest {
                 progress.finish()
                 err.line("stepsync ingest: paused while deleting; deletions written so far are saved. To continue: \(resume)")
@@ -134,12 +139,14 @@ enum IngestCommand {
         let counts = store.counts
         try store.close()
         printSummary(spec: provider.sourceIdentity, store: storePath, read: (provider as? AppleHealthExportProvider)?.summary,
-                     layered: layered, fetched: fetched, plan: plan, deleted: deleted, counts: counts, json: args.has("json"))
+                     layered: layered, fetched: fetched, plan: plan, deleted: deleted, deletionSeconds: deletionSeconds,
+                     counts: counts, json: args.has("json"))
         return 0
     }
 
     static func printSummary(spec: String, store: String, read: ExportReadSummary?,
                              layered: LayeringSummary, fetched: FetchSummary, plan: DeletionPlan?, deleted: DeleteSummary,
+                             deletionSeconds: (plan: Double, apply: Double),
                              counts: StoreCounts, json: Bool) {
         let new = fetched.samples.inserted + fetched.samples.revived
         let changed = fetched.samples.updated
@@ -185,6 +192,8 @@ enum IngestCommand {
             w.field("deleted", deleted.deleted)
             w.field("alreadyDeleted", deleted.alreadyDeleted)
             w.field("unknown", deleted.unknown)
+            w.key("planSeconds"); w.value(deletionSeconds.plan)
+            w.key("applySeconds"); w.value(deletionSeconds.apply)
             w.endObject()
             w.field("new", new)
             w.field("changed", changed)

@@ -16,7 +16,7 @@ public struct DeletionOptions: Sendable, Equatable {
 }
 
 /// The deletions an ingest will apply, decided before anything is written.
-public struct DeletionPlan: Sendable, Equatable {
+public struct DeletionPlan: Sendable {
     public var family: String
     public var deletions: SourceDeletions
 }

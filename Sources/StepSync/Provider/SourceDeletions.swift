@@ -1,9 +1,10 @@
 import Foundation
+import StepLog
 
 /// What a provider reports beside its samples, as `HKAnchoredObjectQuery`
 /// does: the samples that no longer exist and the anchor that continues from
 /// here (`StepDataProvider.deletedSamples(since:in:)`).
-public struct SourceDeletions: Sendable, Equatable {
+public struct SourceDeletions: Sendable {
     /// UUIDs of samples that no longer exist at the source; may name samples
     /// the store does not hold (then nothing is written for them).
     public var ids: [UUID]
@@ -25,6 +26,12 @@ public struct SourceDeletions: Sendable, Equatable {
         self.comparedWith = comparedWith
         self.withReplacement = withReplacement
     }
+
+    /// For a snapshot that found, while comparing, samples the store already
+    /// holds exactly as it serves them: true for those, so the fetch skips
+    /// reading their stored version back (it would find it unchanged). Nil
+    /// when the provider knows nothing of the kind.
+    public var alreadyStored: (@Sendable (StepSample) -> Bool)?
 
     /// The deletions the guard weighs: those with no replacement.
     public var losses: Int { ids.count - withReplacement }

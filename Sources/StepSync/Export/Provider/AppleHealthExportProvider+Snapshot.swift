@@ -37,6 +37,10 @@ extension AppleHealthExportProvider {
         var compared = 0, withReplacement = 0
         let legacy = Set(reidentifiedSamples.lazy.filter { $0.legacyID != $0.id }.map { UUIDBytes($0.legacyID) })
         let mockBundle = Array(MockPhoneStream.bundleId.utf8)
+        // Samples stored labeled `.export` under an id the export holds: the
+        // id is derived from every field of the content, so they are stored
+        // exactly as served (one bit per sample).
+        var stored = ExportSampleBitSet(count: sampleCount)
         try store.forEachSampleSpan { span in
             switch span.origin {
             case .export: break
@@ -44,18 +48,27 @@ extension AppleHealthExportProvider {
             default: return
             }
             compared += 1
+            let id = span.id.uuid
+            if let i = recordIndex(id: id, startMilliseconds: span.startMilliseconds) {
+                if span.origin == .export { stored.insert(i) }
+                return
+            }
             let isLegacy = legacy.contains(span.id)
             guard span.startMilliseconds < exportDate || isLegacy else { return }
-            let id = span.id.uuid
-            if !contains(id: id, startMilliseconds: span.startMilliseconds) {
-                ids.append(id)
-                if isLegacy || hasTwinFromAnotherSource(startMilliseconds: span.startMilliseconds, endMilliseconds: span.endMilliseconds,
-                                                        count: span.count, sourceBundleId: span.sourceBundleId) {
-                    withReplacement += 1
-                }
+            ids.append(id)
+            if isLegacy || hasTwinFromAnotherSource(startMilliseconds: span.startMilliseconds, endMilliseconds: span.endMilliseconds,
+                                                    count: span.count, sourceBundleId: span.sourceBundleId) {
+                withReplacement += 1
             }
         }
-        return SourceDeletions(ids: ids, anchor: Self.encodeAnchor(exportDate), comparedWith: compared, withReplacement: withReplacement)
+        var deletions = SourceDeletions(ids: ids, anchor: Self.encodeAnchor(exportDate), comparedWith: compared,
+                                        withReplacement: withReplacement)
+        let known = stored
+        deletions.alreadyStored = { [self] sample in
+            guard sample.origin == .export, let i = recordIndex(id: sample.id, startMilliseconds: sample.startMilliseconds) else { return false }
+            return known.contains(i)
+        }
+        return deletions
     }
 
     /// The anchor: the `ExportDate` in milliseconds, 8 bytes little-endian.

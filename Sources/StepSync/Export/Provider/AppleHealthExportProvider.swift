@@ -125,13 +125,19 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     /// Whether a sample with this id (which starts at `startMilliseconds`:
     /// the start is part of the id's derivation) is current in the export.
     public func contains(id: UUID, startMilliseconds: Int64) -> Bool {
+        recordIndex(id: id, startMilliseconds: startMilliseconds) != nil
+    }
+
+    /// The index, in the provider's order, of the sample with this id and
+    /// start, or nil when the export does not hold it.
+    public func recordIndex(id: UUID, startMilliseconds: Int64) -> Int? {
         let wanted = UUIDBytes(id)
         var i = firstIndex(startingAtOrAfter: startMilliseconds)
         while i < records.count, records[i].startMilliseconds == startMilliseconds {
-            if records[i].idHigh == wanted.high, records[i].idLow == wanted.low { return true }
+            if records[i].idHigh == wanted.high, records[i].idLow == wanted.low { return i }
             i += 1
         }
-        return false
+        return nil
     }
 
     /// Whether the export holds a sample with this exact span and count from

@@ -100,7 +100,7 @@ enum IngestCommand {
         }
         progress.finish()
         if layered.sourceChanged {
-            err.line("stepsync ingest: the store's intervals came from another source; layered again (stored samples are kept)")
+            err.line("stepsync ingest: the store's intervals came from another source; layered again (stored samples are kept unless the source no longer has them)")
         }
 
         let fetch = FetchService(provider: provider, store: store, stop: trap.stop)

@@ -98,6 +98,39 @@ import Testing
         print("churn ingest kills landed: \(stages)")
     }
 
+    /// The README's example: the next day with churn prints what changed,
+    /// in text and JSON, and leaves exactly the second mock's samples.
+    @Test func theNextDayWithChurnPrintsNewChangedDeleted() async throws {
+        let tmp = TemporaryDirectory()
+        let store = tmp.sub("store")
+        #expect(try runProgram(stepsync, ["ingest", "--store", store, "--source", "mock:days=30,end=2026-11-21"]).code == 0)
+        let second = "mock:days=31,end=2026-11-22,churn=0.05"
+        let copy = tmp.sub("copy")
+        try FileManager.default.copyItem(atPath: store, toPath: copy)
+        let text = try runProgram(stepsync, ["ingest", "--store", store, "--source", second])
+        let json = try runProgram(stepsync, ["ingest", "--store", copy, "--source", second, "--json"])
+        #expect(text.code == 0 && json.code == 0)
+        guard case .mock(let config) = try SourceSpec.parse(second) else { return }
+        let mock = MockStepDataProvider(configuration: config)
+        let deleted = mock.churnedIDs().count
+        let line = try #require(json.lines.first)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        let new = try #require(object["new"] as? Int)
+        #expect(object["deleted"] as? Int == deleted && object["changed"] as? Int == 0 && new > 0)
+        #expect(text.lines.contains("  \(grouped(new)) new, 0 changed, \(grouped(deleted)) deleted"), "\(text.lines)")
+        let s = try Self.readOnly(store)
+        defer { try? s.close() }
+        let wanted = try await mock.getRawStepSamples(for: interval(config.firstDay * day, config.endDay * day))
+        #expect(try liveSamples(s) == Dictionary(uniqueKeysWithValues: wanted.map { ($0.id, $0) }))
+    }
+
+    /// 1234567 → "1,234,567", as the command prints counts.
+    func grouped(_ n: Int) -> String {
+        var digits = String(n), out = ""
+        while digits.count > 3 { out = "," + digits.suffix(3) + out; digits.removeLast(3) }
+        return digits + out
+    }
+
     func isFetchDone(_ line: String) -> Bool {
         // "fetching: 470/470 intervals (…)": both counts equal.
         guard let slash = line.firstIndex(of: "/"), let colon = line.firstIndex(of: ":") else { return false }

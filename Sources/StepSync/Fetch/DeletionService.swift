@@ -1,26 +1,6 @@
 import Foundation
 import StepLog
 
-/// How an ingest treats a source's deletions.
-public struct DeletionOptions: Sendable, Equatable {
-    /// Apply a snapshot's deletions even past `DeletionService.maxDeletedFraction`.
-    public var allowMassDeletion = false
-    /// Ask for no deletions and record no anchor: the ingest only adds (the
-    /// behaviour before deletions existed).
-    public var keepDeleted = false
-
-    public init(allowMassDeletion: Bool = false, keepDeleted: Bool = false) {
-        self.allowMassDeletion = allowMassDeletion
-        self.keepDeleted = keepDeleted
-    }
-}
-
-/// The deletions an ingest will apply, decided before anything is written.
-public struct DeletionPlan: Sendable {
-    public var family: String
-    public var deletions: SourceDeletions
-}
-
 /// Stage 2b: the source's deletions into the store, as tombstones.
 ///
 /// `plan()` asks the provider, with the anchor the store holds for its family,

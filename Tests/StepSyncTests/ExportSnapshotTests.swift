@@ -174,6 +174,25 @@ import Testing
         #expect(try live(store) == (try exportSamples(mar)))
     }
 
+    /// An export without an `<ExportDate>` cannot say what it covers: it
+    /// only adds, and leaves no anchor behind.
+    @Test func anExportWithoutADateOnlyAdds() throws {
+        let dir = try ExportTemporaryDirectory()
+        let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)
+        let undated = try dir.write("undated.xml", ExportTestDocument.xml(Self.march().map(\.xml), exportDate: nil))
+        let store = dir.path + "/store"
+        #expect(try run(["ingest", "--store", store, "--source", undated]).code == 0)
+        var options = StoreOptions()
+        options.readOnly = true
+        let s = try StepLogStore.open(store, options: options)
+        #expect(s.sourceAnchor(family: AppleHealthExportProvider.snapshotFamily) == nil)
+        try s.close()
+        let r = try run(["ingest", "--store", store, "--source", jan])
+        #expect(r.code == 0 && r.lines.contains("  6 new, 0 changed, 4 deleted"), "\(r.lines)")
+        let u = try run(["ingest", "--store", store, "--source", undated])
+        #expect(u.code == 0 && u.lines.contains("  4 new, 0 changed, 0 deleted"), "\(u.lines)")
+    }
+
     @Test func keepDeletedOnlyAdds() throws {
         let dir = try ExportTemporaryDirectory()
         let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)

@@ -51,7 +51,8 @@ public final class DeletionService {
         return DeletionPlan(family: family, deletions: deletions)
     }
 
-    /// Writes the planned deletions as tombstones, then the anchor; both
+    /// Writes the planned deletions as tombstones, then the anchor (unless it
+    /// is empty: a provider with nothing to anchor, or unchanged); both
     /// durable when it returns. Throws `StoppedByRequest` between batches when
     /// a stop is requested (what was written is synced; the anchor is not
     /// recorded, so the next run plans the same deletions again).
@@ -71,7 +72,7 @@ public final class DeletionService {
             from = to
             onProgress?(from, ids.count)
         }
-        if store.sourceAnchor(family: plan.family) != plan.deletions.anchor {
+        if !plan.deletions.anchor.isEmpty, store.sourceAnchor(family: plan.family) != plan.deletions.anchor {
             try store.recordSourceAnchor(family: plan.family, anchor: plan.deletions.anchor)
             try store.sync()
         }

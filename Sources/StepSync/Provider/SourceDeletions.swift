@@ -9,7 +9,8 @@ public struct SourceDeletions: Sendable {
     /// the store does not hold (then nothing is written for them).
     public var ids: [UUID]
     /// The provider's state after these deletions, recorded in the store
-    /// (`recordSourceAnchor`) once they are durable. At most 65,536 bytes.
+    /// (`recordSourceAnchor`) once they are durable. At most 65,536 bytes;
+    /// empty means "nothing to record" (the store keeps what it had).
     public var anchor: [UInt8]
     /// For a snapshot (an export): how many stored samples it was compared
     /// with — the base of the ingest's mass-deletion guard. Nil for a change

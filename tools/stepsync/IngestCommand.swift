@@ -185,7 +185,10 @@ enum IngestCommand {
             if let plan {
                 w.field("family", plan.family)
                 w.field("reported", plan.deletions.ids.count)
-                if let compared = plan.deletions.comparedWith { w.field("comparedWith", compared) }
+                if let compared = plan.deletions.comparedWith {
+                    w.field("comparedWith", compared)
+                    w.field("withReplacement", plan.deletions.withReplacement)
+                }
             } else {
                 w.field("reported", 0)
             }

@@ -29,8 +29,10 @@ import StepLog
 ///     (the store writes nothing for it), so the same deletions may be reported
 ///     again, from the same anchor, after a run that was killed before it
 ///     recorded the new anchor: applying them twice is applying them once;
-///   - it never reports a deletion for a sample of another family (a snapshot
-///     compares only the stored samples of its own origin).
+///   - it never reports a deletion for a sample of another source (a snapshot
+///     compares only the stored samples of its own origin, and in a store
+///     written before origins were recorded the unlabeled ones it could have
+///     produced).
 ///   Deletions are computed before anything is written, so a provider may
 ///   refuse (throw a one-line error) and the store stays as it was.
 public protocol StepDataProvider: Sendable {

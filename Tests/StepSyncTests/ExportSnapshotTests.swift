@@ -99,6 +99,9 @@ import Testing
         #expect(summary["deleted"] as? Int == 6)
         #expect(summary["new"] as? Int == 5)
         #expect(summary["changed"] as? Int == 0)
+        // The 200 shared samples were known stored from the comparison: not read back, not written.
+        let fetch = try #require(summary["fetch"] as? [String: Any])
+        #expect(fetch["samplesUnchanged"] as? Int == 200 && fetch["samplesRelabeled"] as? Int == 0)
         let deletions = try #require(summary["deletions"] as? [String: Any])
         #expect(deletions["comparedWith"] as? Int == 206 && deletions["family"] as? String == "apple-health-export")
         let marchSamples = try exportSamples(mar)
@@ -113,8 +116,10 @@ import Testing
         let janIDs = Set(try exportSamples(jan).keys)
         #expect(Set(try opened.pendingDeletions(limit: 100).map(\.id)) == janIDs.subtracting(marchSamples.keys))
         try opened.close()
+        let before = try storeFiles(store)
         let again = try run(["ingest", "--store", store, "--source", mar])
         #expect(again.code == 0 && again.lines.contains("  0 new, 0 changed, 0 deleted"), "\(again.lines)")
+        #expect(try storeFiles(store) == before)
         #expect(try live(store) == marchSamples)
     }
 

@@ -51,12 +51,15 @@ import Testing
         var rng = SeededGenerator(seed: 11)
         var stages: [String] = []
         var attempts = 0
-        while stages.count < 16 && attempts < 40 {
+        // At least 16 kills, until every phase was hit (bounded).
+        let phases = ["layering", "fetching", "deleting"]
+        while (stages.count < 16 || !phases.allSatisfy(stages.contains)) && attempts < 60 {
             attempts += 1
             let child = try ChildProcess(stepsync, ["ingest", "--store", store, "--source", Self.churned], mergeStandardError: true)
             switch stages.count % 3 {
-            case 0: // anywhere from the start: layering, mostly
-                usleep(UInt32.random(in: 20_000...600_000, using: &rng))
+            case 0: // during layering: its first progress line, then a moment (layering takes over 0.3 s of 1 ms queries)
+                while let line = child.readLine(), !line.hasPrefix("layering:") {}
+                usleep(UInt32.random(in: 0...150_000, using: &rng))
             case 1: // during the fetch
                 while let line = child.readLine(), !line.contains("layering:") || !line.contains("(done)") {}
                 usleep(UInt32.random(in: 0...300_000, using: &rng))

@@ -3,7 +3,7 @@ import Testing
 @testable import StepLog
 @testable import StepSync
 
-/// `stepsync ingest` of a newer synthetic export (the generator's, with 30%
+/// `stepsync ingest` of a newer synthetic export (the generator's, with 40%
 /// of its step records gone, `--allow-deletions`) SIGKILLed at varying points,
 /// then run again: the store ends exactly as a clean run leaves it.
 @Suite(.serialized) struct ExportReimportKillTests {
@@ -14,7 +14,7 @@ import Testing
         var writer = SyntheticExportWriter(seed: 3) { bytes += $0 }
         writer.droppedStepFraction = drop
         writer.exportDate = date
-        try writer.writeExport(atLeast: 6_000_000)
+        try writer.writeExport(atLeast: 20_000_000)
         writeFile(path, bytes)
     }
 
@@ -42,7 +42,7 @@ import Testing
         let tmp = TemporaryDirectory()
         let first = tmp.sub("first.xml"), newer = tmp.sub("newer.xml")
         try Self.writeExport(first, drop: 0, date: "2024-06-30 21:14:05 -0700")
-        try Self.writeExport(newer, drop: 0.3, date: "2024-07-31 21:14:05 -0700")
+        try Self.writeExport(newer, drop: 0.4, date: "2024-07-31 21:14:05 -0700")
         let clean = tmp.sub("clean"), base = tmp.sub("base"), store = tmp.sub("killed")
         #expect(try runProgram(stepsync, ["ingest", "--store", clean, "--source", first]).code == 0)
         try FileManager.default.copyItem(atPath: clean, toPath: base)
@@ -50,14 +50,15 @@ import Testing
         let args = ["ingest", "--store", clean, "--source", newer, "--allow-deletions"]
         #expect(try runProgram(stepsync, args).code == 0)
         let expected = try outcome(clean)
-        #expect(expected.pendingDeletions.count > 500)
+        #expect(expected.pendingDeletions.count > 2_000)   // three batches or more
         let newerIDs = Set(try AppleHealthExportProvider(path: newer).allSamples().map(\.id.uuidString))
         #expect(Set(expected.export.map { line in String(line.split(separator: "\"")[3]) }) == newerIDs)
 
         var rng = SeededGenerator(seed: 17)
         var stages: [String] = []
         var attempts = 0
-        while stages.count < 12 && attempts < 40 {
+        // At least 12 kills, until both phases were hit (bounded).
+        while (stages.count < 12 || !(stages.contains("before deleting") && stages.contains("deleting"))) && attempts < 60 {
             attempts += 1
             let child = try ChildProcess(stepsync, ["ingest", "--store", store, "--source", newer, "--allow-deletions"],
                                          mergeStandardError: true)

@@ -148,6 +148,8 @@ private struct SpanQueue {
             device = UnsafeRawBufferPointer(rebasing: payload[(deviceAt + 2)..<(deviceAt + 2 + deviceLength)])
         }
         try body(SampleSpan(
+            id: keys[slot],
+            origin: SamplePayload.origin(payload),
             startMilliseconds: Int64(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.startOffset, as: Int64.self)),
             endMilliseconds: Int64(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.endOffset, as: Int64.self)),
             count: UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.countOffset, as: UInt32.self)),

@@ -8,8 +8,8 @@ enum StatusCommand {
     static let usage = """
         usage: stepsync status --store DIR [--json]
 
-        The pipeline's stage (not started, layering, fetching, uploading, synced) and
-        counts of samples and intervals. Reads without locking: works while ingest or
+        The pipeline's stage (not started, layering, fetching, ready to upload, uploading,
+        synced) and counts of samples, deletions waiting for upload and intervals. Reads without locking: works while ingest or
         upload runs.
         """
 
@@ -33,6 +33,7 @@ enum StatusCommand {
             let out = StepSyncTool.out
             out.line("store \(path): \(stage.rawValue)")
             out.line("  samples: \(Format.count(counts.samples)) (\(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced)")
+            out.line("  deletions waiting for upload: \(Format.count(counts.pendingDeletions))")
             out.line("  intervals: \(Format.count(counts.intervalTotal)) (" + IntervalStatus.allCases.map { "\(Format.count(counts.intervals[$0] ?? 0)) \($0)" }.joined(separator: ", ") + ")")
             out.line("  log: \(Format.bytes(counts.bytes)) in \(Format.count(counts.segments, "segment"))")
         }
@@ -44,6 +45,7 @@ enum StatusCommand {
         w.field("samples", counts.samples)
         w.field("syncedSamples", counts.syncedSamples)
         w.field("unsyncedSamples", counts.unsyncedSamples)
+        w.field("pendingDeletions", counts.pendingDeletions)
         w.key("intervals"); w.beginObject()
         for status in IntervalStatus.allCases { w.field(status.description, counts.intervals[status] ?? 0) }
         w.endObject()

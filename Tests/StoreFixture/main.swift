@@ -1,0 +1,64 @@
+// stepsync-store-fixture delete|change DIR --every K [--limit N]
+//
+// Test and benchmark fixture: changes a store the way a source would, without
+// a provider. `delete` deletes every K-th live sample (in log order) as its
+// source deleted it — a tombstone waiting for upload; `change` writes a new
+// version (count + 1) of every K-th live sample — an addition waiting for
+// upload. At most N of them (default: all). Syncs, then prints
+// `{"deleted":D}` or `{"changed":C}` on stdout. Deterministic: the same store
+// and arguments always pick the same samples. Not part of the product
+// (`stepsync` has no way to delete a sample by hand, by design).
+import Foundation
+import StepLog
+
+func fail(_ message: String, _ code: Int32 = 2) -> Never {
+    FileHandle.standardError.write(Data("stepsync-store-fixture: \(message)\n".utf8))
+    exit(code)
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.count >= 2, ["delete", "change"].contains(arguments[0]) else {
+    fail("usage: stepsync-store-fixture delete|change DIR --every K [--limit N]")
+}
+let command = arguments[0], directory = arguments[1]
+var every = 1
+var limit = Int.max
+var i = 2
+while i < arguments.count {
+    guard i + 1 < arguments.count, let value = Int(arguments[i + 1]), value > 0 else { fail("\(arguments[i]) needs a positive number") }
+    switch arguments[i] {
+    case "--every": every = value
+    case "--limit": limit = value
+    default: fail("unknown option \(arguments[i])")
+    }
+    i += 2
+}
+
+do {
+    let store = try StepLogStore.open(directory, options: StoreOptions(createIfMissing: false))
+    var picked: [StepSample] = []
+    var n = 0
+    try store.forEachSample { stored in
+        if n % every == 0 && picked.count < limit { picked.append(stored.sample) }
+        n += 1
+    }
+    let now = Date()
+    switch command {
+    case "delete":
+        let summary = try store.delete(picked.map(\.id), at: now)
+        try store.sync()
+        print("{\"deleted\":\(summary.deleted)}")
+    default:
+        let changed = picked.map { s -> StepSample in
+            var c = s
+            c.count += 1
+            return c
+        }
+        let summary = try store.upsert(changed, fetchedAt: now)
+        try store.sync()
+        print("{\"changed\":\(summary.updated)}")
+    }
+    try store.close()
+} catch {
+    fail("\(error)", 1)
+}

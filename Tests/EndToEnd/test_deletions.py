@@ -82,3 +82,36 @@ def test_deletions_and_additions_survive_twenty_kills_and_a_server_restart(token
     assert sum(versions.values()) == uploaded + changed
     assert final["deletionsAcknowledged"] <= deleted and final["samplesSynced"] <= changed
     print(f"{kills} kills, {deleted} deletions, {changed} additions, {time.monotonic() - started:.1f} s")
+
+
+def test_a_sample_the_server_refuses_is_quarantined_and_the_rest_arrives(token_server, tmp_path):
+    server = token_server
+    store = tmp_path / "store"
+    ingest(store, days=20)
+    # Three samples with more steps than the server accepts (the store takes them).
+    poisoned = fixture("change", str(store), "--every", "997", "--limit", "3", "--count", "2000000")["changed"]
+    assert poisoned == 3
+    result = stepsync("upload", "--store", str(store), "--api-url", server.url, "--json", check=False)
+    assert result.returncode == 1
+    assert "the server rejected 3 samples" in result.stderr and "count: must be between 0 and 1000000" in result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["samplesRejected"] == 3 and len(summary["firstRejections"]) == 3
+    after = status(store)
+    assert after["rejectedSamples"] == 3 and after["unsyncedSamples"] == 0 and after["stage"] == "synced"
+    assert [r["reason"] for r in after["firstRejections"]] == ["count: must be between 0 and 1000000 (got number 2000000)"] * 3
+    rejected = {r["id"] for r in after["firstRejections"]}
+    local = export_samples(store)
+    assert server.live_samples() == {i: s for i, s in local.items() if i not in rejected}
+    text = stepsync("status", "--store", str(store)).stdout
+    assert "rejected by the server: 3" in text and "count: must be between 0 and 1000000 (got number 2000000)" in text
+
+    # A re-run sends nothing and succeeds (it says what it left out).
+    again = stepsync("upload", "--store", str(store), "--api-url", server.url, "--json")
+    assert json.loads(again.stdout)["batches"] == 0 and "3 samples the server rejected earlier" in again.stderr
+
+    # Fixed at the source: the new content is sent, and arrives.
+    assert fixture("change", str(store), "--where-count", "2000000", "--count", "100")["changed"] == 3
+    fixed = upload_json(store, server.url)
+    assert fixed["samplesSynced"] == 3 and fixed["samplesRejected"] == 0
+    assert status(store)["rejectedSamples"] == 0
+    assert server.live_samples() == export_samples(store)

@@ -1,11 +1,13 @@
-// stepsync-store-fixture delete|change DIR --every K [--limit N]
+// stepsync-store-fixture delete|change DIR --every K [--limit N] [--count C] [--where-count W]
 //
 // Test and benchmark fixture: changes a store the way a source would, without
 // a provider. `delete` deletes every K-th live sample (in log order) as its
 // source deleted it — a tombstone waiting for upload; `change` writes a new
-// version (count + 1) of every K-th live sample — an addition waiting for
-// upload. At most N of them (default: all). Syncs, then prints
-// `{"deleted":D}` or `{"changed":C}` on stdout. Deterministic: the same store
+// version of every K-th live sample — an addition waiting for upload — with
+// count + 1, or with count C when given (2000000 is more than the server
+// accepts: a poisoned sample). At most N of them (default: all); with
+// --where-count, only among samples whose count is W. Syncs, then
+// prints `{"deleted":D}` or `{"changed":C}` on stdout. Deterministic: the same store
 // and arguments always pick the same samples. Not part of the product
 // (`stepsync` has no way to delete a sample by hand, by design).
 import Foundation
@@ -18,17 +20,21 @@ func fail(_ message: String, _ code: Int32 = 2) -> Never {
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count >= 2, ["delete", "change"].contains(arguments[0]) else {
-    fail("usage: stepsync-store-fixture delete|change DIR --every K [--limit N]")
+    fail("usage: stepsync-store-fixture delete|change DIR --every K [--limit N] [--count C] [--where-count W]")
 }
 let command = arguments[0], directory = arguments[1]
 var every = 1
 var limit = Int.max
+var count: Int?
+var whereCount: Int?
 var i = 2
 while i < arguments.count {
-    guard i + 1 < arguments.count, let value = Int(arguments[i + 1]), value > 0 else { fail("\(arguments[i]) needs a positive number") }
+    guard i + 1 < arguments.count, let value = Int(arguments[i + 1]), value >= 0 else { fail("\(arguments[i]) needs a number") }
     switch arguments[i] {
-    case "--every": every = value
+    case "--every": every = max(1, value)
     case "--limit": limit = value
+    case "--count": count = value
+    case "--where-count": whereCount = value
     default: fail("unknown option \(arguments[i])")
     }
     i += 2
@@ -39,6 +45,7 @@ do {
     var picked: [StepSample] = []
     var n = 0
     try store.forEachSample { stored in
+        if let whereCount, stored.sample.count != whereCount { return }
         if n % every == 0 && picked.count < limit { picked.append(stored.sample) }
         n += 1
     }
@@ -51,7 +58,7 @@ do {
     default:
         let changed = picked.map { s -> StepSample in
             var c = s
-            c.count += 1
+            c.count = count ?? s.count + 1
             return c
         }
         let summary = try store.upsert(changed, fetchedAt: now)

@@ -16,7 +16,10 @@ enum UploadCommand {
         1,000 ids at a time, each batch marked acknowledged once the server answered 200.
         Connection errors, timeouts and 5xx are retried with exponential backoff and
         jitter; a 401 (no token, or a refused one) and other 4xx stop with the server's
-        message. Ctrl-C or SIGTERM finishes the batch in flight and exits 130; run the
+        message, except a 400 that names a sample: the batch is split until the refused
+        samples are found, the others are uploaded, and the refused ones are recorded
+        rejected with the server's reason (kept in the store, shown by stepsync status,
+        sent again only once their content changes); the exit status is then 1. Ctrl-C or SIGTERM finishes the batch in flight and exits 130; run the
         same command to continue.
 
         The token (for a server that requires one: `tools/api-server/run tokens create
@@ -103,6 +106,7 @@ enum UploadCommand {
         }
         progress.finish()
         let counts = store.counts
+        let rejectedEarlier = counts.rejectedSamples - summary.samplesRejected
         try store.close()
         let rate = summary.seconds > 0 ? Double(summary.samplesSynced) / summary.seconds : 0
         if args.has("json") {
@@ -116,6 +120,12 @@ enum UploadCommand {
             w.field("deletionBatches", summary.deletionBatches)
             w.field("deletionsAcknowledged", summary.deletionsAcknowledged)
             w.field("deletionsAppliedByServer", summary.deletionsAppliedByServer)
+            w.field("samplesRejected", summary.samplesRejected)
+            w.key("firstRejections"); w.beginArray()
+            for r in summary.firstRejections {
+                w.beginObject(); w.field("id", r.id.uuidString); w.field("reason", r.reason); w.endObject()
+            }
+            w.endArray()
             w.field("retries", summary.retries)
             w.field("intervalsSynced", summary.intervalsSynced)
             w.key("seconds"); w.value(summary.seconds)
@@ -127,7 +137,15 @@ enum UploadCommand {
             let out = StepSyncTool.out
             out.line("upload complete: \(url)")
             out.line("  \(Format.count(summary.samplesSynced)) samples in \(Format.count(summary.batches - summary.deletionBatches)) batches (\(Format.count(summary.samplesSavedByServer)) new to the server), \(Format.count(summary.deletionsAcknowledged)) deletions in \(Format.count(summary.deletionBatches)) batches (\(Format.count(summary.deletionsAppliedByServer)) were live at the server), \(summary.retries) retries, \(Format.duration(summary.seconds)) (\(Format.count(Int(rate))) samples/s)")
-            out.line("  store: \(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced, \(Format.count(counts.pendingDeletions)) deletions waiting; \(Format.count(summary.intervalsSynced)) intervals now synced")
+            out.line("  store: \(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced, \(Format.count(counts.rejectedSamples)) rejected, \(Format.count(counts.pendingDeletions)) deletions waiting; \(Format.count(summary.intervalsSynced)) intervals now synced")
+        }
+        if rejectedEarlier > 0 {
+            err.line("stepsync upload: \(Format.count(rejectedEarlier)) samples the server rejected earlier were not sent again (they are sent once their content changes; see stepsync status --store \(storePath))")
+        }
+        if summary.samplesRejected > 0 {
+            let first = summary.firstRejections.first.map { " (first: \($0.id.uuidString): \($0.reason))" } ?? ""
+            err.line("stepsync upload: the server rejected \(Format.count(summary.samplesRejected)) samples\(first); every other sample was uploaded. They are kept in the store and listed by stepsync status --store \(storePath)")
+            return 1
         }
         return 0
     }

@@ -27,6 +27,11 @@ public struct UploadSummary: Sendable, Equatable {
     /// What the server said was live and is now deleted (less than sent when
     /// it never had some, or a retried request had deleted them already).
     public var deletionsAppliedByServer = 0
+    /// Samples the server refused for a reason of their own in this run,
+    /// now recorded rejected in the store (the rest of their batches arrived).
+    public var samplesRejected = 0
+    /// The first few of those, with the server's reasons.
+    public var firstRejections: [SampleRejection] = []
     public var retries = 0
     public var intervalsSynced = 0
     public var seconds = 0.0
@@ -52,15 +57,21 @@ public struct UploadSummary: Sendable, Equatable {
 /// the server's message. Fetched intervals become `synced` once every sample
 /// written before their fetched record is synced (the upload goes in log
 /// order, so this advances as batches are acknowledged).
+///
+/// A 400 that names a sample (`samples[3].count: …`) does not stop the
+/// upload: the batch is split until the refused samples are found
+/// (`settleRefused`), the others are sent and marked synced, and the refused
+/// ones are recorded rejected with the server's reason — kept in the store,
+/// not sent again until their content changes.
 public final class APISyncService {
     public static let defaultBatchSize = 1_000
 
-    private let store: StepLogStore
-    private let client: APIClient
-    private let retry: RetryPolicy
+    let store: StepLogStore
+    let client: APIClient
+    let retry: RetryPolicy
     private let batchSize: Int
     private let stop: StopSignal?
-    private let sleep: @Sendable (Double) async throws -> Void
+    let sleep: @Sendable (Double) async throws -> Void
     public var onProgress: ((UploadProgress) -> Void)?
     /// Called before each retry with the attempt number, the wait and the
     /// error (from the task posting the batch).
@@ -99,14 +110,21 @@ public final class APISyncService {
             // While batch k is out: read and encode batch k+1.
             let next = stop?.isRequested == true ? [] : try store.unsyncedSamples(limit: batchSize, after: current.last!.position)
             let prepared = next.isEmpty ? nil : prepare(next)
-            let (response, retries) = try await request.value
-            inFlight = prepared.map(send)
-            summary.retries += retries
-            summary.samplesSavedByServer += response.saved
-            summary.samplesSynced += try store.markSynced(current)
+            do {
+                let (response, retries) = try await request.value
+                inFlight = prepared.map(send)
+                summary.retries += retries
+                summary.samplesSavedByServer += response.saved
+                summary.samplesSynced += try store.markSynced(current)
+                summary.batches += 1
+            } catch let error as APIError {
+                // A sample of the batch is refused: find which, send the rest, record it rejected.
+                guard let refusal = SampleRefusal(error) else { throw error }
+                try await settleRefused(current, refusal, &summary)
+                inFlight = prepared.map(send)
+            }
             summary.intervalsSynced += try markIntervalsSynced(&fetched)
             try store.sync()
-            summary.batches += 1
             onProgress?(UploadProgress(batches: summary.batches, samplesSynced: summary.samplesSynced, samplesTotal: total,
                                        deletionsAcknowledged: 0, deletionsTotal: pendingDeletions,
                                        retries: summary.retries, seconds: Date().timeIntervalSince(started)))

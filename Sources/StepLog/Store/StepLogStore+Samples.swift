@@ -97,7 +97,8 @@ extension StepLogStore {
     /// after that sample's position (to read ahead of acknowledgements).
     public func unsyncedSamples(limit: Int, after: LogPosition? = nil) throws -> [StoredSample] {
         try locked {
-            guard state.unsyncedCount > 0, limit > 0 else { return [] }
+            // Rejected versions are unsynced too; when they are all that is left, no scan.
+            guard state.unsyncedCount > 0, limit > 0, state.rejections.isEmpty || state.unsyncedCount > state.rejectedCount else { return [] }
             var result: [StoredSample] = []
             result.reserveCapacity(min(limit, state.unsyncedCount))
             let start = max(state.unsyncedFloor, after ?? .zero)

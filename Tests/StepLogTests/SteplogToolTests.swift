@@ -90,6 +90,9 @@ import Testing
         #expect(tombstones["liveRecords"] == store.counts.pendingDeletions && stats["pendingDeletions"] as? Int == store.counts.pendingDeletions)
         #expect(store.counts.pendingDeletions > 0 && tombstones["liveRecords"]! < tombstones["records"]!)
         #expect((stats["syncMarkBytes"] as! Int) == figures.syncMarkBytes && figures.syncMarkBytes > 0)
+        // Samples the server rejected: counted apart from the unsynced ones.
+        #expect(stats["rejectedSamples"] as? Int == store.counts.rejectedSamples && store.counts.rejectedSamples > 0)
+        #expect(store.counts.samples == store.counts.syncedSamples + store.counts.unsyncedSamples + store.counts.rejectedSamples)
         let text = try run(["stats", dir])
         #expect(text.lines.contains { $0.contains("tombstones: ") && $0.contains("deletions waiting for the server: \(store.counts.pendingDeletions)") }, "\(text.lines)")
         r = try run(["dump", dir, "--segment", "1", "--json"])
@@ -98,7 +101,8 @@ import Testing
         // Every record type is shown by name, with its fields.
         let all = try run(["dump", dir]).lines
         for (type, field) in [("sampleDeleted", "deletedAt="), ("syncedThrough", "offset="), ("padding", "zeros="),
-                              ("sourceAnchor", "anchor=\"batch "), ("samplesAcknowledged", "ids="), ("sampleUpsert", "origin=")] {
+                              ("sourceAnchor", "anchor=\"batch "), ("samplesAcknowledged", "ids="), ("sampleUpsert", "origin="),
+                              ("samplesRejected", "reasons=[")] {
             #expect(all.contains { $0.contains(" \(type) ") && $0.contains(field) }, "dump shows no \(type) with \(field)")
         }
         #expect(all.first?.hasPrefix("000000000001.log: version 2, sequence 1, base position 0") == true && all.first?.contains("records from offset 4096") == true)

@@ -99,6 +99,9 @@ enum DumpCommand {
                 return (name, [("ids", .list(ids.map(\.uuidString)))])
             case .sampleDeleted(let id, let at):
                 return (name, [("id", .text(id.uuidString)), ("deletedAt", .time(at))])
+            case .samplesRejected(let list):
+                return (name, [("ids", .list(list.map(\.id.uuidString))), ("reasons", .list(list.map(\.reason))),
+                               ("rejectedAt", .list(list.map { ISO8601.format(milliseconds: $0.rejectedAtMilliseconds) }))])
             case .syncedThrough(let offset):
                 return (name, [("offset", .number(Int64(offset)))])
             case .padding(let length):

@@ -150,8 +150,10 @@ public final class StepLogStore: @unchecked Sendable {
         locked {
             var byStatus: [IntervalStatus: Int] = [:]
             for status in IntervalStatus.allCases { byStatus[status] = state.intervals.count(of: status) }
+            let rejected = state.rejectedCount
             return StoreCounts(samples: state.sampleCount, syncedSamples: state.syncedCount,
-                               unsyncedSamples: state.unsyncedCount, pendingDeletions: state.pendingDeletionCount,
+                               unsyncedSamples: state.unsyncedCount - rejected, rejectedSamples: rejected,
+                               pendingDeletions: state.pendingDeletionCount,
                                intervals: byStatus,
                                intervalTotal: state.intervals.count, segments: segments.count,
                                bytes: totalBytes())

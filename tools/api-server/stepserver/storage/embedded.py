@@ -239,7 +239,7 @@ class UserLog:
         sync_file(self.fd)
         self.needs_rollback = False
 
-    def save(self, samples: list[SampleFields], received_at: str) -> int:
+    def save(self, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         # A repeated id keeps its first position and its last content (dict semantics).
         batch = dict(zip(map(_id_of, samples), samples))
         ids = list(batch)
@@ -281,7 +281,12 @@ class UserLog:
             if not fresh:
                 return 0
             # Durable: now visible, all at once (readers take this lock).
-            self.stale.update(known[k] >> 64 for k in fresh if known[k] is not None)
+            superseded = [known[k] >> 64 for k in fresh if known[k] is not None]
+            if replaced is not None and superseded:
+                for line in _read_lines(self.fd, array("q", sorted(superseded)), self.size):
+                    old = decode_stored_sample(line)
+                    replaced += (old.startDate, old.endDate)
+            self.stale.update(superseded)
             current.update(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
             self.live.extend(offsets)
             self.versions.extend(offsets)
@@ -535,8 +540,10 @@ class EmbeddedStorage:
         samples = sum(user_log.live_count for user_log in self._logs.values())
         return f"data {self.directory} ({len(self._logs)} users, {samples} samples)"
 
-    def save(self, user: str, samples: list[SampleFields], received_at: str) -> int:
-        return self._write(user, lambda user_log: user_log.save(samples, received_at))
+    reports_replaced = True
+
+    def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
+        return self._write(user, lambda user_log: user_log.save(samples, received_at, replaced))
 
     def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
         return self._write(user, lambda user_log: user_log.delete_ids(ids, received_at))

@@ -193,7 +193,9 @@ class PostgresStorage:
                 time.sleep(wait)
                 wait = min(wait * 2, RETRY_MAX_WAIT_S)
 
-    def save(self, user: str, samples: list[SampleFields], received_at: str) -> int:
+    reports_replaced = False  # save() does not say which earlier versions it replaced
+
+    def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         batch: dict[str, SampleFields] = {}
         for sample in samples:
             batch[sample.id] = sample

@@ -23,6 +23,7 @@ import sqlite3
 import threading
 import time
 from array import array
+from datetime import date
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
@@ -43,6 +44,9 @@ HEALTHY_PROBE_INTERVAL_S = 2.0
 READ_WINDOW_BYTES = 256 * 1024
 LINE_GUESS_BYTES = 8 * 1024
 MAX_REPORTED_BAD_LINES = 20
+LONG_SAMPLE_DAYS = 3  # the time index: lines whose date texts lie further apart are kept aside
+LOOKBACK_DAYS = LONG_SAMPLE_DAYS + 1
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _DIGEST_MASK = (1 << 64) - 1
 DELETION_PREFIX = b'{"deleted":'
 USER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -99,6 +103,11 @@ class UserLog:
         self.live = array("q")
         self.stale: set[int] = set()
         self.versions = array("q")
+        # The time index (GET /steps/daily reads only the lines near the days it computes): the
+        # offsets of every sample line by the date its startDate text names, and of the lines whose
+        # texts lie more than LONG_SAMPLE_DAYS dates apart (none the contract accepts today).
+        self.by_start_date: dict[int, array] = {}
+        self.long_lines = array("q")
         self.needs_rollback = False
 
     # -- opening -------------------------------------------------------------------------------------
@@ -201,7 +210,18 @@ class UserLog:
         self.current[record.id] = (offset << 64) | (hash(content) & _DIGEST_MASK)
         self.live.append(offset)
         self.versions.append(offset)
+        self._index_dates(record.startDate, record.endDate, offset)
         return True
+
+    def _index_dates(self, start: str, end: str, offset: int) -> None:
+        first, last = _text_date(start), _text_date(end)
+        if first is None or last is None or last - first > LONG_SAMPLE_DAYS:
+            self.long_lines.append(offset)
+            return
+        offsets = self.by_start_date.get(first)
+        if offsets is None:
+            offsets = self.by_start_date[first] = array("q")
+        offsets.append(offset)
 
     def _apply_deletion(self, sample_id: str, offset: int) -> bool:
         known = self.current.pop(sample_id, None)
@@ -287,6 +307,10 @@ class UserLog:
                     old = decode_stored_sample(line)
                     replaced += (old.startDate, old.endDate)
             self.stale.update(superseded)
+            index_dates = self._index_dates
+            for k, offset in zip(fresh, offsets):
+                sample = values[k]
+                index_dates(sample.startDate, sample.endDate, offset)
             current.update(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
             self.live.extend(offsets)
             self.versions.extend(offsets)
@@ -323,6 +347,8 @@ class UserLog:
             self.live = array("q")
             self.stale = set()
             self.versions = array("q")
+            self.by_start_date = {}
+            self.long_lines = array("q")
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -346,19 +372,40 @@ class UserLog:
             if generation == self.generation:
                 return lines, total
 
-    def live_samples(self) -> Iterator[SampleFields]:
-        """Every live sample (for the daily totals), read from the file in windows."""
+    def samples_between(self, start_ns: int, end_ns: int) -> Iterator[DaySample]:
+        """The live samples that overlap [start_ns, end_ns) (for the daily totals): the lines whose
+        startDate names a date from LOOKBACK_DAYS before the UTC date of start_ns to the day after
+        that of end_ns (a date-time's own date is within a day of its UTC date; a sample of the
+        index spans at most LONG_SAMPLE_DAYS of them), and the long ones; of those, the current
+        versions of live ids that overlap."""
+        first = _utc_date(start_ns) - LOOKBACK_DAYS
+        last = _utc_date(end_ns) + 1
         with self.lock:
-            self._fold_stale()
-            offsets = array("q", self.live)
+            by_date = self.by_start_date
+            if last - first + 1 <= len(by_date):
+                parts = [offsets for day in range(first, last + 1) if (offsets := by_date.get(day)) is not None]
+            else:
+                parts = [offsets for day, offsets in by_date.items() if first <= day <= last]
+            candidates = array("q", self.long_lines)
+            for part in parts:
+                candidates.extend(part)
             size = self.size
             generation = self.generation
-        for first in range(0, len(offsets), 10_000):
-            lines = _read_lines(self.fd, offsets[first : first + 10_000], size)
+            current = self.current
+        candidates = array("q", sorted(candidates))
+        for position in range(0, len(candidates), 10_000):
+            window = candidates[position : position + 10_000]
+            lines = _read_lines(self.fd, window, size)
             if generation != self.generation:
                 return
-            for line in lines:
-                yield decode_stored_sample(line)
+            samples = []
+            for offset, line in zip(window, lines):
+                sample = decode_stored_sample(line)
+                known = current.get(sample.id)
+                # Current, or replaced by a write that came after this read began (read as it was).
+                if known is not None and (known >> 64 == offset or known >> 64 >= size):
+                    samples.append(sample)
+            yield from _overlapping(samples, start_ns, end_ns)
 
     @property
     def live_count(self) -> int:
@@ -394,6 +441,27 @@ def _read_lines(fd: int, offsets: array, size: int) -> list[bytes]:
             lines.append(data[relative:newline])
         index = stop
     return lines
+
+
+_date_ordinals: dict[str, int] = {}
+
+
+def _text_date(text: str) -> Optional[int]:
+    """The proleptic ordinal of the date a date-time text names (its first ten characters)."""
+    key = text[:10]
+    ordinal = _date_ordinals.get(key)
+    if ordinal is None:
+        try:
+            ordinal = date.fromisoformat(key).toordinal()
+        except ValueError:
+            return None
+        if len(_date_ordinals) < 1_000_000:
+            _date_ordinals[key] = ordinal
+    return ordinal
+
+
+def _utc_date(nanoseconds: int) -> int:
+    return _EPOCH_ORDINAL + nanoseconds // 86_400_000_000_000
 
 
 def _overlapping(samples: list[SampleFields], start_ns: int, end_ns: int) -> Iterator[DaySample]:
@@ -567,14 +635,8 @@ class EmbeddedStorage:
     def samples_between(self, user: str, start_ns: int, end_ns: int) -> Iterator[DaySample]:
         user_log = self._log(user, create=False)
         if user_log is None:
-            return
-        batch: list[SampleFields] = []
-        for sample in user_log.live_samples():
-            batch.append(sample)
-            if len(batch) == 10_000:
-                yield from _overlapping(batch, start_ns, end_ns)
-                batch = []
-        yield from _overlapping(batch, start_ns, end_ns)
+            return iter(())
+        return user_log.samples_between(start_ns, end_ns)
 
     def health(self) -> Optional[str]:
         return self.probe.status()

@@ -23,6 +23,7 @@ import sqlite3
 import threading
 import time
 from array import array
+from itertools import accumulate
 from datetime import date
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
@@ -75,7 +76,7 @@ REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
 
 _encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample does
 _id_of = operator.attrgetter("id")
-WRITE_CHUNK_BYTES = 1 << 20
+WRITE_CHUNK_SAMPLES = 4096  # lines made and written at a time (a few MiB at most)
 # Content digests are Python's bytes hash (SipHash with a per-process random key), masked to 64 bits:
 # the index lives only as long as the process, and an attacker who cannot read the key cannot aim
 # a collision.
@@ -198,12 +199,12 @@ class UserLog:
         if (record.id is None or record.startDate is None or record.endDate is None or record.count is None
                 or record.sourceBundleId is None):
             return False
-        # The digest is of the sample's canonical JSON, which is the line without its receivedAt:
-        # lines are written as encode(sample) with receivedAt spliced in before the final brace (a
+        # The digest is of the sample's canonical JSON without its final brace, which is the line up
+        # to its receivedAt: lines are written as encode(sample) with receivedAt spliced in before the final brace (a
         # string cannot hold ',"receivedAt"' unescaped). A line written otherwise (by hand) gets
         # another digest: a re-post of the same content then writes one new version, nothing worse.
         cut = line.rfind(b',"receivedAt"')
-        content = line[:cut] + b"}" if cut > 0 else line
+        content = line[:cut] if cut > 0 else line[:-1]
         known = self.current.get(record.id)
         if known is not None:
             self.stale.add(known >> 64)
@@ -268,34 +269,37 @@ class UserLog:
         with self.lock:
             current = self.current
             known = list(map(current.get, ids))
-            fresh: list[int] = []
+            # New ids are written; a known id only when its content's digest differs (its canonical
+            # JSON is encoded once for that). The lines of a run of samples come from one encode of
+            # the run as a list, its separators replaced by receivedAt and a newline (the objects are
+            # flat and a string holds no unescaped quote, so '},{"id":' occurs only between them);
+            # runs of WRITE_CHUNK_SAMPLES are written as they are made, so a request never holds all
+            # its lines at once.
+            if known.count(None) != len(known):
+                encode = _encoder.encode
+                fresh = [k for k, old in enumerate(known)
+                         if old is None or old & _DIGEST_MASK != hash(encode(values[k])[:-1]) & _DIGEST_MASK]
+            else:
+                fresh = list(range(len(values)))
             digests: list[int] = []
             offsets: list[int] = []
-            # Each sample is encoded once, into a reused buffer: its digest is compared with the stored
-            # one, and a new or changed sample's line goes into the chunk being filled; chunks of a MiB
-            # are written as they fill, so a request never holds all its lines at once.
+            separator = suffix + b'{"id":'
+            cut = len(suffix) - 1  # a line's content ends where its suffix (without the newline) begins
+            one_more = (1).__add__
+
             def chunks() -> Iterator[bytes]:
-                buffer = bytearray()
-                encode_into = _encoder.encode_into
-                pending = bytearray()
                 position = self.size
-                for k, sample in enumerate(values):
-                    encode_into(sample, buffer)
-                    digest = hash(bytes(buffer)) & _DIGEST_MASK
-                    old = known[k]
-                    if old is not None and old & _DIGEST_MASK == digest:
-                        continue
-                    fresh.append(k)
-                    digests.append(digest)
-                    offsets.append(position + len(pending))
-                    pending += buffer
-                    pending[-1:] = suffix
-                    if len(pending) >= WRITE_CHUNK_BYTES:
-                        yield pending
-                        position += len(pending)
-                        pending = bytearray()
-                if pending:
-                    yield pending
+                for first in range(0, len(fresh), WRITE_CHUNK_SAMPLES):
+                    run = [values[k] for k in fresh[first : first + WRITE_CHUNK_SAMPLES]]
+                    chunk = _encoder.encode(run)[1:-2].replace(b'},{"id":', separator) + suffix
+                    lines = chunk.split(b"\n")
+                    lines.pop()
+                    if len(lines) != len(run):  # never: a sample's JSON holds no newline
+                        raise RuntimeError(f"encoding {len(run)} samples gave {len(lines)} lines")
+                    digests.extend([hash(line[:-cut]) & _DIGEST_MASK for line in lines])
+                    offsets.extend(accumulate(map(one_more, map(len, lines[:-1])), initial=position))
+                    position += len(chunk)
+                    yield chunk
 
             written = self._append(chunks())
             if not fresh:
@@ -307,10 +311,29 @@ class UserLog:
                     old = decode_stored_sample(line)
                     replaced += (old.startDate, old.endDate)
             self.stale.update(superseded)
+            # The time index, inline: a request's samples mostly share their start and end dates.
             index_dates = self._index_dates
+            by_date = self.by_start_date
+            last_date = None
+            target = None
             for k, offset in zip(fresh, offsets):
                 sample = values[k]
-                index_dates(sample.startDate, sample.endDate, offset)
+                start_date = sample.startDate[:10]
+                if start_date != last_date or sample.endDate[:10] != start_date:
+                    if sample.endDate[:10] != start_date:
+                        index_dates(sample.startDate, sample.endDate, offset)
+                        last_date = None
+                        continue
+                    ordinal = _text_date(start_date)
+                    if ordinal is None:
+                        index_dates(sample.startDate, sample.endDate, offset)
+                        last_date = None
+                        continue
+                    target = by_date.get(ordinal)
+                    if target is None:
+                        target = by_date[ordinal] = array("q")
+                    last_date = start_date
+                target.append(offset)
             current.update(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
             self.live.extend(offsets)
             self.versions.extend(offsets)

@@ -133,3 +133,11 @@ class DailyTotalsCache:
 
     def invalidate_user(self, user: str) -> None:
         self.invalidate_dates(user, lambda: None)
+
+    def holds(self, user: str) -> bool:
+        """Whether rows of the user are kept now (a write need not learn what it replaced otherwise)."""
+        if not self.enabled:
+            return False
+        with self._lock:
+            entry = self._users.get(user)
+            return entry is not None and bool(entry.views)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import date
+from typing import Optional
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -44,7 +45,8 @@ def routes(context: Context) -> list:
             body.clear()  # the bytes are not needed once parsed: free them before storing
             if not samples:
                 return None
-            replaced: list[str] = []
+            # What the replaced versions named is asked for only while rows of the user are kept.
+            replaced: Optional[list[str]] = [] if context.daily_cache.holds(user) else None
             try:
                 saved = storage.save(user, samples, utc_text(now_ns), replaced)
             except BaseException:
@@ -53,10 +55,9 @@ def routes(context: Context) -> list:
                 context.daily_cache.invalidate_user(user)
                 raise
             if saved:
-                if storage.reports_replaced:
-                    context.daily_cache.invalidate_dates(user, lambda: touched_dates(samples, replaced))
-                else:
-                    context.daily_cache.invalidate_user(user)
+                # Without the replaced versions' dates (rows kept since the save began), any day.
+                context.daily_cache.invalidate_dates(
+                    user, lambda: touched_dates(samples, replaced) if replaced is not None else None)
             return saved
 
         saved = await context.read_json_body(request, handle)

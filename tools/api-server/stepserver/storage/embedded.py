@@ -631,8 +631,6 @@ class EmbeddedStorage:
         samples = sum(user_log.live_count for user_log in self._logs.values())
         return f"data {self.directory} ({len(self._logs)} users, {samples} samples)"
 
-    reports_replaced = True
-
     def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         return self._write(user, lambda user_log: user_log.save(samples, received_at, replaced))
 

@@ -111,6 +111,22 @@ INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, so
 SELECT * FROM written
 """
 
+# The same, also saying which dates the replaced versions named: the least startDate and the greatest
+# endDate texts of the batch's ids stored before it (every part of a statement reads the rows as they
+# were when it began), for the daily totals' cache.
+_SAVE_REPORTING = _SAVE.replace("""INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,
+                             source_device_name, received_at)
+SELECT * FROM written
+""", """, versions AS (
+    INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,
+                                 source_device_name, received_at)
+    SELECT * FROM written
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM versions), min(start_date), max(end_date)
+FROM samples WHERE user_name = %(user)s AND id = ANY(%(ids)b::text[])
+""")
+
 _encode = msgspec.json.Encoder().encode
 
 
@@ -193,8 +209,6 @@ class PostgresStorage:
                 time.sleep(wait)
                 wait = min(wait * 2, RETRY_MAX_WAIT_S)
 
-    reports_replaced = False  # save() does not say which earlier versions it replaced
-
     def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         batch: dict[str, SampleFields] = {}
         for sample in samples:
@@ -214,7 +228,12 @@ class PostgresStorage:
             "bundles": [s.sourceBundleId for s in unique],
             "devices": [s.sourceDeviceName for s in unique],
         }
-        return self._run(lambda c: c.execute(_SAVE, parameters).rowcount)
+        if replaced is None:
+            return self._run(lambda c: c.execute(_SAVE, parameters).rowcount)
+        saved, first, last = self._run(lambda c: c.execute(_SAVE_REPORTING, parameters).fetchone())
+        if first is not None:
+            replaced += (first, last)
+        return saved
 
     def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
         unique = sorted(set(ids))

@@ -231,3 +231,16 @@ def test_cached_totals_follow_every_write(server):
         check()
     server.restart()
     check()
+
+
+def test_a_sample_of_the_longest_duration_reaches_the_next_days(server):
+    """A sample of exactly 48 hours (the contract's longest) that ends one second into the day asked
+    for counts there: the backends bound their search by that duration (embedded: by the dates of
+    the texts; PostgreSQL: by the start)."""
+    longest = {"id": "longest", "startDate": "2024-03-08T00:00:01Z", "endDate": "2024-03-10T00:00:01Z", "count": 172_800,
+               "sourceBundleId": "com.example.pedometer", "sourceDeviceName": None}
+    offset = {"id": "offset", "startDate": "2024-03-08T01:00:01+01:00", "endDate": "2024-03-10T01:00:01+01:00",
+              "count": 172_800, "sourceBundleId": "com.example.band", "sourceDeviceName": None}
+    assert server.post([longest, offset]).status_code == 200
+    days = daily(server, tz="UTC", **{"from": "2024-03-10", "to": "2024-03-10"}).json()["days"]
+    assert days == [{"date": "2024-03-10", "merged": 1, "raw": 2}]

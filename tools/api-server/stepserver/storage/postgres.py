@@ -24,7 +24,7 @@ import msgspec
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..contract import SampleFields, StoredSample, instants
+from ..contract import MAX_DURATION_SECONDS, SampleFields, StoredSample, instants
 from ..errors import StorageUnavailable
 from ..log import log
 from .base import DaySample, TokenRecord
@@ -262,9 +262,14 @@ class PostgresStorage:
         return self._run(work)
 
     def samples_between(self, user: str, start_ns: int, end_ns: int) -> Iterator[DaySample]:
+        # Every stored sample passed the contract (endDate - startDate <= 48 h), so one that reaches
+        # start_ns began at most 48 hours before it: the index on start bounds the scan on both sides
+        # (without the lower bound it read every earlier sample of the user).
+        earliest = start_ns - MAX_DURATION_SECONDS * 1_000_000_000
         rows = self._run(lambda c: c.execute(
             "SELECT start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
-            "WHERE user_name = %s AND start_ns < %s AND end_ns >= %s", (user, end_ns, start_ns)).fetchall())
+            "WHERE user_name = %s AND start_ns >= %s AND start_ns < %s AND end_ns >= %s",
+            (user, earliest, end_ns, start_ns)).fetchall())
         for row in rows:
             yield DaySample(*row)
 

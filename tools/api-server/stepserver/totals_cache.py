@@ -25,11 +25,13 @@ server per directory, enforced by its lock), or PostgreSQL with one worker and a
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from datetime import date
 from typing import Callable, Iterable, Optional
 
 MAX_VIEWS_PER_USER = 8  # (zone, priority) pairs kept per user; the least recently used goes first
 MAX_DAYS_PER_VIEW = 40_000  # over a hundred years of rows; beyond, the view starts again
+MAX_ROWS = 200_000  # rows kept in all (about a KiB each with three sources): the least recently used views go
 
 DateSpan = tuple[int, int]  # (first, last) proleptic ordinals, inclusive
 
@@ -52,10 +54,18 @@ class _UserEntry:
 class DailyTotalsCache:
     """Thread-safe; every method is short and holds one lock."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, max_rows: int = MAX_ROWS) -> None:
         self.enabled = enabled
+        self.max_rows = max_rows
         self._lock = threading.Lock()
         self._users: dict[str, _UserEntry] = {}
+        self._recent: OrderedDict[tuple[str, tuple[str, tuple[str, ...]]], None] = OrderedDict()  # views, oldest first
+        self.rows = 0  # rows kept in all views
+
+    def _drop_view(self, user: str, key: tuple[str, tuple[str, ...]]) -> None:
+        view = self._users[user].views.pop(key)
+        self._recent.pop((user, key), None)
+        self.rows -= len(view.rows)
 
     def version(self, user: str) -> int:
         with self._lock:
@@ -69,8 +79,10 @@ class DailyTotalsCache:
         if self.enabled:
             with self._lock:
                 entry = self._users.get(user)
-                view = entry.views.get((zone, tuple(patterns))) if entry is not None else None
+                key = (zone, tuple(patterns))
+                view = entry.views.get(key) if entry is not None else None
                 if view is not None:
+                    self._recent.move_to_end((user, key))
                     rows = view.rows
                     if len(rows) < end - begin + 1:
                         known = {day: rows[day] for day in rows if begin <= day <= end}
@@ -101,11 +113,19 @@ class DailyTotalsCache:
             key = (zone, tuple(patterns))
             view = entry.views.pop(key, None) or _View()
             entry.views[key] = view  # most recently used last
+            self._recent[(user, key)] = None
+            self._recent.move_to_end((user, key))
             if len(entry.views) > MAX_VIEWS_PER_USER:
-                entry.views.pop(next(iter(entry.views)))
+                self._drop_view(user, next(iter(entry.views)))
             if len(view.rows) > MAX_DAYS_PER_VIEW:
+                self.rows -= len(view.rows)
                 view.rows = {}
+            before = len(view.rows)
             view.rows.update(rows)
+            self.rows += len(view.rows) - before
+            while self.rows > self.max_rows and len(self._recent) > 1:
+                oldest_user, oldest_key = next(iter(self._recent))
+                self._drop_view(oldest_user, oldest_key)
 
     def invalidate_dates(self, user: str, span: Callable[[], Optional[DateSpan]]) -> None:
         """A write to the user is durable and visible. `span()` gives the UTC dates (ordinals) it may
@@ -119,17 +139,20 @@ class DailyTotalsCache:
                 return
             touched = span()
             if touched is None:
-                entry.views.clear()
+                for key in list(entry.views):
+                    self._drop_view(user, key)
                 return
             begin, end = touched[0] - 1, touched[1] + 1
             for view in entry.views.values():
                 rows = view.rows
+                before = len(rows)
                 if end - begin + 1 < len(rows):
                     for day in range(begin, end + 1):
                         rows.pop(day, None)
                 else:
                     for day in [day for day in rows if begin <= day <= end]:
                         del rows[day]
+                self.rows -= before - len(rows)
 
     def invalidate_user(self, user: str) -> None:
         self.invalidate_dates(user, lambda: None)

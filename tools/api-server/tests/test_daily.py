@@ -244,3 +244,22 @@ def test_a_sample_of_the_longest_duration_reaches_the_next_days(server):
     assert server.post([longest, offset]).status_code == 200
     days = daily(server, tz="UTC", **{"from": "2024-03-10", "to": "2024-03-10"}).json()["days"]
     assert days == [{"date": "2024-03-10", "merged": 1, "raw": 2}]
+
+
+def test_hand_written_lines_outside_the_time_index_are_counted(embedded_server):
+    """Lines written by hand while the server was stopped are read at start into the time index:
+    one spanning twelve days (more than the contract allows, so kept aside and always read) and one
+    with an offset whose text names the day before its UTC date."""
+    server = embedded_server
+    server.post([make_sample(1, count=10)])  # 2024-01-01
+    assert server.stop() == 0
+    lines = [{"id": "long", "startDate": "2023-12-25T00:00:00Z", "endDate": "2024-01-06T00:00:00Z", "count": 1200,
+              "sourceBundleId": "by hand", "sourceDeviceName": None, "receivedAt": "2024-01-20T15:00:00Z"},
+             {"id": "west", "startDate": "2024-01-04T23:00:00-05:00", "endDate": "2024-01-04T23:10:00-05:00", "count": 7,
+              "sourceBundleId": "by hand 2", "sourceDeviceName": None, "receivedAt": "2024-01-20T15:00:00Z"}]
+    with open(server.jsonl(), "ab") as handle:
+        for line in lines:
+            handle.write(json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+    server.start()
+    days = daily(server, tz="UTC", **{"from": "2024-01-05", "to": "2024-01-05"}).json()["days"]
+    assert days == [{"date": "2024-01-05", "merged": 100, "raw": 107}]  # the long one ranks first (by name) and hides the other

@@ -99,3 +99,20 @@ private func isValidUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
         }
     }
 }
+
+/// Seeds: one frame of each record type a small store holds (`tools/fuzz --make-seeds`).
+@_cdecl("LLVMFuzzerInitialize")
+public func initializeRecordFuzz(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+    FuzzSeeds.writeIfRequested { dir in
+        let store = fuzzScratchDirectory + "/record-seeds"
+        try FuzzSeedStore.write(to: store)
+        var perType: [UInt8: Int] = [:]
+        for path in try FuzzSeedStore.segmentPaths(in: store) {
+            for frame in FuzzSeedStore.frames(ofSegment: fuzzReadFile(path)) where perType[frame[4], default: 0] < 2 {
+                FuzzSeeds.write(frame, named: "type\(frame[4])-\(perType[frame[4], default: 0])", in: dir)
+                perType[frame[4], default: 0] += 1
+            }
+        }
+    }
+    return 0
+}

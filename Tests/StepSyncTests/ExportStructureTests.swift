@@ -190,6 +190,10 @@ import Testing
             Self.records.map(\.xml) + ["</Record>"],
             [tagged.xml, "<Workout sourceName=\"x\">"] + Self.records.map(\.xml),
             [Self.records[0].xml.replacingOccurrences(of: "value=\"10\"/>", with: "value=\"10/>"), Self.records[1].xml],
+            // A start tag's name running into a '<' (found by the export-xml
+            // fuzz target: the element was named "<MetadataEnt\u{FFFD}<Modified>"
+            // when the buffer held all of it, "<>" when it ended inside the name).
+            [Self.records[0].xml, "<MetadataEnt\u{FFFD}\u{FFFD}<Modified Date\" value=\"2016-04-18\"/>", Self.records[1].xml],
         ]
         for body in broken {
             let text = ExportTestDocument.xml(body)

@@ -120,3 +120,33 @@ enum FuzzChecksums {
         for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
     }
 }
+
+/// The segment targets' input: a mode byte, then a segment file. Mode bits:
+/// 0 repair the header checksum, 1 repair each record's checksum (following
+/// lengths), 2 expand a version 2 header to its 4 KiB block (zeros inserted
+/// after the 48 header bytes), so that mutations reach past the checksums.
+enum FuzzSegmentInput {
+    static func file(_ data: UnsafePointer<UInt8>, _ size: Int) -> [UInt8] {
+        guard size >= 1 else { return [] }
+        let mode = data[0]
+        var file = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
+        let isVersion1 = file.count >= 10 && file[8] == 1 && file[9] == 0
+        if mode & 4 != 0, !isVersion1, file.count >= FormatConstants.segmentHeaderSize {
+            file.insert(contentsOf: [UInt8](repeating: 0, count: FormatConstants.dataStartV2 - FormatConstants.segmentHeaderSize),
+                        at: FormatConstants.segmentHeaderSize)
+        }
+        if mode & 1 != 0 { FuzzChecksums.repairSegmentHeader(&file) }
+        if mode & 2 != 0 {
+            FuzzChecksums.repairRecords(&file, from: isVersion1 ? FormatConstants.segmentHeaderSizeV1 : FormatConstants.dataStartV2)
+        }
+        return file
+    }
+
+    /// The sequence number the file's header claims (1 when it is too short).
+    static func sequence(_ file: [UInt8]) -> UInt64 {
+        guard file.count >= FormatConstants.headerSequenceOffset + 8 else { return 1 }
+        var sequence: UInt64 = 0
+        for i in 0..<8 { sequence |= UInt64(file[FormatConstants.headerSequenceOffset + i]) << (8 * i) }
+        return sequence
+    }
+}

@@ -58,7 +58,8 @@ final class ZipEntryReader: ExportByteStream {
             throw ExportError.damagedZip(path: path, offset: entry.localHeaderOffset,
                 detail: "stored entry '\(entry.name)' has compressed size \(entry.compressedSize) != size \(entry.uncompressedSize)")
         }
-        input = .allocate(capacity: Self.inputCapacity)
+        // A piece of at most 1 MiB, no larger than the entry's data (small side files cost little).
+        input = .allocate(capacity: Int(max(1, min(Int64(Self.inputCapacity), entry.compressedSize))))
         crc = CZlib.crc32(0, nil, 0)
         if entry.method == 8 {
             let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)

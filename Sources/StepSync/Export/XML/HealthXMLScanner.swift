@@ -181,11 +181,13 @@ final class HealthXMLScanner {
                 break
             }
 
-            // A start tag: its name runs to whitespace, '>' or '/'.
+            // A start tag: its name runs to whitespace, '>' or '/' — or to a
+            // '<', which no tag holds (stopping there, as end tags do, makes
+            // the error the same wherever a buffer happens to end).
             var j = lt + 1
             while j < count {
                 let c = base[j]
-                if ExportByteSearch.isSpace(c) || c == UInt8(ascii: ">") || c == UInt8(ascii: "/") { break }
+                if ExportByteSearch.isSpace(c) || c == UInt8(ascii: ">") || c == UInt8(ascii: "/") || c == UInt8(ascii: "<") { break }
                 j += 1
             }
             guard j < count else { return try incompleteTag(lt, nil, lines: &lines) }

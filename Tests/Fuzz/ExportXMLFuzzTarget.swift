@@ -65,7 +65,7 @@ private func scan(_ xml: [UInt8], piece: Int) -> Outcome {
     }
     // As ExportReader does: while one element is larger than the carry's
     // usual room, gather bytes until the carry has doubled before scanning
-    // again (the reader's room is 64 KiB; 1 KiB here, to reach that path).
+    // again (the reader's room is 64 KiB; 256 bytes here, to reach that path).
     var gatherUntil = 0
     do {
         while at < xml.count {
@@ -73,7 +73,7 @@ private func scan(_ xml: [UInt8], piece: Int) -> Outcome {
             carry += xml[at..<end]
             at = end
             if carry.count >= gatherUntil { try offer(atEnd: false) }
-            gatherUntil = carry.count > 1024 ? max(gatherUntil, 2 * carry.count) : 0
+            gatherUntil = carry.count > 256 ? max(gatherUntil, 2 * carry.count) : 0
         }
         try offer(atEnd: true)
     } catch {

@@ -49,12 +49,19 @@ private let template: Template = {
     }
 }()
 
-private func samples(options: StoreOptions, directory: String) throws -> [StepSample] {
+/// The samples read back. With `checked`, they must be as many as the counts
+/// say — not asked of a fuzzed snapshot: one whose checksums were recomputed
+/// over invented entries is trusted by design (it is bound to its segment by
+/// size and tail checksum; damage fails its checksums), and then its index
+/// may disagree with the log.
+private func samples(options: StoreOptions, directory: String, checked: Bool = true) throws -> [StepSample] {
     let store = try StepLogStore.open(directory, options: options)
     defer { try? store.close() }
     var result: [StepSample] = []
     try store.forEachSample { result.append($0.sample) }
-    fuzzCheck(result.count == store.counts.samples, "read back \(result.count) samples, counts say \(store.counts.samples)")
+    if checked {
+        fuzzCheck(result.count == store.counts.samples, "read back \(result.count) samples, counts say \(store.counts.samples)")
+    }
     return result
 }
 
@@ -93,8 +100,11 @@ public func fuzzSnapshot(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
 
     // Opening with the snapshot: anything but a crash, and with the original
-    // snapshot, what replay gives.
-    let opened = Result { try samples(options: StoreOptions(readOnly: true), directory: t.directory) }
+    // snapshot, what replay gives. (Only a snapshot that loads is used by an
+    // open; any other is ignored and the segment replayed, as `store-open`
+    // covers, so the slow open runs only then.)
+    guard case .success = loaded else { return 0 }
+    let opened = Result { try samples(options: StoreOptions(readOnly: true), directory: t.directory, checked: bytes == t.original) }
     if bytes == t.original {
         fuzzCheck((try? opened.get()) == t.replayed, "the store opened from its own snapshot differs from replay")
     }

@@ -44,7 +44,7 @@ private struct Outcome: Equatable, CustomStringConvertible {
 }
 
 private func scan(_ xml: [UInt8], piece: Int) -> Outcome {
-    let scanner = HealthXMLScanner(path: "export.xml", nowMilliseconds: now)
+    let scanner = HealthXMLScanner(path: "export.xml", nowMilliseconds: now, expectedRecords: 16)
     var outcome = Outcome()
     var carry: [UInt8] = []
     var lines = ExportLineCounter()

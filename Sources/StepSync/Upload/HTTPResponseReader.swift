@@ -41,7 +41,10 @@ struct HTTPResponseReader {
                 var lineEnd = Self.find([13, 10], in: buffer)
                 while lineEnd == nil { try fill(&buffer); lineEnd = Self.find([13, 10], in: buffer) }
                 let sizeText = String(decoding: buffer[0..<lineEnd!], as: UTF8.self).split(separator: ";").first ?? ""
-                guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else {
+                // Hex digits only (Int(_:radix:) would also take a sign: a
+                // negative size trapped), and few enough that size + 2 cannot overflow.
+                let digits = sizeText.trimmingCharacters(in: .whitespaces)
+                guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy(\.isHexDigit), let size = Int(digits, radix: 16) else {
                     throw HTTPConnection.Failure.protocolError("chunk size '\(sizeText)'")
                 }
                 buffer.removeSubrange(0..<(lineEnd! + 2))

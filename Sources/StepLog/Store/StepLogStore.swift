@@ -114,6 +114,7 @@ public final class StepLogStore: @unchecked Sendable {
                 return
             }
             try w.syncAndVouch()
+            if let failed = snapshots.syncFailure { throw failed }
         } catch {
             throw fail(error)
         }

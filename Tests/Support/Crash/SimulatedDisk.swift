@@ -23,6 +23,22 @@ public final class SimulatedDisk {
         var durableSize: Int
         /// Unit index → sequence number of the last write to it since the last sync.
         var dirty: [Int: Int] = [:]
+        /// Units a failed sync marked clean without writing them (errseq):
+        /// their durable bytes stay old until they are written again.
+        var lost: Set<Int> = []
+
+        /// A successful sync: every unit durable as it reads now, except the lost ones.
+        mutating func synced(unit: Int) {
+            var next = current
+            for u in lost {
+                let lo = u * unit
+                guard lo < next.count else { continue }
+                for i in lo..<min(next.count, lo + unit) { next[i] = i < durable.count ? durable[i] : 0 }
+            }
+            durable = next
+            durableSize = current.count
+            dirty = [:]
+        }
     }
     enum NameOperation { case link(String, Int), unlink(String), rename(String, String) }
 
@@ -61,13 +77,13 @@ public final class SimulatedDisk {
         case .sync(let path):
             guard let n = name(path), let id = names[n] else { return }
             if result == 0 {
-                inodes[id]!.durable = inodes[id]!.current
-                inodes[id]!.durableSize = inodes[id]!.current.count
-                inodes[id]!.dirty = [:]
+                inodes[id]!.synced(unit: model.unit)
                 sizePending.remove(id)
                 if model == .ext4 { commitJournal() }
             } else {
-                inodes[id]!.dirty = [:] // errseq: marked clean, never written
+                // errseq: the dirty units are marked clean, never written.
+                inodes[id]!.lost.formUnion(inodes[id]!.dirty.keys)
+                inodes[id]!.dirty = [:]
             }
             return
         case .syncDirectory(let path):
@@ -99,7 +115,10 @@ public final class SimulatedDisk {
                 sizePending.insert(id)
             }
             inodes[id]!.current.replaceSubrange(start..<end, with: bytes)
-            for unit in (start / model.unit)...((end - 1) / model.unit) { inodes[id]!.dirty[unit] = sequence }
+            for unit in (start / model.unit)...((end - 1) / model.unit) {
+                inodes[id]!.dirty[unit] = sequence
+                inodes[id]!.lost.remove(unit)
+            }
         case .truncate(let path, let size):
             guard let n = name(path), let id = names[n] else { return }
             resize(id, to: Int(size))

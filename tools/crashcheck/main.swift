@@ -16,8 +16,10 @@ import Foundation
 import StepLog
 import StepTestSupport
 
+let usageText = "usage: crashcheck [--workloads \(CrashWorkload.Kind.allCases.map(\.rawValue).joined(separator: ","))] [--models ext4,strict] [--scale N] [--stride K] [--inject [--inject-stride K]] [--json]\n"
+
 func usage(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("crashcheck: \(message)\nusage: crashcheck [--workloads \(CrashWorkload.Kind.allCases.map(\.rawValue).joined(separator: ","))] [--models ext4,strict] [--scale N] [--stride K] [--inject [--inject-stride K]] [--json]\n".utf8))
+    FileHandle.standardError.write(Data("crashcheck: \(message)\n\(usageText)".utf8))
     exit(2)
 }
 
@@ -51,7 +53,9 @@ while !arguments.isEmpty {
     case "--inject": inject = true
     case "--inject-stride": guard let n = Int(value()), n > 0 else { usage("--inject-stride takes a positive number") }; injectStride = n
     case "--json": json = true
-    case "-h", "--help": usage("help")
+    case "-h", "--help":
+        print(usageText, terminator: "")
+        exit(0)
     default: usage("unknown option '\(option)'")
     }
 }

@@ -79,6 +79,18 @@ import Darwin
         #expect(report.failures == 0, "\(report) \(report.examples)")
     }
 
+    /// #19.1, the snapshot's part: an index snapshot's failed sync fails
+    /// the writer (the device lost writes): the run reports it, the next run
+    /// rebuilds the snapshot, and a power loss after it loses nothing.
+    @Test func aFailedSnapshotSyncFailsTheWriter() throws {
+        let tmp = TemporaryDirectory()
+        let (failed, injected, report) = try faultThenRerun(CrashWorkload(.manySegments), IORecorder.Fault(first: .snapshotSync),
+                                                            model: .ext4, tmp: tmp)
+        #expect(injected == 1 && failed)
+        #expect(report.statesChecked > 0)
+        #expect(report.failures == 0, "\(report) \(report.examples)")
+    }
+
     /// A bounded checker run: every workload, both models, a crash point
     /// after every operation (a stride for the longer ones), small variants.
     @Test(arguments: CrashWorkload.Kind.allCases)

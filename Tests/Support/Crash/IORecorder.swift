@@ -26,6 +26,8 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
             case writerSync
             /// The sync of the store directory right after a segment was renamed into place.
             case directorySyncAfterSegmentRename
+            /// The sync of an index snapshot being written.
+            case snapshotSync
         }
         public var at: Int
         public var errno: Int32
@@ -123,6 +125,9 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
                   case .write(let written, _, let bytes)? = previous, written == path else { return false }
             let zeros = !bytes.contains { $0 != 0 }
             return fault.target == .preallocationSync ? zeros && bytes.count >= 1024 : !zeros
+        case .snapshotSync:
+            guard case .sync(let path) = operation else { return false }
+            return path.hasSuffix(".hint.tmp")
         case .directorySyncAfterSegmentRename:
             guard case .syncDirectory = operation, case .rename(_, let to)? = previous else { return false }
             return to.hasSuffix(".log")

@@ -17,8 +17,9 @@
 ///   engine uses; an interposer that injects a failure must not call it.
 ///
 /// Production runs with no interposer: each operation then costs one load
-/// of a global and a branch (measured within noise of the bare system call,
-/// see README "Crash consistency").
+/// of a global and a branch, next to a system call (upsert throughput in
+/// `tools/bench engine` within noise of the code before the seam: README,
+/// Performance).
 public protocol FileOperationInterposer: AnyObject, Sendable {
     func intercept(_ operation: FileOperation, perform: () -> Int32) -> Int32
 }

@@ -61,8 +61,15 @@ while !arguments.isEmpty {
 }
 
 func progress(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+/// Results, a line at a time (unbuffered: a long run shows them as they come).
+func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 
 let scratch = TemporaryDirectory("crashcheck")
+/// Exits after removing the scratch directory (exit skips deinit).
+func finish(_ code: Int32) -> Never {
+    try? FileManager.default.removeItem(atPath: scratch.path)
+    exit(code)
+}
 var failed = false
 var rows: [[String: Any]] = []
 for kind in kinds {
@@ -71,7 +78,7 @@ for kind in kinds {
     let recorded: (IORecorder, ExpectationLog)
     do { recorded = try CrashHarness.record(workload, directory: dir) } catch {
         progress("crashcheck: \(kind.rawValue): the workload itself failed: \(error)")
-        exit(1)
+        finish(1)
     }
     progress("\(kind.rawValue): \(recorded.0.operationCount) operations recorded")
     for model in models {
@@ -86,15 +93,15 @@ for kind in kinds {
                          "crashPoints": report.crashPoints, "statesBuilt": report.statesBuilt, "distinctStates": report.distinctStates,
                          "statesChecked": report.statesChecked, "failures": report.failures, "examples": report.examples, "seconds": seconds])
         } else {
-            print("power loss  \(report) (\(recorded.0.operationCount) ops, \(String(format: "%.1f", seconds)) s)")
-            for e in report.examples { print("  \(e)") }
+            emit("power loss  \(report) (\(recorded.0.operationCount) ops, \(String(format: "%.1f", seconds)) s)")
+            for e in report.examples { emit("  \(e)") }
         }
     }
     guard inject else { continue }
     let operations: Int
     do { operations = try CrashHarness.operationCount(workload, scratch: scratch.path) } catch {
         progress("crashcheck: \(kind.rawValue): counting operations failed: \(error)")
-        exit(1)
+        finish(1)
     }
     let faults = CrashHarness.faults(operations: operations, stride: injectStride)
     for model in models {
@@ -110,13 +117,13 @@ for kind in kinds {
                          "badDiskFullMessages": report.badDiskFullMessages, "statesChecked": report.statesChecked,
                          "failedStates": report.failedStates, "examples": report.examples, "seconds": seconds])
         } else {
-            print("injection   \(report) (\(operations) ops × EIO/ENOSPC × once/persistent, \(String(format: "%.1f", seconds)) s)")
-            for e in report.examples { print("  \(e)") }
+            emit("injection   \(report) (\(operations) ops × EIO/ENOSPC × once/persistent, \(String(format: "%.1f", seconds)) s)")
+            for e in report.examples { emit("  \(e)") }
         }
     }
 }
 if json {
     let data = try! JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys])
-    print(String(decoding: data, as: UTF8.self))
+    emit(String(decoding: data, as: UTF8.self))
 }
-exit(failed ? 1 : 0)
+finish(failed ? 1 : 0)

@@ -66,7 +66,7 @@ func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").u
 
 let scratch = TemporaryDirectory("crashcheck")
 /// Exits after removing the scratch directory (exit skips deinit).
-func finish(_ code: Int32) -> Never {
+@MainActor func finish(_ code: Int32) -> Never {
     try? FileManager.default.removeItem(atPath: scratch.path)
     exit(code)
 }

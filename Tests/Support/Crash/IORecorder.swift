@@ -86,9 +86,10 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
 
     public func acknowledge(_ mark: ExpectationLog.Mark) { lock.withLock { _events.append(.acknowledged(mark)) } }
 
-    /// Routes the engine's file operations through this recorder until `uninstall`.
-    public func install() { FileOperations.interposer = self }
-    public func uninstall() { FileOperations.interposer = nil }
+    /// Routes the engine's operations on files under `root` through this
+    /// recorder until `uninstall` (other tests' files are left alone).
+    public func install() { IORecorderRouter.shared.add(self) }
+    public func uninstall() { IORecorderRouter.shared.remove(self) }
 
     public func intercept(_ operation: FileOperation, perform: () -> Int32) -> Int32 {
         lock.lock()

@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "steplog", targets: ["steplog"]),
         .executable(name: "stepsync", targets: ["stepsync"]),
         .executable(name: "stepbench", targets: ["stepbench"]),
+        .executable(name: "crashcheck", targets: ["crashcheck"]),
     ],
     targets: [
         // Layer 0: the few hot loops that need CPU instructions Swift cannot name
@@ -34,6 +35,9 @@ let package = Package(
         .executableTarget(name: "stepsync", dependencies: ["StepSync", "StepLog", "ToolSupport"], path: "tools/stepsync"),
         .executableTarget(name: "stepbench", dependencies: ["StepSync", "StepLog", "ToolSupport", "CZlib", "StepTestSupport"],
                           path: "tools/stepbench"),
+
+        // The crash-consistency checker's large run (power-loss states, error injection).
+        .executableTarget(name: "crashcheck", dependencies: ["StepLog", "StepTestSupport"], path: "tools/crashcheck"),
 
         // A fixture program the SIGKILL tests start and kill.
         .executableTarget(name: "steplog-crash-writer", dependencies: ["StepLog"], path: "Tests/CrashWriter"),

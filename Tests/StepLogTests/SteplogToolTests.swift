@@ -140,6 +140,28 @@ import Testing
         try holder.close()
     }
 
+    /// #20.6: each command names the real problem with a wrong path or segment.
+    @Test func wrongPathsAndSegmentsNameTheRealProblem() throws {
+        let tmp = TemporaryDirectory()
+        let file = tmp.sub("a-file")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+        for command in ["verify", "stats", "dump"] {
+            let r = try run([command, file])
+            #expect(r.code == 1 && r.lines.count == 1 && r.lines[0] == "steplog \(command): \(file) is not a StepLog store: it is a file, not a directory",
+                    "\(command): \(r.lines)")
+        }
+        let dir = tmp.sub("store")
+        let store = try StepLogStore.open(dir)
+        _ = try store.upsert([makeSample(1), makeSample(2)], fetchedAt: Date())
+        try store.close()
+        #expect(try run(["compact", dir]).code == 0)
+        let segments = try FileManager.default.contentsOfDirectory(atPath: dir).compactMap { SegmentName.sequence(of: $0) }
+        #expect(segments.count == 1 && segments[0] != 1, "compaction renumbers the only segment: \(segments)")
+        let r = try run(["dump", dir, "--segment", "1"])
+        #expect(r.code == 1 && r.lines == ["steplog dump: \(dir) is not a StepLog store: it has no segment 1 (its segments: \(segments[0]))"])
+        #expect(try run(["dump", dir, "--segment", String(segments[0])]).code == 0)
+    }
+
     @Test func compactKilledAtRandomMomentsNeverLosesAnything() throws {
         let tmp = TemporaryDirectory()
         let reference = tmp.sub("reference")

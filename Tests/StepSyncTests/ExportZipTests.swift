@@ -160,6 +160,37 @@ import Testing
         }
     }
 
+    /// An entry whose deflate data inflates past its declared size and then
+    /// stops without an end-of-stream marker is reported as the overrun,
+    /// which comes first, whatever size the caller reads in. (Found by the
+    /// zip fuzz target: read 64 KiB at a time it was called cut off, a byte
+    /// at a time an overrun. The reproducer is in the fuzz corpus.)
+    @Test func anOverlongCutEntryIsTheSameErrorWhateverTheReadSize() throws {
+        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fuzz/corpus/zip/regression-overlong-and-cut-deflate")
+        let input = try Data(contentsOf: corpus)
+        let dir = try ExportTemporaryDirectory()
+        let path = try dir.write("overlong.zip", Array(input.dropFirst()))   // the fuzz input's first byte is its mode
+        let file = try ExportInputFile(path: path)
+        let entry = try #require(try ZipCentralDirectory.entries(of: file).first { $0.name == "apple_health_export/export.xml" })
+        #expect(entry.uncompressedSize == 2165)
+        for capacity in [1, 7, 4096, 64 << 10] {
+            let reader = try ZipEntryReader(file: file, entry: entry)
+            var buffer = [UInt8](repeating: 0, count: capacity)
+            var produced = 0
+            let error = #expect(throws: ExportError.self) {
+                while true {
+                    let n = try buffer.withUnsafeMutableBufferPointer { try reader.read(into: $0.baseAddress!, capacity: capacity) }
+                    if n == 0 { break }
+                    produced += n
+                }
+            }
+            #expect(error?.description.contains("inflates to more than the 2165 bytes its directory record declares") == true,
+                    "read \(capacity) at a time: \(String(describing: error))")
+            #expect(produced <= 2165)
+        }
+    }
+
     /// The benchmark's export (`stepbench export generate`: the same
     /// generator and zip writer, from Tests/Support) reads back with every
     /// step record it wrote, streamed through a deflated ZIP64 entry.

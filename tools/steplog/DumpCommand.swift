@@ -20,7 +20,7 @@ enum DumpCommand {
 
     static func run(_ arguments: [String]) throws -> Int32 {
         guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, options: ["segment"], flags: ["json"]) else { return 0 }
-        guard Directory.kind(of: dir) == .directory else { throw StepLogError.notAStore(path: dir, reason: "no such directory") }
+        try StoreDirectoryCheck.requireExisting(dir)
         var only: UInt64?
         if let text = args.value("segment") {
             guard let n = UInt64(text) else { throw Arguments.UsageError("--segment must be a segment number, found '\(text)'") }
@@ -29,7 +29,10 @@ enum DumpCommand {
         let json = args.has("json")
         let out = SteplogTool.out
         let names = try Directory.names(in: dir).compactMap { name in SegmentName.sequence(of: name).map { ($0, name) } }.sorted { $0.0 < $1.0 }
-        if let only, !names.contains(where: { $0.0 == only }) { throw StepLogError.notAStore(path: dir, reason: "it has no segment \(only)") }
+        if let only, !names.contains(where: { $0.0 == only }) {
+            let present = names.map { String($0.0) }.joined(separator: ", ")
+            throw StepLogError.notAStore(path: dir, reason: "it has no segment \(only) (its segments: \(present.isEmpty ? "none" : present))")
+        }
         for (sequence, name) in names where only == nil || only == sequence {
             let path = Directory.join(dir, name)
             let fd = try FileDescriptor.open(path, O_RDONLY)

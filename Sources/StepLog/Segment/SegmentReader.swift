@@ -88,7 +88,7 @@ public struct SegmentReader {
     /// Offset of the last non-zero byte in [from, to), or nil when all are zero.
     public static func lastNonZeroByte(in fd: FileDescriptor, from: Int64, to: Int64) throws -> Int64? {
         let chunk = 1 << 20
-        let buffer = WindowAllocation(capacity: chunk)
+        let buffer = WindowAllocation(capacity: Int(max(1, min(Int64(chunk), to - from))))
         var end = to
         while end > from {
             let start = max(from, end - Int64(chunk))

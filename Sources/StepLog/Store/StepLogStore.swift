@@ -114,6 +114,7 @@ public final class StepLogStore: @unchecked Sendable {
                 return
             }
             try w.syncAndVouch()
+            if let failed = snapshots.syncFailure { throw failed }
         } catch {
             throw fail(error)
         }
@@ -137,6 +138,10 @@ public final class StepLogStore: @unchecked Sendable {
                 do {
                     try w.vouchBeforeClosing()
                     try w.trimZeroFill()
+                    // A snapshot's failed sync is a failed sync of this store:
+                    // the close does not report success over it.
+                    snapshots.wait()
+                    if let failed = snapshots.syncFailure { throw failed }
                 } catch {
                     throw fail(error)
                 }

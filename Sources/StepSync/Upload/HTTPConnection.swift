@@ -38,7 +38,8 @@ final class HTTPConnection: @unchecked Sendable {
     let host: String
     let port: Int
     private var fd: Int32 = -1
-    private var buffer: [UInt8] = []
+    /// Bytes received and not yet consumed, and the response parser over them.
+    private var reader = HTTPResponseReader()
 
     init(host: String, port: Int) {
         self.host = host
@@ -50,7 +51,7 @@ final class HTTPConnection: @unchecked Sendable {
     func disconnect() {
         if fd >= 0 { close(fd) }
         fd = -1
-        buffer.removeAll()
+        reader.buffer.removeAll()
     }
 
     /// Sends a request and reads its response. A connection the server closed
@@ -168,7 +169,7 @@ final class HTTPConnection: @unchecked Sendable {
     }
 
     /// Reads more bytes into `buffer`; EOF is a lost connection.
-    private func fill(deadline: Date) throws {
+    private func fill(_ buffer: inout [UInt8], deadline: Date) throws {
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
@@ -183,66 +184,7 @@ final class HTTPConnection: @unchecked Sendable {
     // MARK: Response
 
     private func readResponse(deadline: Date) throws -> Response {
-        var headerEnd: Int?
-        while headerEnd == nil {
-            headerEnd = Self.find([13, 10, 13, 10], in: buffer)
-            if headerEnd == nil {
-                guard buffer.count < 64 << 10 else { throw Failure.protocolError("headers longer than 64 KiB") }
-                try fill(deadline: deadline)
-            }
-        }
-        let head = String(decoding: buffer[0..<headerEnd!], as: UTF8.self)
-        buffer.removeSubrange(0..<(headerEnd! + 4))
-        var lines = head.components(separatedBy: "\r\n")
-        let statusLine = lines.removeFirst().split(separator: " ", maxSplits: 2)
-        guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/1."), let status = Int(statusLine[1]) else {
-            throw Failure.protocolError("status line '\(statusLine.joined(separator: " "))'")
-        }
-        var headers: [String: String] = [:]
-        for line in lines {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        }
-        var keepAlive = statusLine[0] == "HTTP/1.1"
-        if let connection = headers["connection"]?.lowercased() { keepAlive = connection != "close" }
-        var body: [UInt8] = []
-        if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
-            while true {
-                var lineEnd = Self.find([13, 10], in: buffer)
-                while lineEnd == nil { try fill(deadline: deadline); lineEnd = Self.find([13, 10], in: buffer) }
-                let sizeText = String(decoding: buffer[0..<lineEnd!], as: UTF8.self).split(separator: ";").first ?? ""
-                guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else {
-                    throw Failure.protocolError("chunk size '\(sizeText)'")
-                }
-                buffer.removeSubrange(0..<(lineEnd! + 2))
-                while buffer.count < size + 2 { try fill(deadline: deadline) }
-                body += buffer[0..<size]
-                buffer.removeSubrange(0..<(size + 2))
-                if size == 0 { break }
-            }
-        } else if let lengthText = headers["content-length"] {
-            guard let length = Int(lengthText), length >= 0 else { throw Failure.protocolError("content-length '\(lengthText)'") }
-            while buffer.count < length { try fill(deadline: deadline) }
-            body = Array(buffer[0..<length])
-            buffer.removeSubrange(0..<length)
-        } else {
-            // No length: the body runs to the end of the connection.
-            keepAlive = false
-            while true {
-                do { try fill(deadline: deadline) } catch Failure.connectionLost { break }
-            }
-            body = buffer
-            buffer.removeAll()
-        }
-        return Response(status: status, body: Data(body), keepAlive: keepAlive)
-    }
-
-    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard haystack.count >= needle.count else { return nil }
-        for i in 0...(haystack.count - needle.count) where haystack[i] == needle[0] {
-            if Array(haystack[i..<(i + needle.count)]) == needle { return i }
-        }
-        return nil
+        try reader.read { buffer in try fill(&buffer, deadline: deadline) }
     }
 }
 

@@ -58,7 +58,8 @@ final class ZipEntryReader: ExportByteStream {
             throw ExportError.damagedZip(path: path, offset: entry.localHeaderOffset,
                 detail: "stored entry '\(entry.name)' has compressed size \(entry.compressedSize) != size \(entry.uncompressedSize)")
         }
-        input = .allocate(capacity: Self.inputCapacity)
+        // A piece of at most 1 MiB, no larger than the entry's data (small side files cost little).
+        input = .allocate(capacity: Int(max(1, min(Int64(Self.inputCapacity), entry.compressedSize))))
         crc = CZlib.crc32(0, nil, 0)
         if entry.method == 8 {
             let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
@@ -105,10 +106,7 @@ final class ZipEntryReader: ExportByteStream {
         }
         crc = CZlib.crc32(crc, buffer, UInt32(n))
         produced += Int64(n)
-        if produced > entry.uncompressedSize {
-            throw ExportError.damagedZip(path: file.path, offset: inputPosition,
-                detail: "entry '\(entry.name)' inflates to more than the \(entry.uncompressedSize) bytes its directory record declares")
-        }
+        if produced > entry.uncompressedSize { throw inflatesTooMuch() }
         if ended { try verify() }
         return n
     }
@@ -135,16 +133,28 @@ final class ZipEntryReader: ExportByteStream {
                 break
             }
             if status == Z_OK { continue }
-            if status == Z_BUF_ERROR, stream.pointee.avail_in == 0, fed == entry.compressedSize {
+            let endsEarly = status == Z_BUF_ERROR && stream.pointee.avail_in == 0 && fed == entry.compressedSize
+            if status == Z_BUF_ERROR && !endsEarly { continue }
+            // An error. When the bytes inflated before it already pass the
+            // declared size, that overrun comes first in the entry and is what
+            // is reported, as it is when the caller reads in small pieces.
+            if produced + Int64(capacity - Int(stream.pointee.avail_out)) > entry.uncompressedSize {
+                throw inflatesTooMuch()
+            }
+            if endsEarly {
                 throw ExportError.damagedZip(path: file.path, offset: dataOffset + fed,
                     detail: "the deflate data of entry '\(entry.name)' ends before its end-of-stream marker")
             }
-            if status == Z_BUF_ERROR { continue }
             let message = stream.pointee.msg.map { String(cString: $0) } ?? "zlib status \(status)"
             throw ExportError.damagedZip(path: file.path, offset: inputPosition,
                 detail: "deflate data error in entry '\(entry.name)': \(message)")
         }
         return capacity - Int(stream.pointee.avail_out)
+    }
+
+    private func inflatesTooMuch() -> ExportError {
+        .damagedZip(path: file.path, offset: inputPosition,
+                    detail: "entry '\(entry.name)' inflates to more than the \(entry.uncompressedSize) bytes its directory record declares")
     }
 
     private func verify() throws {

@@ -53,10 +53,12 @@ final class ExportStepRecordBuilder {
     private var open: OpenRecord?
     private var metadata = ExportRecordMetadata()
 
-    init(nowMilliseconds: Int64) {
+    /// `expectedRecords`: room reserved up front (an export holds many; the
+    /// fuzz target, which builds two builders per input, reserves little).
+    init(nowMilliseconds: Int64, expectedRecords: Int = 1 << 16) {
         now = SampleContract.Instant(milliseconds: nowMilliseconds)
         scratch = .allocate(capacity: scratchCapacity)
-        records.reserveCapacity(1 << 16)
+        records.reserveCapacity(expectedRecords)
     }
 
     deinit { scratch.deallocate() }

@@ -25,6 +25,9 @@ enum HealthXMLProlog {
     static func findRoot(_ base: UnsafePointer<UInt8>, count: Int, atEnd: Bool) -> Outcome {
         var i = 0
         if ExportByteSearch.hasPrefix(base, 0, count, "\u{FEFF}") { i = 3 }
+        // A buffer that ends inside a byte-order mark: wait for the rest.
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        if count < 3, !atEnd, (0..<count).allSatisfy({ base[$0] == bom[$0] }) { return .needMore }
         func incomplete(_ what: String, _ start: Int) -> Outcome {
             atEnd ? .unterminated(offset: start, what: what) : .needMore
         }

@@ -62,10 +62,11 @@ final class HealthXMLScanner {
     private var consumedBefore: Int64 = 0
     private var attributes = ExportRecordAttributes()
 
-    /// `nowMilliseconds`: the importer's clock, for the sample contract.
-    init(path: String, nowMilliseconds: Int64 = Milliseconds.from(Date())) {
+    /// `nowMilliseconds`: the importer's clock, for the sample contract;
+    /// `expectedRecords`: room the builder reserves for step records.
+    init(path: String, nowMilliseconds: Int64 = Milliseconds.from(Date()), expectedRecords: Int = 1 << 16) {
         self.path = path
-        builder = ExportStepRecordBuilder(nowMilliseconds: nowMilliseconds)
+        builder = ExportStepRecordBuilder(nowMilliseconds: nowMilliseconds, expectedRecords: expectedRecords)
     }
 
     var stepRecordsKept: Int { builder.records.count }
@@ -181,11 +182,13 @@ final class HealthXMLScanner {
                 break
             }
 
-            // A start tag: its name runs to whitespace, '>' or '/'.
+            // A start tag: its name runs to whitespace, '>' or '/' — or to a
+            // '<', which no tag holds (stopping there, as end tags do, makes
+            // the error the same wherever a buffer happens to end).
             var j = lt + 1
             while j < count {
                 let c = base[j]
-                if ExportByteSearch.isSpace(c) || c == UInt8(ascii: ">") || c == UInt8(ascii: "/") { break }
+                if ExportByteSearch.isSpace(c) || c == UInt8(ascii: ">") || c == UInt8(ascii: "/") || c == UInt8(ascii: "<") { break }
                 j += 1
             }
             guard j < count else { return try incompleteTag(lt, nil, lines: &lines) }
@@ -326,7 +329,10 @@ final class HealthXMLScanner {
                 var j = i + 1
                 if j < count, base[j] == UInt8(ascii: "/") { j += 1 }
                 let nameStart = j
-                while j < count, !ExportByteSearch.isSpace(base[j]), base[j] != UInt8(ascii: ">"), base[j] != UInt8(ascii: "/") { j += 1 }
+                while j < count, !ExportByteSearch.isSpace(base[j]), base[j] != UInt8(ascii: ">"), base[j] != UInt8(ascii: "/"),
+                      base[j] != UInt8(ascii: "<") { j += 1 }
+                // A name cut by the buffer's end: name it whole, from the next buffer.
+                if j == count, !atEnd { return i }
                 let name = Self.text(base, nameStart, j - nameStart)
                 throw after(nameStart == i + 2 ? "end tag </\(name)>" : "<\(name)>")
             }

@@ -25,13 +25,13 @@ def test_deletions_and_additions_survive_twenty_kills_and_a_server_restart(token
     started = time.monotonic()
     server = token_server
     store = tmp_path / "store"
-    ingest(store, days=150)
+    ingest(store, days=200)
     first = upload_json(store, server.url)
     uploaded = first["samplesSynced"]
     # Additions (a new version of every 3rd sample) and deletions (every 2nd of the rest, in log
     # order), the way a source's changes arrive: both wait for the same upload.
-    changed = fixture("change", str(store), "--every", "3", "--limit", "9000")["changed"]
-    deleted = fixture("delete", str(store), "--every", "2", "--limit", "9000")["deleted"]
+    changed = fixture("change", str(store), "--every", "3", "--limit", "11000")["changed"]
+    deleted = fixture("delete", str(store), "--every", "2", "--limit", "11000")["deleted"]
     assert deleted >= 5_000 and changed >= 5_000
     before = status(store)
     assert before["pendingDeletions"] == deleted and before["stage"] == "uploading"
@@ -40,7 +40,10 @@ def test_deletions_and_additions_survive_twenty_kills_and_a_server_restart(token
     arrived = JSONLLineCounter(server.data)
     kills = 0
     restarted = False
-    while status(store)["unsyncedSamples"] + status(store)["pendingDeletions"] > 0 and kills < 40:
+    while kills < 24:
+        waiting = status(store)
+        if waiting["unsyncedSamples"] + waiting["pendingDeletions"] == 0:
+            break
         upload = start_upload(store, server.url, "--max-attempts", "100")
         if kills % 2 == 0:
             # Once more lines reached the server (a request was applied, its answer maybe not seen).
@@ -50,11 +53,12 @@ def test_deletions_and_additions_survive_twenty_kills_and_a_server_restart(token
         else:
             # A random moment: opening the store, reading a batch, or a request on the wire.
             time.sleep(rng.uniform(0.01, 0.25))
-        upload.send_signal(signal.SIGKILL)
+        if upload.poll() is None:  # only a kill of a running upload counts
+            upload.send_signal(signal.SIGKILL)
+            kills += 1
         upload.wait()
         upload.stdout.close()
         upload.stderr.close()
-        kills += 1
         if kills == 10 and not restarted:
             server.kill()
             server.start()

@@ -50,6 +50,12 @@ def test_a_token_file_with_a_trailing_newline_works_and_the_token_is_never_print
     assert result.returncode == 0, result.stderr
     assert token not in result.stdout and token not in result.stderr
     assert_exactly_once(token_server, store)
+    assert "warning" not in result.stderr  # mode 600: nothing to say
+    # A token file others can read works, with a warning naming the file, not the token.
+    token_file.chmod(0o644)
+    shared = upload(store, token_server.url, "--token-file", str(token_file))
+    assert shared.returncode == 0 and token not in shared.stdout + shared.stderr
+    assert f"warning: --token-file {token_file} can be read by other users (mode 644); chmod 600 it" in shared.stderr
     # The environment variable works as well (here with nothing left to send).
     again = upload(store, token_server.url, "--json", env={"STEPSYNC_TOKEN": token})
     assert again.returncode == 0 and token not in again.stdout + again.stderr

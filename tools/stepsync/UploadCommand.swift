@@ -51,7 +51,8 @@ enum UploadCommand {
         let timeout = try args.integer("timeout", default: 30, in: 1...3_600)
         let attempts = try args.integer("max-attempts", default: 8, in: 1...1_000)
         let kind = args.value("http-client") ?? (url.hasPrefix("https:") ? "urlsession" : "socket")
-        let token = try UploadToken.resolve(file: args.value("token-file"), environment: ProcessInfo.processInfo.environment)
+        let token = try UploadToken.resolve(file: args.value("token-file"), environment: ProcessInfo.processInfo.environment,
+                                            warn: { StepSyncTool.err.line("stepsync upload: warning: \($0)") })
         let client: APIClient
         do {
             switch kind {

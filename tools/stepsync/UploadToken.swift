@@ -8,8 +8,11 @@ import ToolSupport
 enum UploadToken {
     /// The token, or nil when neither source gives one (a `--single-user`
     /// server needs none). `--token-file` wins over the environment.
-    static func resolve(file: String?, environment: [String: String]) throws -> String? {
+    static func resolve(file: String?, environment: [String: String], warn: (String) -> Void = { _ in }) throws -> String? {
         if let file {
+            if let mode = (try? FileManager.default.attributesOfItem(atPath: file))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
+                warn("--token-file \(file) can be read by other users (mode \(String(mode & 0o777, radix: 8))); chmod 600 it")
+            }
             let data: Data
             do {
                 data = try Data(contentsOf: URL(fileURLWithPath: file))

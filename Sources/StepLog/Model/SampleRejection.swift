@@ -17,14 +17,3 @@ public struct SampleRejection: Hashable, Sendable {
 
     public var rejectedAt: Date { Milliseconds.date(rejectedAtMilliseconds) }
 }
-
-/// A live sample whose current version the server rejected, with the rejection.
-public struct RejectedSample: Hashable, Sendable {
-    public var sample: StoredSample
-    public var rejection: SampleRejection
-
-    public init(sample: StoredSample, rejection: SampleRejection) {
-        self.sample = sample
-        self.rejection = rejection
-    }
-}

@@ -54,17 +54,25 @@ public struct SampleTable: Sendable {
     /// (`forEachSampleRecordSpan`); when there were as many records as live
     /// samples, they are the samples. Otherwise (a sample rewritten or
     /// deleted), that is thrown away and the current versions are read
-    /// (`forEachSampleSpan`).
+    /// (`forEachSampleSpan`). A store with pending deletions is read that way
+    /// at once: a deleted sample's record is still there, so the counts
+    /// cannot match.
     public init(store: StepLogStore, threads: Int = min(4, ProcessInfo.processInfo.activeProcessorCount)) throws {
-        let total = store.counts.samples
+        let counts = store.counts
+        let total = counts.samples
         func builders() -> [Builder] {
             (0..<max(1, threads)).map { p in Builder(capacity: p == 0 ? total : total / max(1, threads) + total / 16) }
         }
-        var parts = builders()
-        let read = try { (unchecked: [Builder]) in
-            try store.forEachSampleRecordSpan(parts: unchecked.count) { p, span in unchecked[p].add(span) }
-        }(parts)
-        if read.records != read.liveSamples {
+        var parts: [Builder] = []
+        var allLive = false
+        if counts.pendingDeletions == 0 {
+            parts = builders()
+            let read = try { (unchecked: [Builder]) in
+                try store.forEachSampleRecordSpan(parts: unchecked.count) { p, span in unchecked[p].add(span) }
+            }(parts)
+            allLive = read.records == read.liveSamples
+        }
+        if !allLive {
             parts = builders()
             let checked = parts
             try store.forEachSampleSpan(parts: checked.count) { p, span in checked[p].add(span) }

@@ -76,7 +76,7 @@ REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
 
 _encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample does
 _id_of = operator.attrgetter("id")
-WRITE_CHUNK_SAMPLES = 4096  # lines made and written at a time (a few MiB at most)
+WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode, replace, split) holds the GIL briefly
 # Content digests are Python's bytes hash (SipHash with a per-process random key), masked to 64 bits:
 # the index lives only as long as the process, and an attacker who cannot read the key cannot aim
 # a collision.

@@ -58,14 +58,7 @@ enum StatusCommand {
 
     /// The counts every JSON summary shares.
     static func writeCounts(_ counts: StoreCounts, into w: inout JSONWriter) {
-        w.field("samples", counts.samples)
-        w.field("syncedSamples", counts.syncedSamples)
-        w.field("unsyncedSamples", counts.unsyncedSamples)
-        w.field("rejectedSamples", counts.rejectedSamples)
-        w.field("pendingDeletions", counts.pendingDeletions)
-        w.key("intervals"); w.beginObject()
-        for status in IntervalStatus.allCases { w.field(status.description, counts.intervals[status] ?? 0) }
-        w.endObject()
+        w.storeCounts(counts)
         w.field("segments", counts.segments)
         w.field("bytes", counts.bytes)
     }

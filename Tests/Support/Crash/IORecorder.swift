@@ -2,7 +2,7 @@ import Foundation
 import StepLog
 
 /// The crash harness's `FileOperationInterposer`: records every mutating
-/// file operation under one lock (so the recording's order is the order the
+/// file operation in its store directory under one lock (so the recording's order is the order the
 /// operations happened, across threads and across several opens of a
 /// store), and fails the Nth one — once, or it and every later one — with
 /// an errno, without performing it.
@@ -90,7 +90,23 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
     public func install() { FileOperations.interposer = self }
     public func uninstall() { FileOperations.interposer = nil }
 
+    /// True when `operation` touches the store directory (or is its sync).
+    private func concernsRoot(_ operation: FileOperation) -> Bool {
+        let prefix = root.hasSuffix("/") ? root : root + "/"
+        func inside(_ path: String) -> Bool { path.hasPrefix(prefix) || path == root }
+        switch operation {
+        case .openForWriting(let path, _), .write(let path, _, _, _), .truncate(let path, _, _), .sync(let path, _),
+             .syncDirectory(let path), .remove(let path), .createDirectory(let path):
+            return inside(path)
+        case .rename(let from, let to):
+            return inside(from) || inside(to)
+        }
+    }
+
     public func intercept(_ operation: FileOperation, perform: () -> Int32) -> Int32 {
+        // The seam is process-wide and other tests run alongside: only the
+        // store directory's operations are counted, recorded and failed.
+        guard concernsRoot(operation) else { return perform() }
         lock.lock()
         defer { lock.unlock() }
         _count += 1

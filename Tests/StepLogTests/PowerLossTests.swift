@@ -41,6 +41,7 @@ import Darwin
     @Test func aFailedPreallocationSyncFailsTheWriter() throws {
         var workload = CrashWorkload(.ingest, scale: 2)
         workload.options.preallocationSize = 8 << 10
+        workload.options.writeBufferSize = 256 // records reach the file as they come: data is dirty while fills run
         for model in CrashModel.allCases {
             let tmp = CrashHarness.scratch("power-loss")
             let (failed, injected, report) = try faultThenRerun(workload, IORecorder.Fault(first: .preallocationSync), model: model, tmp: tmp)

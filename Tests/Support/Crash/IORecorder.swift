@@ -1,5 +1,10 @@
 import Foundation
 import StepLog
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The crash harness's `FileOperationInterposer`: records every mutating
 /// file operation in its store directory under one lock (so the recording's order is the order the
@@ -64,6 +69,9 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
     private var _injected = 0
     /// Files with data (non-zero bytes) written since their last successful sync.
     private var dirtyData: Set<String> = []
+    /// The thread that set the fault (the workload's): a segment sync from
+    /// any other thread is the preallocator's.
+    private var workloadThread: pthread_t?
 
     public init(root: String, acknowledged: ExpectationLog.Mark?) {
         self.root = root
@@ -82,7 +90,12 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
     public var injectedCount: Int { lock.withLock { _injected } }
 
     /// Sets (or, with nil, clears: "space was freed") the fault.
-    public func setFault(_ fault: Fault?) { lock.withLock { _fault = fault } }
+    public func setFault(_ fault: Fault?) {
+        lock.withLock {
+            _fault = fault
+            workloadThread = pthread_self()
+        }
+    }
 
     public func acknowledge(_ mark: ExpectationLog.Mark) { lock.withLock { _events.append(.acknowledged(mark)) } }
 
@@ -136,11 +149,15 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
         switch fault.target {
         case .nth:
             return _count == fault.at || (fault.persistent && _count > fault.at)
-        case .preallocationSync, .writerSync:
+        case .preallocationSync:
+            // The fill runs on the preallocator's queue, the writer on the workload's thread.
+            guard case .sync(let path) = operation, path.hasSuffix(".log"), dirtyData.contains(path),
+                  let workloadThread else { return false }
+            return pthread_equal(pthread_self(), workloadThread) == 0
+        case .writerSync:
             guard case .sync(let path) = operation, path.hasSuffix(".log"), dirtyData.contains(path),
                   case .write(let written, _, let bytes)? = previous, written == path else { return false }
-            let zeros = !bytes.contains { $0 != 0 }
-            return fault.target == .preallocationSync ? zeros && bytes.count >= 1024 : !zeros
+            return bytes.contains { $0 != 0 }
         case .snapshotSync:
             guard case .sync(let path) = operation else { return false }
             return path.hasSuffix(".hint.tmp")

@@ -41,8 +41,9 @@ import Darwin
     @Test func aFailedPreallocationSyncFailsTheWriter() throws {
         var workload = CrashWorkload(.ingest, scale: 2)
         workload.options.preallocationSize = 8 << 10
+        workload.options.writeBufferSize = 256 // records reach the file as they come: data is dirty while fills run
         for model in CrashModel.allCases {
-            let tmp = TemporaryDirectory()
+            let tmp = CrashHarness.scratch("power-loss")
             let (failed, injected, report) = try faultThenRerun(workload, IORecorder.Fault(first: .preallocationSync), model: model, tmp: tmp)
             #expect(injected == 1, "the fault never hit a preallocation sync")
             #expect(failed, "the run went on after its preallocation sync failed")
@@ -57,7 +58,7 @@ import Darwin
     /// nothing re-wrote those bytes and the power loss took them.
     @Test func bytesAFailedSyncDroppedAreWrittenAgainByTheNextRun() throws {
         for model in CrashModel.allCases {
-            let tmp = TemporaryDirectory()
+            let tmp = CrashHarness.scratch("power-loss")
             let (failed, injected, report) = try faultThenRerun(CrashWorkload(.ingest), IORecorder.Fault(first: .writerSync),
                                                                 model: model, tmp: tmp)
             #expect(injected == 1 && failed)
@@ -71,7 +72,7 @@ import Darwin
     /// never the directory, so a power loss (strict model: names persist
     /// only through a directory sync) lost the segment and everything in it.
     @Test func aWriterSyncsTheDirectoryWhenItOpens() throws {
-        let tmp = TemporaryDirectory()
+        let tmp = CrashHarness.scratch("power-loss")
         let (failed, injected, report) = try faultThenRerun(CrashWorkload(.ingest), IORecorder.Fault(first: .directorySyncAfterSegmentRename),
                                                             model: .strict, tmp: tmp)
         #expect(injected == 1 && failed)
@@ -83,7 +84,7 @@ import Darwin
     /// the writer (the device lost writes): the run reports it, the next run
     /// rebuilds the snapshot, and a power loss after it loses nothing.
     @Test func aFailedSnapshotSyncFailsTheWriter() throws {
-        let tmp = TemporaryDirectory()
+        let tmp = CrashHarness.scratch("power-loss")
         let (failed, injected, report) = try faultThenRerun(CrashWorkload(.manySegments), IORecorder.Fault(first: .snapshotSync),
                                                             model: .ext4, tmp: tmp)
         #expect(injected == 1 && failed)
@@ -92,16 +93,16 @@ import Darwin
     }
 
     /// A bounded checker run: every workload, both models, a crash point
-    /// after every operation (a stride for the longer ones), small variants.
+    /// after every operation, small variants.
     @Test(arguments: CrashWorkload.Kind.allCases)
     func everyPowerLossStateOpensWithEverythingAcknowledged(_ kind: CrashWorkload.Kind) throws {
-        let tmp = TemporaryDirectory()
+        let tmp = CrashHarness.scratch("power-loss")
         let workload = CrashWorkload(kind)
         let (recorder, log) = try CrashHarness.record(workload, directory: tmp.sub("store"))
         for model in CrashModel.allCases {
             var checker = CrashChecker(workload: workload, model: model)
             checker.variants = .small
-            checker.stride = max(1, recorder.operationCount / 60)
+            checker.stride = 1
             let report = checker.check(recorder, log: log, scratch: tmp.sub("states-\(model)"))
             print("power loss: \(report)")
             #expect(report.statesChecked > 10)
@@ -109,14 +110,17 @@ import Darwin
         }
     }
 
-    /// Error injection on the ingest at spread positions: EIO and ENOSPC, once
-    /// and persistent; each followed by a re-run and a power loss.
-    @Test func injectedErrorsLoseNothingAcknowledged() throws {
-        let tmp = TemporaryDirectory()
-        let workload = CrashWorkload(.ingest)
+    /// Error injection at every operation of the ingest and of upload's
+    /// acknowledgements (at spread positions of the others): EIO and ENOSPC,
+    /// once and persistent; each followed by a re-run and a power loss.
+    @Test(arguments: CrashWorkload.Kind.allCases)
+    func injectedErrorsLoseNothingAcknowledged(_ kind: CrashWorkload.Kind) throws {
+        let tmp = CrashHarness.scratch("power-loss")
+        let workload = CrashWorkload(kind)
         let operations = try CrashHarness.operationCount(workload, scratch: tmp.path)
-        let faults = CrashHarness.faults(operations: operations, stride: max(1, operations / 12))
-        let report = CrashHarness.inject(workload, faults: faults, model: .ext4, scratch: tmp.path)
+        let stride = kind == .ingest || kind == .upload ? 1 : max(1, operations / 15)
+        let faults = CrashHarness.faults(operations: operations, stride: stride)
+        let report = CrashHarness.inject(workload, faults: faults, model: kind == .upload ? .strict : .ext4, scratch: tmp.path)
         print("error injection: \(report)")
         #expect(report.failedRuns > 0)
         #expect(report.rerunsFailed == 0 && report.badDiskFullMessages == 0 && report.failedStates == 0,
@@ -127,7 +131,7 @@ import Darwin
     /// store refuses further writes until reopened, and opens afterwards with
     /// everything acknowledged.
     @Test func aFullDiskSaysSoInOneLine() throws {
-        let tmp = TemporaryDirectory()
+        let tmp = CrashHarness.scratch("power-loss")
         let dir = tmp.sub("store")
         var options = StoreOptions()
         options.preallocationSize = 0

@@ -13,8 +13,8 @@ import Darwin
 public final class TemporaryDirectory {
     public let path: String
 
-    public init(_ label: String = "steplog") {
-        var template = Array((NSTemporaryDirectory() + "/\(label)-XXXXXX").utf8CString)
+    public init(_ label: String = "steplog", in parent: String? = nil) {
+        var template = Array(((parent ?? NSTemporaryDirectory()) + "/\(label)-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(made != nil, "mkdtemp failed")
         path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)

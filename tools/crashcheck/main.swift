@@ -64,7 +64,7 @@ func progress(_ line: String) { FileHandle.standardError.write(Data((line + "\n"
 /// Results, a line at a time (unbuffered: a long run shows them as they come).
 func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 
-let scratch = TemporaryDirectory("crashcheck")
+let scratch = CrashHarness.scratch("crashcheck")
 /// Exits after removing the scratch directory (exit skips deinit).
 @MainActor func finish(_ code: Int32) -> Never {
     try? FileManager.default.removeItem(atPath: scratch.path)

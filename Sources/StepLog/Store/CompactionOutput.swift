@@ -156,13 +156,25 @@ final class CompactionOutput {
     /// snapshot) and returns every output, in order.
     func finish() throws -> [Segment] {
         // Synced with the rest of the output before the commit, so the claim holds.
-        let frame = WriteBuffer(capacity: 64)
-        let fits = current!.size + Int64(buffer.count) + SegmentWriter.syncedThroughRecordSize <= segmentSize
-        if !fits { try roll() }
-        LogRecord.syncedThrough(offset: UInt64(current!.size + Int64(buffer.count))).append(to: frame)
+        // Padded first to a sector boundary, as the writer pads its syncs: the
+        // next writer appends right after the record, and a torn append may
+        // garble its sector — which then holds only the record, never the
+        // output's data (the crash checker's strict model found that).
+        let frame = WriteBuffer(capacity: 1024)
+        let sector = Int64(FormatConstants.paddingSector)
+        var end = current!.size + Int64(buffer.count)
+        var gap = (sector - end % sector) % sector
+        if gap > 0 && gap < Int64(FormatConstants.recordHeaderSize) { gap += sector }
+        if end + gap + SegmentWriter.syncedThroughRecordSize > segmentSize {
+            try roll() // a new output starts at its data start, on a sector boundary
+            end = current!.size + Int64(buffer.count)
+            gap = 0
+        }
+        if gap > 0 { LogRecord.padding(length: Int(gap) - FormatConstants.recordHeaderSize).append(to: frame) }
+        LogRecord.syncedThrough(offset: UInt64(end + gap)).append(to: frame)
         try append(frame.bytes)
         syncMarkBytes = Int64(frame.count)
-        syncMarkRecords = 1
+        syncMarkRecords = gap > 0 ? 2 : 1
         _ = try seal(last: true)
         try waitForBackground()
         return finished

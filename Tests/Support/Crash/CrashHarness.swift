@@ -11,6 +11,14 @@ import Darwin
 /// ENOSPC, once or from then on; then the fault is cleared — space freed —
 /// the workload is run again to its end, and a power loss is simulated).
 public enum CrashHarness {
+    /// A scratch directory for recordings and crash states: in memory
+    /// (/dev/shm) where there is one. The checker simulates the disk, so real
+    /// syncs only cost time there; on a shared disk they dominate a run.
+    public static func scratch(_ label: String) -> TemporaryDirectory {
+        let shm = "/dev/shm"
+        return TemporaryDirectory(label, in: Directory.kind(of: shm) == .directory && access(shm, W_OK) == 0 ? shm : nil)
+    }
+
     /// Prepares `workload` in `directory` and records its run.
     public static func record(_ workload: CrashWorkload, directory: String) throws -> (IORecorder, ExpectationLog) {
         let log = ExpectationLog()

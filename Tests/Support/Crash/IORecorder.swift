@@ -1,8 +1,13 @@
 import Foundation
 import StepLog
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The crash harness's `FileOperationInterposer`: records every mutating
-/// file operation under one lock (so the recording's order is the order the
+/// file operation in its store directory under one lock (so the recording's order is the order the
 /// operations happened, across threads and across several opens of a
 /// store), and fails the Nth one — once, or it and every later one — with
 /// an errno, without performing it.
@@ -64,6 +69,9 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
     private var _injected = 0
     /// Files with data (non-zero bytes) written since their last successful sync.
     private var dirtyData: Set<String> = []
+    /// The thread that set the fault (the workload's): a segment sync from
+    /// any other thread is the preallocator's.
+    private var workloadThread: pthread_t?
 
     public init(root: String, acknowledged: ExpectationLog.Mark?) {
         self.root = root
@@ -82,7 +90,12 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
     public var injectedCount: Int { lock.withLock { _injected } }
 
     /// Sets (or, with nil, clears: "space was freed") the fault.
-    public func setFault(_ fault: Fault?) { lock.withLock { _fault = fault } }
+    public func setFault(_ fault: Fault?) {
+        lock.withLock {
+            _fault = fault
+            workloadThread = pthread_self()
+        }
+    }
 
     public func acknowledge(_ mark: ExpectationLog.Mark) { lock.withLock { _events.append(.acknowledged(mark)) } }
 
@@ -91,7 +104,23 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
     public func install() { IORecorderRouter.shared.add(self) }
     public func uninstall() { IORecorderRouter.shared.remove(self) }
 
+    /// True when `operation` touches the store directory (or is its sync).
+    private func concernsRoot(_ operation: FileOperation) -> Bool {
+        let prefix = root.hasSuffix("/") ? root : root + "/"
+        func inside(_ path: String) -> Bool { path.hasPrefix(prefix) || path == root }
+        switch operation {
+        case .openForWriting(let path, _), .write(let path, _, _, _), .truncate(let path, _, _), .sync(let path, _),
+             .syncDirectory(let path), .remove(let path), .createDirectory(let path):
+            return inside(path)
+        case .rename(let from, let to):
+            return inside(from) || inside(to)
+        }
+    }
+
     public func intercept(_ operation: FileOperation, perform: () -> Int32) -> Int32 {
+        // The seam is process-wide and other tests run alongside: only the
+        // store directory's operations are counted, recorded and failed.
+        guard concernsRoot(operation) else { return perform() }
         lock.lock()
         defer { lock.unlock() }
         _count += 1
@@ -121,11 +150,15 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
         switch fault.target {
         case .nth:
             return _count == fault.at || (fault.persistent && _count > fault.at)
-        case .preallocationSync, .writerSync:
+        case .preallocationSync:
+            // The fill runs on the preallocator's queue, the writer on the workload's thread.
+            guard case .sync(let path) = operation, path.hasSuffix(".log"), dirtyData.contains(path),
+                  let workloadThread else { return false }
+            return pthread_equal(pthread_self(), workloadThread) == 0
+        case .writerSync:
             guard case .sync(let path) = operation, path.hasSuffix(".log"), dirtyData.contains(path),
                   case .write(let written, _, let bytes)? = previous, written == path else { return false }
-            let zeros = !bytes.contains { $0 != 0 }
-            return fault.target == .preallocationSync ? zeros && bytes.count >= 1024 : !zeros
+            return bytes.contains { $0 != 0 }
         case .snapshotSync:
             guard case .sync(let path) = operation else { return false }
             return path.hasSuffix(".hint.tmp")

@@ -2,12 +2,15 @@ import Foundation
 import Testing
 @testable import StepLog
 
-/// No writer stores the nil UUID (upsert refuses it, the index cannot hold
-/// it), so a checksummed record or snapshot entry holding it was damaged or
-/// forged: opening names it in one line. Found by the store-open and snapshot
-/// fuzz targets, where it trapped in the index ("the nil UUID cannot be
-/// indexed"); their reproducers are in Tests/Fuzz/corpus.
-@Suite struct NilUUIDRecordTests {
+/// Records and snapshots whose checksums match but which hold values no
+/// writer writes — damaged past their checksum, or forged. Opening must give
+/// one line or a correct store, never a trap. Each case was found by the
+/// store-open or snapshot fuzz target (reproducers in Tests/Fuzz/corpus).
+///
+/// The nil UUID: upsert refuses it and the index cannot hold it ("the nil
+/// UUID cannot be indexed" trapped), so a record or snapshot entry holding it
+/// is corruption, named in one line.
+@Suite struct ImpossibleValueTests {
     /// `frame` (an encoded record) with its payload's first 16 bytes zeroed, checksum recomputed.
     static func withNilUUID(_ frame: [UInt8]) -> [UInt8] {
         var payload = Array(frame[FormatConstants.recordHeaderSize...])
@@ -53,5 +56,26 @@ import Testing
         #expect(error == .corruption(path: path, offset: Int64(FormatConstants.snapshotHeaderSize), reason: "snapshot entry 0 holds the nil UUID"))
         // Without snapshots the store opens: the segments themselves are sound.
         #expect(throws: Never.self) { _ = try StepLogStore.open(dir, options: .fullReplayReadOnly) }
+    }
+
+    /// A snapshot header whose checksums match but whose count of keys is
+    /// impossible (past Int.max trapped sizing the index; found by the
+    /// snapshot fuzz target, reproducer in its corpus) only sizes the index
+    /// no larger than the segments could need: the store opens as by replay.
+    @Test func anImpossibleKeyCountInASnapshotDoesNotSizeTheIndex() throws {
+        let tmp = TemporaryDirectory()
+        let dir = tmp.sub("store")
+        try writeKnownHistory(dir, segmentSize: 16 << 10, batches: 30, seed: 9)
+        let replayed = try StepLogStore.open(dir, options: .fullReplayReadOnly)
+        let expected = replayed.counts
+        let first = try #require(replayed.segmentInfos.first)
+        for keys in [UInt64.max, UInt64(Int.max) + 1, 1 << 40] {
+            var snapshot = try SegmentSnapshot.load(for: first, directory: dir).get()
+            snapshot.keysAfter = keys
+            writeFile(dir + "/" + SegmentName.snapshotFileName(sequence: first.sequence), snapshot.encoded())
+            let store = try StepLogStore.open(dir, options: StoreOptions(readOnly: true))
+            #expect(store.openReport.segmentsFromSnapshots >= 1, "the snapshot is still used")
+            #expect(store.counts == expected, "keysAfter \(keys)")
+        }
     }
 }

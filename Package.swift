@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "steplog", targets: ["steplog"]),
         .executable(name: "stepsync", targets: ["stepsync"]),
         .executable(name: "stepbench", targets: ["stepbench"]),
+        .executable(name: "crashcheck", targets: ["crashcheck"]),
     ],
     targets: [
         // Layer 0: the few hot loops that need CPU instructions Swift cannot name
@@ -35,14 +36,20 @@ let package = Package(
         .executableTarget(name: "stepbench", dependencies: ["StepSync", "StepLog", "ToolSupport", "CZlib", "StepTestSupport"],
                           path: "tools/stepbench"),
 
+        // The crash-consistency checker's large run (power-loss states, error injection).
+        .executableTarget(name: "crashcheck", dependencies: ["StepLog", "StepTestSupport"], path: "tools/crashcheck"),
+
         // A fixture program the SIGKILL tests start and kill.
         .executableTarget(name: "steplog-crash-writer", dependencies: ["StepLog"], path: "Tests/CrashWriter"),
+        // A fixture program that deletes or changes samples in a store, for the
+        // end-to-end deletion tests and the upload benchmark.
+        .executableTarget(name: "stepsync-store-fixture", dependencies: ["StepLog"], path: "Tests/StoreFixture"),
         // Helpers shared by the test targets (temporary directories, child processes) and,
         // for synthetic exports (the generator and the zip writer), by stepbench.
         .target(name: "StepTestSupport", dependencies: ["StepLog", "StepSync", "CZlib"], path: "Tests/Support"),
         .testTarget(name: "StepLogTests", dependencies: ["StepLog", "StepTestSupport", "steplog-crash-writer", "steplog"],
                     path: "Tests/StepLogTests"),
-        .testTarget(name: "StepSyncTests", dependencies: ["StepSync", "StepLog", "StepTestSupport", "stepsync", "CZlib"], path: "Tests/StepSyncTests",
+        .testTarget(name: "StepSyncTests", dependencies: ["StepSync", "StepLog", "StepTestSupport", "stepsync", "stepsync-store-fixture", "CZlib"], path: "Tests/StepSyncTests",
                     exclude: ["Fixtures"]),
     ]
 )

@@ -15,6 +15,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STEPSYNC = os.environ.get("STEPSYNC_BIN", str(ROOT / ".build" / "debug" / "stepsync"))
+# The fixture program that deletes and changes samples in a store (Tests/StoreFixture), built beside stepsync.
+STORE_FIXTURE = str(pathlib.Path(STEPSYNC).parent / "stepsync-store-fixture")
 PYTHON = os.environ.get("API_SERVER_PYTHON", sys.executable)
 SERVER_MAIN = ROOT / "tools" / "api-server" / "main.py"
 # A fixed end date keeps every run's data identical.
@@ -47,17 +49,20 @@ class Server:
     """The API server as a child process, on a fixed port so it can be restarted. Its data directory
     is `directory`; `data` is the JSONL of the user the uploads are stored under."""
 
-    def __init__(self, directory: pathlib.Path, port: int):
+    def __init__(self, directory: pathlib.Path, port: int, tokens: bool = TOKEN_MODE):
         self.directory = directory
-        self.user = "e2e" if TOKEN_MODE else "local"
+        self.tokens = tokens
+        self.user = "e2e" if tokens else "local"
         self.data = directory / "users" / f"{self.user}.jsonl"
         self.port = port
         self.process = None
+        self.token = None
         self.log = directory.parent / f"server-{port}.log"
-        if TOKEN_MODE and not TOKEN_ENV:
+        if tokens:
             created = subprocess.run([PYTHON, str(SERVER_MAIN), "tokens", "create", "--user", self.user,
                                       "--data", str(directory)], capture_output=True, text=True, check=True)
-            TOKEN_ENV["STEPSYNC_TOKEN"] = created.stdout.strip()
+            self.token = created.stdout.strip()
+            TOKEN_ENV["STEPSYNC_TOKEN"] = self.token
 
     @property
     def url(self):
@@ -67,7 +72,7 @@ class Server:
         log = open(self.log, "ab")
         self.process = subprocess.Popen(
             [PYTHON, str(SERVER_MAIN), "--host", "127.0.0.1", "--port", str(self.port), "--data", str(self.directory),
-             *([] if TOKEN_MODE else ["--single-user"])],
+             *([] if self.tokens else ["--single-user"])],
             stdout=log, stderr=log)
         log.close()
         wait_until(self.healthy, f"the API server on port {self.port} (log {self.log})", timeout=60)
@@ -94,6 +99,26 @@ class Server:
                 self.process.kill()
                 self.process.wait()
 
+    def get(self, path):
+        """GET `path` with the server's token (when it has one); the decoded JSON."""
+        request = urllib.request.Request(self.url + path)
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)
+
+    def live_samples(self):
+        """`GET /steps`, every page: the live samples by id, without `receivedAt`."""
+        samples, offset = {}, 0
+        while True:
+            page = self.get(f"/steps?limit=100000&offset={offset}")
+            for sample in page["samples"]:
+                sample.pop("receivedAt", None)
+                samples[sample["id"]] = sample
+            offset += len(page["samples"])
+            if not page["samples"] or offset >= page["total"]:
+                return samples
+
     def records(self):
         if not self.data.exists():
             return []
@@ -110,6 +135,18 @@ def server(tmp_path):
     s.stop()
 
 
+@pytest.fixture
+def token_server(tmp_path):
+    """A server that requires tokens whatever E2E_SERVER_TOKENS says; its token is in TOKEN_ENV
+    (so `stepsync` gets it in STEPSYNC_TOKEN) and in `.token`."""
+    TOKEN_ENV.clear()
+    s = Server(tmp_path / "server-data", free_port(), tokens=True)
+    s.start()
+    yield s
+    s.stop()
+    TOKEN_ENV.clear()
+
+
 def stepsync(*args, check=True, timeout=900):
     result = subprocess.run([STEPSYNC, *args], capture_output=True, text=True, timeout=timeout,
                             env={**os.environ, **TOKEN_ENV})
@@ -124,6 +161,15 @@ def ingest(store, days):
 
 def status(store):
     return json.loads(stepsync("status", "--store", str(store), "--json").stdout)
+
+
+def export_samples(store):
+    """The store's live samples in the API's shape, by id (`stepsync export`)."""
+    samples = {}
+    for line in stepsync("export", "--store", str(store)).stdout.splitlines():
+        sample = json.loads(line)
+        samples[sample["id"]] = sample
+    return samples
 
 
 def export_ids(store):

@@ -237,12 +237,31 @@ enum GoldenExample {
     }
 
     @Test func everyUndefinedTypeIsRefused() {
-        for code in [UInt8(0)] + Array(UInt8(11)...UInt8(255)) {
+        for code in [UInt8(0)] + Array(UInt8(12)...UInt8(255)) {
             #expect(decode(code, []) == .failure(PayloadProblem("unknown record type \(code)")))
             #expect(!RecordType.isDefined(code, inVersion: 2))
         }
         // Version 1 segments know only types 1...6.
-        for code in UInt8(1)...UInt8(10) { #expect(RecordType.isDefined(code, inVersion: 1) == (code <= 6)) }
+        for code in UInt8(1)...UInt8(11) { #expect(RecordType.isDefined(code, inVersion: 1) == (code <= 6)) }
+    }
+
+    @Test func samplesRejectedRoundTripsAndRefusesBadShapes() throws {
+        let list = [SampleRejection(id: UUID(), rejectedAtMilliseconds: 1_700_000_000_123, reason: "count: must be between 0 and 1000000 (got -1)"),
+                    SampleRejection(id: UUID(), rejectedAtMilliseconds: -5, reason: "")]
+        let buffer = WriteBuffer(capacity: 256)
+        LogRecord.samplesRejected(list).append(to: buffer)
+        let bytes = Array(buffer.bytes)
+        #expect(bytes[4] == 11)
+        let payload = Array(bytes[FormatConstants.recordHeaderSize...])
+        #expect(payload.count == 4 + (16 + 8 + 2) * 2 + list[0].reason.utf8.count)
+        #expect(decode(11, payload) == .success(.samplesRejected(list)))
+        #expect(decode(11, []) == .failure(PayloadProblem("samples-rejected payload of 0 bytes is malformed")))
+        #expect(decode(11, Array(payload.dropLast())) == .failure(PayloadProblem("samples-rejected payload of \(payload.count - 1) bytes is malformed")))
+        #expect(decode(11, payload + [0]) == .failure(PayloadProblem("samples-rejected payload of \(payload.count + 1) bytes is malformed")))
+        // A reason longer than the limit is cut at a character boundary.
+        let long = String(repeating: "é", count: 600) // 1,200 bytes
+        let clipped = RejectionPayload.clipped(long)
+        #expect(clipped.utf8.count == 1_024 && clipped == String(repeating: "é", count: 512))
     }
 
     @Test func versionTwoShapes() {

@@ -4,7 +4,7 @@ import Testing
 
 /// The replay harness extended to deletions (#12): seeded random
 /// interleavings of upsert (new, changed, identical, relabelled, revived),
-/// delete (live, deleted, unknown), sync, markSynced,
+/// delete (live, deleted, unknown), sync, markSynced, markRejected,
 /// markDeletionsAcknowledged, source anchors, compaction, reopen, and a
 /// simulated kill (everything after the last sync may be lost: cut at a
 /// random point, or a sector of it zeroed or garbled).
@@ -20,6 +20,8 @@ import Testing
         enum Entry: Equatable { case live(StepSample, synced: Bool), deleted(at: Int64) }
         var samples: [UUID: Entry] = [:]
         var anchors: [UInt64: [UInt8]] = [:]
+        /// Live, unsynced samples whose current version the server rejected, with the reason.
+        var rejected: [UUID: String] = [:]
 
         init() {}
 
@@ -27,6 +29,7 @@ import Testing
             for s in d.samples { samples[UUID(uuidString: s.id)!] = .live(s.sample, synced: s.synced) }
             for x in d.deletions { samples[UUID(uuidString: x.id)!] = .deleted(at: x.deletedAt) }
             anchors = d.anchors
+            for (id, reason) in d.rejected { rejected[UUID(uuidString: id)!] = reason }
         }
 
         var digest: StoreDigest {
@@ -40,6 +43,7 @@ import Testing
             d.samples.sort()
             d.deletions.sort()
             d.anchors = anchors
+            for (id, reason) in rejected { d.rejected[id.uuidString] = reason }
             return d
         }
 
@@ -56,15 +60,16 @@ import Testing
                 b.origin = .unspecified
                 if a != b { summary.updated += 1; samples[s.id] = .live(s, synced: false) }
                 else if old.origin != s.origin { summary.relabeled += 1; samples[s.id] = .live(s, synced: synced) }
-                else { summary.unchanged += 1 }
+                else { summary.unchanged += 1; return } // nothing written: a rejection still holds
             }
+            rejected[s.id] = nil // a new version: sent again
         }
 
         mutating func delete(_ id: UUID, at: Int64, into summary: inout DeleteSummary) {
             switch samples[id] {
             case nil: summary.unknown += 1
             case .deleted: summary.alreadyDeleted += 1
-            case .live: summary.deleted += 1; samples[id] = .deleted(at: at)
+            case .live: summary.deleted += 1; samples[id] = .deleted(at: at); rejected[id] = nil
             }
         }
     }
@@ -107,7 +112,8 @@ import Testing
             case 0..<30: try upsert()
             case 30..<45: try delete()
             case 45..<60: try sync()
-            case 60..<68: try markSynced()
+            case 60..<66: try markSynced()
+            case 66..<68: try reject()
             case 68..<76: try acknowledgeDeletions()
             case 76..<80: try anchor()
             case 80..<83: try compact()
@@ -119,7 +125,8 @@ import Testing
             let c = store.counts
             let live = current.samples.values.filter { if case .live = $0 { return true }; return false }
             #expect(c.samples == live.count && c.pendingDeletions == current.samples.count - live.count)
-            #expect(c.unsyncedSamples == live.filter { if case .live(_, false) = $0 { return true }; return false }.count)
+            #expect(c.unsyncedSamples + c.rejectedSamples == live.filter { if case .live(_, false) = $0 { return true }; return false }.count)
+            #expect(c.rejectedSamples == current.rejected.count)
         }
 
         mutating func upsert() throws {
@@ -182,14 +189,24 @@ import Testing
         mutating func markSynced() throws {
             let batch = try store.unsyncedSamples(limit: Int.random(in: 1...15, using: &rng))
             for s in batch {
-                guard case .live(let sample, false)? = current.samples[s.id], sample == s.sample else {
-                    Issue.record("unsyncedSamples returned \(s.id), which the model does not hold unsynced")
+                guard case .live(let sample, false)? = current.samples[s.id], sample == s.sample, current.rejected[s.id] == nil else {
+                    Issue.record("unsyncedSamples returned \(s.id), which the model does not hold unsynced (and not rejected)")
                     continue
                 }
                 current.samples[s.id] = .live(sample, synced: true)
             }
             #expect(try store.markSynced(batch) == batch.count)
             counts["markSynced", default: 0] += 1
+        }
+
+        /// The server refuses a few of the next unsynced samples: kept, not offered again.
+        mutating func reject() throws {
+            let batch = try store.unsyncedSamples(limit: Int.random(in: 1...4, using: &rng))
+            let reasons = batch.map { "count: refused at \(clock) (\($0.sample.count))" }
+            for (s, reason) in zip(batch, reasons) { current.rejected[s.id] = reason }
+            #expect(try store.markRejected(Array(zip(batch, reasons)), at: Date(timeIntervalSince1970: Double(clock))) == batch.count)
+            #expect(try store.unsyncedSamples(limit: 100).allSatisfy { current.rejected[$0.id] == nil })
+            counts["reject", default: 0] += 1
         }
 
         mutating func acknowledgeDeletions() throws {
@@ -299,7 +316,7 @@ import Testing
         try h.store.close()
         #expect(try StoreDigest.of(try StepLogStore.open(tmp.path, options: .fullReplayReadOnly)) == h.current.digest)
         // Every kind of step ran, several times.
-        for kind in ["upsert", "delete", "sync", "markSynced", "acknowledgeDeletions", "anchor", "compact", "reopen", "kill",
+        for kind in ["upsert", "delete", "sync", "markSynced", "reject", "acknowledgeDeletions", "anchor", "compact", "reopen", "kill",
                      "kill at the last sync", "kill that lost records"] {
             #expect(h.counts[kind, default: 0] >= 5, "\(kind) ran \(h.counts[kind, default: 0]) times")
         }

@@ -56,4 +56,45 @@ import Testing
         let reopened = try StepLogStore.open(dir.path, options: StoreOptions(readOnly: true))
         #expect(try spans(reopened) == expected)
     }
+
+    /// `forEachSampleRecordSpan` gives every sample record, in log order,
+    /// and counts them beside the live samples: equal (and then the same
+    /// spans as `forEachSampleSpan`) while no sample was written twice or
+    /// deleted, across segments, pending writes and runs on several threads.
+    @Test func everyRecordCountedBesideTheLiveSamples() throws {
+        let dir = TemporaryDirectory()
+        var options = StoreOptions()
+        options.segmentSize = 64 << 10
+        let store = try StepLogStore.open(dir.path, options: options)
+        for round in 0..<20 {
+            let batch = (0..<100).map { k in
+                makeSample(UInt64(round * 100 + k), count: k, bundle: "Jane’s iPhone", device: k % 4 == 0 ? nil : String(repeating: "Ä", count: k * 7))
+            }
+            try store.upsert(batch, fetchedAt: Date())
+            if round % 3 == 0 { try store.sync() }
+        }
+        func records(parts: Int) throws -> (seen: [Seen], records: Int, live: Int) {
+            let lock = NSLock()
+            nonisolated(unsafe) var byRun: [Int: [Seen]] = [:]
+            let read = try store.forEachSampleRecordSpan(parts: parts) { run, s in
+                let seen = Seen(start: s.startMilliseconds, end: s.endMilliseconds, count: Int(s.count),
+                                bundle: Array(s.sourceBundleId), device: s.sourceDeviceName.map { Array($0) })
+                lock.lock()
+                byRun[run, default: []].append(seen)
+                lock.unlock()
+            }
+            return (byRun.keys.sorted().flatMap { byRun[$0]! }, read.records, read.liveSamples)
+        }
+        let expected = try spans(store)
+        for parts in [1, 3] {
+            let read = try records(parts: parts)
+            #expect(read.records == 2_000 && read.live == 2_000, "\(parts) runs")
+            #expect(read.seen == expected, "\(parts) runs")
+        }
+        try store.upsert([makeSample(5, count: 99, bundle: "Jane’s iPhone", device: nil)], fetchedAt: Date())
+        let rewritten = try records(parts: 3)
+        #expect(rewritten.records == 2_001 && rewritten.live == 2_000)
+        #expect(rewritten.seen.count == 2_001)
+        try store.close()
+    }
 }

@@ -90,6 +90,9 @@ import Testing
         #expect(tombstones["liveRecords"] == store.counts.pendingDeletions && stats["pendingDeletions"] as? Int == store.counts.pendingDeletions)
         #expect(store.counts.pendingDeletions > 0 && tombstones["liveRecords"]! < tombstones["records"]!)
         #expect((stats["syncMarkBytes"] as! Int) == figures.syncMarkBytes && figures.syncMarkBytes > 0)
+        // Samples the server rejected: counted apart from the unsynced ones.
+        #expect(stats["rejectedSamples"] as? Int == store.counts.rejectedSamples && store.counts.rejectedSamples > 0)
+        #expect(store.counts.samples == store.counts.syncedSamples + store.counts.unsyncedSamples + store.counts.rejectedSamples)
         let text = try run(["stats", dir])
         #expect(text.lines.contains { $0.contains("tombstones: ") && $0.contains("deletions waiting for the server: \(store.counts.pendingDeletions)") }, "\(text.lines)")
         r = try run(["dump", dir, "--segment", "1", "--json"])
@@ -98,7 +101,8 @@ import Testing
         // Every record type is shown by name, with its fields.
         let all = try run(["dump", dir]).lines
         for (type, field) in [("sampleDeleted", "deletedAt="), ("syncedThrough", "offset="), ("padding", "zeros="),
-                              ("sourceAnchor", "anchor=\"batch "), ("samplesAcknowledged", "ids="), ("sampleUpsert", "origin=")] {
+                              ("sourceAnchor", "anchor=\"batch "), ("samplesAcknowledged", "ids="), ("sampleUpsert", "origin="),
+                              ("samplesRejected", "reasons=[")] {
             #expect(all.contains { $0.contains(" \(type) ") && $0.contains(field) }, "dump shows no \(type) with \(field)")
         }
         #expect(all.first?.hasPrefix("000000000001.log: version 2, sequence 1, base position 0") == true && all.first?.contains("records from offset 4096") == true)
@@ -134,6 +138,28 @@ import Testing
         let locked = try run(["compact", dir])
         #expect(locked.code == 1 && locked.lines.last?.contains("store is locked by pid \(getpid())") == true)
         try holder.close()
+    }
+
+    /// #20.6: each command names the real problem with a wrong path or segment.
+    @Test func wrongPathsAndSegmentsNameTheRealProblem() throws {
+        let tmp = TemporaryDirectory()
+        let file = tmp.sub("a-file")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+        for command in ["verify", "stats", "dump"] {
+            let r = try run([command, file])
+            #expect(r.code == 1 && r.lines.count == 1 && r.lines[0] == "steplog \(command): \(file) is not a StepLog store: it is a file, not a directory",
+                    "\(command): \(r.lines)")
+        }
+        let dir = tmp.sub("store")
+        let store = try StepLogStore.open(dir)
+        _ = try store.upsert([makeSample(1), makeSample(2)], fetchedAt: Date())
+        try store.close()
+        #expect(try run(["compact", dir]).code == 0)
+        let segments = try FileManager.default.contentsOfDirectory(atPath: dir).compactMap { SegmentName.sequence(of: $0) }
+        #expect(segments.count == 1 && segments[0] != 1, "compaction renumbers the only segment: \(segments)")
+        let r = try run(["dump", dir, "--segment", "1"])
+        #expect(r.code == 1 && r.lines == ["steplog dump: \(dir) is not a StepLog store: it has no segment 1 (its segments: \(segments[0]))"])
+        #expect(try run(["dump", dir, "--segment", String(segments[0])]).code == 0)
     }
 
     @Test func compactKilledAtRandomMomentsNeverLosesAnything() throws {

@@ -47,6 +47,8 @@ struct StoreDigest: Equatable, CustomStringConvertible {
     var highScores: [DailyHighScore] = []
     /// Latest anchor per family fingerprint.
     var anchors: [UInt64: [UInt8]] = [:]
+    /// Live samples whose current version the server rejected: id → reason.
+    var rejected: [String: String] = [:]
 
     var description: String {
         "\(samples.count) samples (\(samples.filter(\.synced).count) synced), \(deletions.count) pending deletions, \(intervals.count) intervals, \(ranges.count) ranges, \(highScores.count) high scores, \(anchors.count) anchors"
@@ -61,6 +63,7 @@ struct StoreDigest: Equatable, CustomStringConvertible {
         d.ranges = store.layeringRanges
         d.highScores = store.highScores
         d.anchors = store.locked { store.state.anchors.mapValues(\.anchor) }
+        for r in try store.rejectedSamples() { d.rejected[r.sample.id.uuidString] = r.rejection.reason }
         return d
     }
 }
@@ -74,19 +77,30 @@ struct RecordModel {
     var ranges: [LayeringRange] = []
     var highScores: [UInt32: DailyHighScore] = [:]
     var anchors: [UInt64: [UInt8]] = [:]
+    /// A rejection holds the version current when it was recorded, until any other record of the id.
+    var rejected: [UUID: String] = [:]
 
     mutating func apply(_ record: LogRecord) {
         switch record {
-        case .sampleUpsert(let r): samples[r.sample.id] = .live(r.sample, synced: r.isSynced)
+        case .sampleUpsert(let r):
+            samples[r.sample.id] = .live(r.sample, synced: r.isSynced)
+            rejected[r.sample.id] = nil
+        case .samplesRejected(let list):
+            for r in list {
+                if case .live(_, synced: false) = samples[r.id] { rejected[r.id] = r.reason }
+            }
         case .samplesAcknowledged(let ids):
             for id in ids {
+                rejected[id] = nil
                 switch samples[id] {
                 case .live(let s, _): samples[id] = .live(s, synced: true)
                 case .deleted: samples[id] = nil
                 case nil: break
                 }
             }
-        case .sampleDeleted(let id, let at): samples[id] = .deleted(at: at)
+        case .sampleDeleted(let id, let at):
+            samples[id] = .deleted(at: at)
+            rejected[id] = nil
         case .intervalStatus(let i): intervals[i.id] = i
         case .intervalsCleared: intervals = [:]; ranges = []
         case .layeringRange(let r): if !ranges.contains(r) { ranges.append(r) }
@@ -110,6 +124,7 @@ struct RecordModel {
         d.ranges = ranges
         d.highScores = highScores.values.sorted { $0.day < $1.day }
         d.anchors = anchors
+        for (id, reason) in rejected { d.rejected[id.uuidString] = reason }
         return d
     }
 }
@@ -146,7 +161,8 @@ func readAllRecords(_ dir: String) throws -> [FoundRecord] {
 /// Writes a seeded, known history to a store: batches mixing new samples,
 /// changed versions, identical re-upserts, relabels (another origin),
 /// revivals of deleted samples, deletions (of live, deleted and unknown
-/// UUIDs), acknowledgements of samples and of deletions, interval statuses,
+/// UUIDs), acknowledgements of samples and of deletions, rejections of
+/// unsynced samples, interval statuses,
 /// clears, ranges, high scores and source anchors, each batch followed by
 /// `sync`. Returns the store's byte size (all segments) after each
 /// acknowledged batch.
@@ -193,6 +209,12 @@ func writeKnownHistory(_ dir: String, segmentSize: Int, batches: Int, seed: UInt
         }
         if Int.random(in: 0..<3, using: &rng) == 0 {
             try store.markSynced(try store.unsyncedSamples(limit: Int.random(in: 1...20, using: &rng)))
+        }
+        if Int.random(in: 0..<4, using: &rng) == 0 {
+            // The server refused some: kept, not sent again until changed (a later batch may change,
+            // relabel, delete or revive them).
+            let refused = try store.unsyncedSamples(limit: Int.random(in: 1...3, using: &rng))
+            try store.markRejected(refused.map { ($0, "count: refused in batch \(batch)") }, at: Date(timeIntervalSince1970: Double(batch) + 0.7))
         }
         if Int.random(in: 0..<4, using: &rng) == 0 {
             try store.markDeletionsAcknowledged(try store.pendingDeletions(limit: Int.random(in: 1...5, using: &rng)))

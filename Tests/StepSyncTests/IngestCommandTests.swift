@@ -27,7 +27,7 @@ import Testing
         #expect(status["unsyncedSamples"] as? Int == samples)
         let intervals = try #require(status["intervals"] as? [String: Int])
         #expect(intervals["pending"] == 0 && intervals["synced"] == 0 && (intervals["fetched"] ?? 0) > 0)
-        #expect(status["stage"] as? String == "uploading")
+        #expect(status["stage"] as? String == "ready to upload")
 
         let intervalLines = try runProgram(stepsync, ["intervals", "--store", store]).lines
         #expect(intervalLines.count == intervals.values.reduce(0, +))

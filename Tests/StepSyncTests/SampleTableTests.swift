@@ -39,6 +39,48 @@ import Testing
         }
     }
 
+    /// The unchecked read (every sample record, no index lookups) is used only
+    /// when it read exactly the live samples; a rewritten sample and a pending
+    /// deletion each make it fall back to the current versions, and the table
+    /// is always the store's live samples.
+    @Test func theUncheckedReadIsUsedOnlyWhenEveryRecordIsLive() throws {
+        let dir = TemporaryDirectory()
+        var options = StoreOptions()
+        options.segmentSize = 64 << 10
+        let store = try StepLogStore.open(dir.path, options: options)
+        func sample(_ n: UInt64, count: Int) -> StepSample {
+            let start = 1_780_000_000_000 + Int64(n) * 60_000
+            return StepSample(id: DerivedUUID.make(43, n), startMilliseconds: start, endMilliseconds: start + 30_000, count: count,
+                              sourceBundleId: "app \(n % 3)", sourceDeviceName: n % 2 == 0 ? nil : "iPhone")
+        }
+        try store.upsert((0..<3_000).map { sample($0, count: Int($0 % 500)) }, fetchedAt: Date())
+        func check(_ what: String, uncheckedMatches: Bool) throws {
+            let read = try store.forEachSampleRecordSpan(parts: 3) { _, _ in }
+            #expect((read.records == read.liveSamples) == uncheckedMatches, "\(what): \(read)")
+            #expect(read.liveSamples == store.counts.samples, "\(what)")
+            var samples: [StepSample] = []
+            try store.forEachSample { samples.append($0.sample) }
+            let expected = SampleTable(samples)
+            for threads in [1, 3] {
+                let table = try SampleTable(store: store, threads: threads)
+                #expect(table.entries.map { "\($0.start) \($0.count) \(table.sources[Int($0.source)].label)" }
+                        == expected.entries.map { "\($0.start) \($0.count) \(expected.sources[Int($0.source)].label)" }, "\(what), \(threads) threads")
+            }
+        }
+        try check("written once", uncheckedMatches: true)
+        try store.upsert([sample(7, count: 9_999)], fetchedAt: Date())
+        try check("a sample rewritten", uncheckedMatches: false)
+        let fresh = TemporaryDirectory()
+        let other = try StepLogStore.open(fresh.path, options: options)
+        try other.upsert((0..<500).map { sample($0, count: 1) }, fetchedAt: Date())
+        _ = try other.delete([DerivedUUID.make(43, 11)], at: Date())
+        let read = try other.forEachSampleRecordSpan(parts: 2) { _, _ in }
+        #expect(read.records == 500 && read.liveSamples == 499)
+        #expect(try SampleTable(store: other).count == 499)
+        try other.close()
+        try store.close()
+    }
+
     /// Times no real sample has (a damaged record) are clamped, never a trap:
     /// a sample over ±2^62 ms still spreads over the days asked for.
     @Test func absurdTimesAreClampedNotATrap() {

@@ -111,6 +111,33 @@ final class ScriptedHTTPServer: @unchecked Sendable {
         #expect(server.connections == 2)
     }
 
+    @Test func theTokenGoesInTheAuthorizationHeaderAndA401IsOneLineNeverRetried() async throws {
+        let token = "sst_" + String(repeating: "k", count: 43)
+        let heads = HeadLog()
+        let server = try ScriptedHTTPServer([
+            { heads.add($0); return ScriptedHTTPServer.reply("{\"status\":\"ok\"}") },
+            { heads.add($0); return ScriptedHTTPServer.reply("{\"deleted\":2,\"message\":\"Success\"}") },
+            { heads.add($0); return ScriptedHTTPServer.reply("{\"error\":\"unknown or revoked token\"}", status: 401,
+                                                           extra: "WWW-Authenticate: Bearer\r\n") },
+        ])
+        let client = try SocketAPIClient(baseURL: "http://127.0.0.1:\(server.port)", timeout: 5, token: token)
+        #expect(try await client.healthCheck())
+        #expect(try await client.postDeletions([UUID(), UUID()]) == DeletionResponse(deleted: 2, message: "Success"))
+        let sample = StepSample(id: .init(), startMilliseconds: 0, endMilliseconds: 1, count: 1, sourceBundleId: "b", sourceDeviceName: nil)
+        do { _ = try await client.postSteps([sample]); Issue.record("no error") } catch let error as APIError {
+            #expect(!error.isRetryable)
+            #expect(error.description == "the server refused the token (server: unknown or revoked token); check --token-file or STEPSYNC_TOKEN, or ask for a new token")
+            #expect(!error.description.contains(token))
+        }
+        let seen = heads.all
+        #expect(seen.count == 3)
+        #expect(seen[0].hasPrefix("GET /health ") && !seen[0].contains("Authorization"))
+        #expect(seen[1].hasPrefix("POST /steps/deletions ") && seen[1].contains("\r\nAuthorization: Bearer \(token)"))
+        #expect(seen[2].hasPrefix("POST /steps ") && seen[2].contains("\r\nAuthorization: Bearer \(token)"))
+        #expect(APIError.unauthorized(tokenSent: false, message: "{\"error\":\"missing token: send Authorization: Bearer <token>\"}").description
+            == "the server requires a token (server: missing token: send Authorization: Bearer <token>); give it with --token-file PATH or STEPSYNC_TOKEN")
+    }
+
     @Test func errorsAreClassified() async throws {
         let sample = StepSample(id: .init(), startMilliseconds: 0, endMilliseconds: 1, count: 1, sourceBundleId: "b", sourceDeviceName: nil)
         // Nobody listening.
@@ -134,6 +161,14 @@ final class ScriptedHTTPServer: @unchecked Sendable {
         }
         #expect(throws: APIError.self) { _ = try SocketAPIClient(baseURL: "https://example.com") }
     }
+}
+
+/// Request heads a scripted server saw, in order.
+final class HeadLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var heads: [String] = []
+    func add(_ head: String) { lock.withLock { heads.append(head) } }
+    var all: [String] { lock.withLock { heads } }
 }
 
 enum ScriptedPort {

@@ -15,6 +15,11 @@ final class RecordingProvider: StepDataProvider, @unchecked Sendable {
     init(_ inner: StepDataProvider) { self.inner = inner }
 
     var sourceIdentity: String { inner.sourceIdentity }
+    var deletionFamily: String? { inner.deletionFamily }
+
+    func deletedSamples(since anchor: [UInt8]?, in store: StepLogStore) async throws -> SourceDeletions {
+        try await inner.deletedSamples(since: anchor, in: store)
+    }
 
     func layeringRange(now: Date) async throws -> DateInterval { try await inner.layeringRange(now: now) }
 

@@ -53,9 +53,15 @@ import Testing
     @Test func aClientErrorStopsWithTheServersMessageAndMarksNothing() async throws {
         let (dir, store) = try await ingested(); defer { withExtendedLifetime(dir) {} }
         let server = InMemoryAPIClient()
-        server.inject([.status(400, "{\"error\":\"samples[3].count: must be an integer\"}")])
+        server.inject([.status(400, "{\"error\":\"body is not valid JSON (line 1, column 2): expected value\"}")])
         await #expect(throws: APIError.self) { try await service(store, server).syncAll() }
         #expect(store.counts.syncedSamples == 0)
+        // A 400 naming a sample is checked by sending that sample alone: here it is
+        // accepted (the refusal was not the sample's), so nothing is rejected.
+        server.inject([.status(400, "{\"error\":\"samples[3].count: must be an integer\"}")])
+        let summary = try await service(store, server).syncAll()
+        #expect(summary.samplesRejected == 0 && store.counts.rejectedSamples == 0 && store.counts.unsyncedSamples == 0)
+        #expect(server.records.count == store.counts.samples)
         #expect(APIError.serverError(statusCode: 400, message: "{\"error\":\"samples[3].count: must be an integer\"}").description
             == "server error 400: samples[3].count: must be an integer")
         #expect(!APIError.serverError(statusCode: 400, message: nil).isRetryable)

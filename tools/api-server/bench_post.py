@@ -177,17 +177,36 @@ def bench_daily(total: int, wanted: list[str]) -> int:
             try:
                 saved, _ = run_clients(port, [token], [bodies], in_flight=2)
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-                times = []
-                for _ in range(3):
+                headers = {"Authorization": f"Bearer {token}"}
+
+                def get_year() -> float:
                     began = time.perf_counter()
-                    connection.request("GET", "/steps/daily?tz=Europe/Paris&from=2025-07-01&to=2026-06-30",
-                                       headers={"Authorization": f"Bearer {token}"})
+                    connection.request("GET", "/steps/daily?tz=Europe/Paris&from=2025-07-01&to=2026-06-30", headers=headers)
                     response = connection.getresponse()
                     document = json.loads(response.read())
-                    times.append(time.perf_counter() - began)
-                assert response.status == 200 and len(document["days"]) == 365, document
-                print(f"GET /steps/daily, one year of {saved:,} samples (3 sources, 10 years), {backend}: "
-                      f"{sorted(times)[1] * 1000:,.0f} ms (median of 3)", flush=True)
+                    elapsed = time.perf_counter() - began
+                    assert response.status == 200 and len(document["days"]) == 365, document
+                    return elapsed
+
+                def post_one(n: int) -> None:
+                    sample = {"id": f"X{n}", "startDate": "2026-03-15T10:00:00Z", "endDate": "2026-03-15T10:05:00Z",
+                              "count": 100 + n, "sourceBundleId": "com.apple.health.P", "sourceDeviceName": "iPhone"}
+                    connection.request("POST", "/steps", body=json.dumps({"samples": [sample]}),
+                                       headers={**headers, "Content-Type": "application/json"})
+                    response = connection.getresponse()
+                    response.read()
+                    assert response.status == 200
+
+                cold = get_year()
+                warm = sorted(get_year() for _ in range(5))
+                touched = []
+                for n in range(3):
+                    post_one(n)
+                    touched.append(get_year())
+                touched.sort()
+                print(f"GET /steps/daily, one year (Europe/Paris) of {saved:,} samples (3 sources, 10 years), {backend}: "
+                      f"first {cold * 1000:,.0f} ms (computed from the samples, as every request was before the cache); again {warm[2] * 1000:,.0f} ms (median of 5, {warm[0] * 1000:,.0f}–{warm[-1] * 1000:,.0f}); "
+                      f"after a POST touching one day {touched[1] * 1000:,.0f} ms (median of 3) (asked for: <= 200 ms)", flush=True)
             finally:
                 server.stop()
                 if cluster is not None:

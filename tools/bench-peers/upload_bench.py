@@ -5,7 +5,12 @@ another over one keep-alive connection by a plain HTTP client.
 
 Each measurement starts a fresh server with an empty data file (what an
 upload meets), and the upload starts from a fresh copy of the ingested store.
+
+With --fixture (Tests/StoreFixture), also deletions beside additions in one
+run: on a store already uploaded, N samples changed (N additions to send),
+uploaded and timed; then N samples deleted, uploaded and timed.
 Usage: upload_bench.py --stepsync BIN --server-python PY --work DIR [--days N] [--rounds R]
+                       [--fixture BIN --deletions N]
 """
 import argparse
 import http.client
@@ -59,6 +64,8 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--days", type=int, default=3650)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--fixture", help="stepsync-store-fixture, for the deletions measurement")
+    parser.add_argument("--deletions", type=int, default=100_000)
     args = parser.parse_args()
     work = pathlib.Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -98,10 +105,48 @@ def main():
             raise SystemExit(f"upload synced {summary['samplesSynced']} of {samples}")
         uploads.append(summary["samplesPerSecond"])
         log(f"  round {round_ + 1}: stepsync upload {uploads[-1]:,.0f} samples/s")
+    if args.fixture:
+        deletions_bench(args, work, pristine, samples)
     ceiling, upload = max(ceilings), max(uploads)
     print(f"upload: {samples:,} samples in {len(bodies)} bodies of 1,000; stepsync upload {upload:,.0f} samples/s, "
           f"server ceiling (same bodies, plain HTTP client) {ceiling:,.0f} samples/s: {upload / ceiling:.0%} of the ceiling "
           f"(best of {args.rounds} rounds each)")
+
+
+def deletions_bench(args, work, pristine, samples):
+    """N additions (changed samples) and then N deletions, each uploaded and timed, on one server."""
+    n = min(args.deletions, samples)
+    store = work / "deletions-store"
+    shutil.copytree(pristine, store)
+    server = Server(args.server_python, work / "deletions-server")
+    url = f"http://127.0.0.1:{server.port}"
+
+    def upload():
+        result = subprocess.run([args.stepsync, "upload", "--store", str(store), "--api-url", url, "--json"],
+                                check=True, capture_output=True, text=True)
+        return json.loads(result.stdout)
+
+    def fixture(command, *extra):
+        return json.loads(subprocess.run([args.fixture, command, str(store), *extra],
+                                         check=True, capture_output=True, text=True).stdout)
+
+    log(f"  deletions: uploading {samples:,} samples first")
+    upload()
+    changed = fixture("change", "--every", str(max(1, samples // n)), "--limit", str(n))["changed"]
+    additions = upload()
+    if additions["samplesSynced"] != changed:
+        raise SystemExit(f"upload synced {additions['samplesSynced']} of {changed} changed samples")
+    deleted = fixture("delete", "--every", str(max(1, samples // n)), "--limit", str(n))["deleted"]
+    removals = upload()
+    server.stop()
+    if removals["deletionsAcknowledged"] != deleted or removals["deletionsAppliedByServer"] != deleted:
+        raise SystemExit(f"upload acknowledged {removals['deletionsAcknowledged']} of {deleted} deletions "
+                         f"({removals['deletionsAppliedByServer']} applied by the server)")
+    added_rate = changed / additions["seconds"]
+    deleted_rate = deleted / removals["seconds"]
+    print(f"upload of deletions: {deleted:,} deletions in {removals['deletionBatches']} requests of 1,000 ids, "
+          f"{deleted_rate:,.0f} deletions/s; beside {changed:,} additions (changed samples) in the same run, "
+          f"{added_rate:,.0f} samples/s: deletions at {deleted_rate / added_rate:.1f}x the additions' rate")
 
 
 if __name__ == "__main__":

@@ -10,12 +10,16 @@ import StepTestSupport
 ///   correlations, workouts with routes, activity summaries; see its doc),
 ///   plus the side files a real zip holds (export_cda.xml, a workout route,
 ///   an ECG), through `ExportZipWriter`: raw deflate through the system zlib,
-///   ZIP64 records when the sizes need them (or `--zip64`).
+///   ZIP64 records when the sizes need them (or `--zip64`). With
+///   `--drop-steps F --export-date D`, the same export as a newer one of the
+///   same Health store: a fraction F of its step records gone, ExportDate D
+///   (the re-import benchmark).
 /// - `import PATH` reads the file with `AppleHealthExportProvider` and prints
 ///   XML MB/s, input MB/s, step records, seconds and peak RSS (VmHWM).
 enum ExportBench {
     static let usage = """
         usage: stepbench export generate --out PATH.zip --size-mb N [--seed S] [--entry NAME] [--zip64] [--no-dtd]
+                                         [--drop-steps FRACTION] [--export-date 'YYYY-MM-DD HH:MM:SS ±HHMM']
                stepbench export import PATH
         """
 
@@ -30,6 +34,8 @@ enum ExportBench {
             var entry = "apple_health_export/export.xml"
             var zip64 = false
             var dtd = true
+            var drop = 0.0
+            var exportDate: String?
             var i = 0
             func value() throws -> String {
                 i += 1
@@ -50,12 +56,18 @@ enum ExportBench {
                 case "--entry": entry = try value()
                 case "--zip64": zip64 = true
                 case "--no-dtd": dtd = false
+                case "--drop-steps":
+                    let text = try value()
+                    guard let f = Double(text), f >= 0, f < 1 else { throw ExportBenchUsageError("--drop-steps must be a fraction in 0..<1, found '\(text)'") }
+                    drop = f
+                case "--export-date": exportDate = try value()
                 default: throw ExportBenchUsageError("unknown option \(options[i])\n\(usage)")
                 }
                 i += 1
             }
             guard let out, let sizeMB else { throw ExportBenchUsageError("generate needs --out and --size-mb\n\(usage)") }
-            try generate(out: out, xmlBytes: Int64(sizeMB) * 1_000_000, seed: seed, entryName: entry, forceZip64: zip64, dtd: dtd)
+            try generate(out: out, xmlBytes: Int64(sizeMB) * 1_000_000, seed: seed, entryName: entry, forceZip64: zip64, dtd: dtd,
+                         droppedStepFraction: drop, exportDate: exportDate)
         case "import":
             guard options.count == 1 else { throw ExportBenchUsageError(usage) }
             try importExport(options[0])
@@ -100,7 +112,8 @@ enum ExportBench {
     /// The XML comes from `SyntheticExportWriter` and the zip from
     /// `ExportZipWriter` (Tests/Support, shared with the tests), written
     /// through StepLog's `FileDescriptor`.
-    static func generate(out: String, xmlBytes target: Int64, seed: UInt64, entryName: String, forceZip64: Bool, dtd: Bool = true) throws {
+    static func generate(out: String, xmlBytes target: Int64, seed: UInt64, entryName: String, forceZip64: Bool, dtd: Bool = true,
+                         droppedStepFraction: Double = 0, exportDate: String? = nil) throws {
         log("export generate \(out): at least \(target / 1_000_000) MB of XML in '\(entryName)', seed \(seed)")
         let (_, seconds) = try measure {
             let file = try ZipFileOutput(path: out)
@@ -110,13 +123,15 @@ enum ExportBench {
             let entry = try zip.beginEntry(entryName, mayExceed4GiB: target + (64 << 20) >= Int64(UInt32.max))
             var writer = SyntheticExportWriter(seed: seed) { try entry.write($0) }
             writer.includeDTD = dtd
+            writer.droppedStepFraction = droppedStepFraction
+            if let exportDate { writer.exportDate = exportDate }
             try writer.writeExport(atLeast: target)
             try zip.finish(entry)
             for (name, text) in SyntheticExport.sideFiles { try zip.add(name, text) }
             try zip.close()
             try file.sync()
             log("  \(fmt(Double(writer.bytesWritten) / 1e6, 1)) MB of XML, \(writer.stepRecords) step records, "
-                + "\(writer.days) days")
+                + "\(writer.days) days" + (droppedStepFraction > 0 ? ", \(writer.stepRecordsDropped) step records left out" : ""))
         }
         let size = (try? FileManager.default.attributesOfItem(atPath: out)[.size] as? NSNumber)?.int64Value ?? 0
         log("  wrote \(fmt(Double(size) / 1e6, 1)) MB zip in \(fmt(seconds, 1)) s")

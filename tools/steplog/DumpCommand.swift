@@ -20,7 +20,7 @@ enum DumpCommand {
 
     static func run(_ arguments: [String]) throws -> Int32 {
         guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, options: ["segment"], flags: ["json"]) else { return 0 }
-        guard Directory.kind(of: dir) == .directory else { throw StepLogError.notAStore(path: dir, reason: "no such directory") }
+        try StoreDirectoryCheck.requireExisting(dir)
         var only: UInt64?
         if let text = args.value("segment") {
             guard let n = UInt64(text) else { throw Arguments.UsageError("--segment must be a segment number, found '\(text)'") }
@@ -29,7 +29,10 @@ enum DumpCommand {
         let json = args.has("json")
         let out = SteplogTool.out
         let names = try Directory.names(in: dir).compactMap { name in SegmentName.sequence(of: name).map { ($0, name) } }.sorted { $0.0 < $1.0 }
-        if let only, !names.contains(where: { $0.0 == only }) { throw StepLogError.notAStore(path: dir, reason: "it has no segment \(only)") }
+        if let only, !names.contains(where: { $0.0 == only }) {
+            let present = names.map { String($0.0) }.joined(separator: ", ")
+            throw StepLogError.notAStore(path: dir, reason: "it has no segment \(only) (its segments: \(present.isEmpty ? "none" : present))")
+        }
         for (sequence, name) in names where only == nil || only == sequence {
             let path = Directory.join(dir, name)
             let fd = try FileDescriptor.open(path, O_RDONLY)
@@ -96,6 +99,9 @@ enum DumpCommand {
                 return (name, [("ids", .list(ids.map(\.uuidString)))])
             case .sampleDeleted(let id, let at):
                 return (name, [("id", .text(id.uuidString)), ("deletedAt", .time(at))])
+            case .samplesRejected(let list):
+                return (name, [("ids", .list(list.map(\.id.uuidString))), ("reasons", .list(list.map(\.reason))),
+                               ("rejectedAt", .list(list.map { ISO8601.format(milliseconds: $0.rejectedAtMilliseconds) }))])
             case .syncedThrough(let offset):
                 return (name, [("offset", .number(Int64(offset)))])
             case .padding(let length):

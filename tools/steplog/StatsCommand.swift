@@ -9,7 +9,7 @@ enum StatsCommand {
 
         Segments, bytes, records and live records by type, live and dead bytes (what
         compaction would reclaim), synced-through and padding bytes, samples synced and
-        unsynced, tombstones (deletion records: all, and those still pending), pending
+        unsynced and rejected by the server, tombstones (deletion records: all, and those still pending), pending
         deletions, intervals by status.
         """
 
@@ -38,6 +38,7 @@ enum StatsCommand {
             w.field("samples", counts.samples)
             w.field("syncedSamples", counts.syncedSamples)
             w.field("unsyncedSamples", counts.unsyncedSamples)
+            w.field("rejectedSamples", counts.rejectedSamples)
             w.field("pendingDeletions", counts.pendingDeletions)
             let tombstones = f.byType[.sampleDeleted] ?? StoreFigures.TypeFigures()
             w.key("tombstones"); w.beginObject()
@@ -60,7 +61,7 @@ enum StatsCommand {
             let x = f.byType[t] ?? StoreFigures.TypeFigures()
             out.line("    \(SteplogTool.typeName(t)): \(Format.count(x.records)) (\(Format.count(x.liveRecords)) live), \(Format.bytes(x.bytes))")
         }
-        out.line("  samples: \(Format.count(counts.samples)) (\(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced)")
+        out.line("  samples: \(Format.count(counts.samples)) (\(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced, \(Format.count(counts.rejectedSamples)) rejected by the server)")
         let tombstones = f.byType[.sampleDeleted] ?? StoreFigures.TypeFigures()
         out.line("  tombstones: \(Format.count(tombstones.records)) records, \(Format.bytes(tombstones.bytes)) (\(Format.count(tombstones.liveRecords)) live, \(Format.bytes(tombstones.liveBytes))); deletions waiting for the server: \(Format.count(counts.pendingDeletions))")
         out.line("  intervals: " + IntervalStatus.allCases.map { "\(Format.count(counts.intervals[$0] ?? 0)) \($0)" }.joined(separator: ", "))

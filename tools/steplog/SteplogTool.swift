@@ -72,6 +72,7 @@ enum SteplogTool {
         case .syncedThrough: "syncedThrough"
         case .padding: "padding"
         case .sourceAnchor: "sourceAnchor"
+        case .samplesRejected: "samplesRejected"
         }
     }
 }

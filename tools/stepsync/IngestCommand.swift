@@ -3,11 +3,13 @@ import StepLog
 import StepSync
 import ToolSupport
 
-/// `stepsync ingest`: stage 1 (layering) then stage 2a (fetch), resuming
-/// whatever an earlier run left.
+/// `stepsync ingest`: the source's deletions planned (and refused, before
+/// anything is written, when a guard says so), stage 1 (layering), stage 2a
+/// (fetch), then the deletions applied as tombstones; resuming whatever an
+/// earlier run left.
 enum IngestCommand {
     static let usage = """
-        usage: stepsync ingest --store DIR [--source SOURCE] [--restart] [--json]
+        usage: stepsync ingest --store DIR [--source SOURCE] [--restart] [--allow-deletions | --keep-deleted] [--json]
 
         Layers the source's data into intervals of at most 10,000 steps (cheap aggregate
         queries), then fetches each pending interval's samples into the store (upsert by
@@ -18,21 +20,33 @@ enum IngestCommand {
         samples or break the sample contract are skipped and reported (--json: read.malformed,
         read.outOfContract); a structural error in the file stores nothing. Ctrl-C during
         the read stops it at once and leaves the store as it was.
+        Samples the source no longer has are deleted (tombstones, sent by the next upload):
+        the mock's churn reports them; an export is a snapshot, so every stored sample
+        from an earlier export that started before its ExportDate and is absent from it
+        is deleted. An export older than the last one imported, or one that would delete
+        more than 5% of the stored export samples, is refused before anything is written.
+        Prints "N new, M changed, D deleted".
 
         options:
           --store DIR       the StepLog store (created when missing)
-          --source SOURCE   mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,latency=MS]
+          --source SOURCE   mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,watch=0|1,churn=P,latency=MS]
                             (default: mock = seed 42, 730 days ending today, UTC)
                             or a path to an Apple Health export.zip / export.xml
           --restart         forget every interval (clearAllIntervals) and layer again;
                             samples already stored are kept
+          --allow-deletions apply an export's deletions even past 5% of the stored export samples
+          --keep-deleted    only add: delete nothing, no guards (an older export may then
+                            bring back samples a newer one deleted)
           --json            print the summary as JSON
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {
         if StepSyncTool.helpRequested(arguments, usage) { return 0 }
-        let args = try Arguments(arguments, options: ["store", "source"], flags: ["restart", "json"])
+        let args = try Arguments(arguments, options: ["store", "source"], flags: ["restart", "json", "allow-deletions", "keep-deleted"])
         try args.expectPositionals(0, "")
+        if args.has("allow-deletions") && args.has("keep-deleted") {
+            throw Arguments.UsageError("--allow-deletions and --keep-deleted cannot go together")
+        }
         let storePath = try args.required("store")
         let sourceText = args.value("source") ?? "mock"
         let spec = try SourceSpec.parse(sourceText)
@@ -62,6 +76,14 @@ enum IngestCommand {
         if opened == nil { opened = try openStore() }
         let store = opened!
         let progress = ProgressLine()
+        let deletion = DeletionService(provider: provider, store: store,
+                                       options: DeletionOptions(allowMassDeletion: args.has("allow-deletions"),
+                                                                keepDeleted: args.has("keep-deleted")),
+                                       sourceName: sourceText, stop: trap.stop)
+        // Before anything is written: a refusal leaves the store as it was.
+        let planStarted = Date()
+        let plan = try await deletion.plan()
+        var deletionSeconds = (plan: Date().timeIntervalSince(planStarted), apply: 0.0)
         let layering = LayeringService(provider: provider, store: store, stop: trap.stop)
         if args.has("restart") { try layering.clearAllIntervals() }
         layering.onProgress = { p in
@@ -78,10 +100,11 @@ enum IngestCommand {
         }
         progress.finish()
         if layered.sourceChanged {
-            err.line("stepsync ingest: the store's intervals came from another source; layered again (stored samples are kept)")
+            err.line("stepsync ingest: the store's intervals came from another source; layered again (stored samples are kept unless the source no longer has them)")
         }
 
         let fetch = FetchService(provider: provider, store: store, stop: trap.stop)
+        fetch.alreadyStored = plan?.deletions.alreadyStored
         fetch.onProgress = { p in
             progress.update("fetching: \(ProgressLine.counts(p.intervalsFetched, of: p.intervalsTotal, elapsed: p.seconds, unit: " intervals")), \(Format.count(p.samples)) samples",
                             force: p.intervalsFetched == p.intervalsTotal)
@@ -95,15 +118,38 @@ enum IngestCommand {
             return 130
         }
         progress.finish()
+
+        var deleted = DeleteSummary()
+        if let plan {
+            deletion.onProgress = { done, total in
+                progress.update("deleting: \(Format.count(done)) of \(Format.count(total)) samples the source no longer has",
+                                force: done == total)
+            }
+            do {
+                let applyStarted = Date()
+                deleted = try deletion.apply(plan)
+                deletionSeconds.apply = Date().timeIntervalSince(applyStarted)
+            } catch is StoppedByRequest {
+                progress.finish()
+                err.line("stepsync ingest: paused while deleting; deletions written so far are saved. To continue: \(resume)")
+                return 130
+            }
+            progress.finish()
+        }
         let counts = store.counts
         try store.close()
         printSummary(spec: provider.sourceIdentity, store: storePath, read: (provider as? AppleHealthExportProvider)?.summary,
-                     layered: layered, fetched: fetched, counts: counts, json: args.has("json"))
+                     layered: layered, fetched: fetched, plan: plan, deleted: deleted, deletionSeconds: deletionSeconds,
+                     counts: counts, json: args.has("json"))
         return 0
     }
 
-    static func printSummary(spec: String, store: String, read: ExportReadSummary?, layered: LayeringSummary,
-                             fetched: FetchSummary, counts: StoreCounts, json: Bool) {
+    static func printSummary(spec: String, store: String, read: ExportReadSummary?,
+                             layered: LayeringSummary, fetched: FetchSummary, plan: DeletionPlan?, deleted: DeleteSummary,
+                             deletionSeconds: (plan: Double, apply: Double),
+                             counts: StoreCounts, json: Bool) {
+        let new = fetched.samples.inserted + fetched.samples.revived
+        let changed = fetched.samples.updated
         let out = StepSyncTool.out
         let storeShare = fetched.seconds > 0 ? fetched.storeSeconds / fetched.seconds : 0
         let rate = fetched.seconds > 0 ? Double(fetched.samplesSeen) / fetched.seconds : 0
@@ -128,17 +174,40 @@ enum IngestCommand {
             w.field("samplesInserted", fetched.samples.inserted)
             w.field("samplesUpdated", fetched.samples.updated)
             w.field("samplesUnchanged", fetched.samples.unchanged)
+            w.field("samplesRevived", fetched.samples.revived)
+            w.field("samplesRelabeled", fetched.samples.relabeled)
             w.field("batches", fetched.batches)
             w.key("seconds"); w.value(fetched.seconds)
             w.key("samplesPerSecond"); w.value(rate)
             w.key("storeShare"); w.value(storeShare)
             w.endObject()
+            w.key("deletions"); w.beginObject()
+            if let plan {
+                w.field("family", plan.family)
+                w.field("reported", plan.deletions.ids.count)
+                if let compared = plan.deletions.comparedWith {
+                    w.field("comparedWith", compared)
+                    w.field("withReplacement", plan.deletions.withReplacement)
+                }
+            } else {
+                w.field("reported", 0)
+            }
+            w.field("deleted", deleted.deleted)
+            w.field("alreadyDeleted", deleted.alreadyDeleted)
+            w.field("unknown", deleted.unknown)
+            w.key("planSeconds"); w.value(deletionSeconds.plan)
+            w.key("applySeconds"); w.value(deletionSeconds.apply)
+            w.endObject()
+            w.field("new", new)
+            w.field("changed", changed)
+            w.field("deleted", deleted.deleted)
             StatusCommand.writeCounts(counts, into: &w)
             w.endObject()
             out.line(w.string)
             return
         }
         out.line("ingest complete: \(spec)")
+        out.line("  \(Format.count(new)) new, \(Format.count(changed)) changed, \(Format.count(deleted.deleted)) deleted")
         out.line("  layering: \(Format.count(layered.intervalsRecorded)) intervals recorded, \(Format.count(layered.intervalsKept)) kept from before, \(Format.count(layered.queries)) aggregate queries, \(Format.duration(layered.seconds))")
         out.line("  fetch: \(Format.count(fetched.intervalsFetched)) intervals, \(Format.count(fetched.samplesSeen)) samples (\(Format.count(fetched.samples.inserted)) new, \(Format.count(fetched.samples.updated)) changed, \(Format.count(fetched.samples.unchanged)) unchanged) in \(Format.count(fetched.batches)) batches, \(Format.duration(fetched.seconds)) (\(Format.count(Int(rate))) samples/s, \(Format.percent(storeShare)) of it in StepLog)")
         out.line("  store: \(store): \(Format.count(counts.samples)) samples (\(Format.count(counts.unsyncedSamples)) unsynced), \(Format.count(counts.intervalTotal)) intervals, \(Format.bytes(counts.bytes)) in \(Format.count(counts.segments, "segment"))")

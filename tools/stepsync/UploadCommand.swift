@@ -8,17 +8,29 @@ enum UploadCommand {
     static let defaultURL = "http://127.0.0.1:8000"
 
     static let usage = """
-        usage: stepsync upload --store DIR [--api-url URL] [--timeout SECONDS] [--max-attempts N] [--http-client socket|urlsession] [--json]
+        usage: stepsync upload --store DIR [--api-url URL] [--token-file PATH] [--timeout SECONDS] [--max-attempts N] [--http-client socket|urlsession] [--json]
 
         Sends unsynced samples to the API server (POST /steps), 1,000 at a time in the
         order they were stored, and marks each batch synced (durably) once the server
-        acknowledged it. Connection errors, timeouts and 5xx are retried with exponential
-        backoff and jitter; a 4xx stops with the server's message. Ctrl-C or SIGTERM
-        finishes the batch in flight and exits 130; run the same command to continue.
+        acknowledged it; then the deletions waiting for upload (POST /steps/deletions),
+        1,000 ids at a time, each batch marked acknowledged once the server answered 200.
+        Connection errors, timeouts and 5xx are retried with exponential backoff and
+        jitter; a 401 (no token, or a refused one) and other 4xx stop with the server's
+        message, except a 400 that names a sample: the batch is split until the refused
+        samples are found, the others are uploaded, and the refused ones are recorded
+        rejected with the server's reason (kept in the store, shown by stepsync status,
+        sent again only once their content changes); the exit status is then 1. Ctrl-C or SIGTERM finishes the batch in flight and exits 130; run the
+        same command to continue.
+
+        The token (for a server that requires one: `tools/api-server/run tokens create
+        --user NAME`) comes from --token-file PATH or the STEPSYNC_TOKEN environment
+        variable, never from the command line; it is never printed.
 
         options:
           --store DIR         the StepLog store
           --api-url URL       the API server (default: $STEPSYNC_API_URL, else \(defaultURL))
+          --token-file PATH   a file holding the API token (surrounding whitespace ignored;
+                              default: $STEPSYNC_TOKEN, else no token)
           --timeout SECONDS   per request (default 30)
           --max-attempts N    attempts per batch before giving up (default 8)
           --http-client C     socket (default for http://: HTTP/1.1 over a socket) or urlsession
@@ -29,18 +41,23 @@ enum UploadCommand {
 
     static func run(_ arguments: [String]) async throws -> Int32 {
         if StepSyncTool.helpRequested(arguments, usage) { return 0 }
-        let args = try Arguments(arguments, options: ["store", "api-url", "timeout", "max-attempts", "http-client"], flags: ["json"])
+        if arguments.contains(where: { $0 == "--token" || $0.hasPrefix("--token=") }) {
+            throw Arguments.UsageError("--token is not accepted: a command line is visible to every user of the machine; use --token-file PATH or STEPSYNC_TOKEN")
+        }
+        let args = try Arguments(arguments, options: ["store", "api-url", "token-file", "timeout", "max-attempts", "http-client"], flags: ["json"])
         try args.expectPositionals(0, "")
         let storePath = try args.required("store")
         let url = args.value("api-url") ?? ProcessInfo.processInfo.environment["STEPSYNC_API_URL"] ?? defaultURL
         let timeout = try args.integer("timeout", default: 30, in: 1...3_600)
         let attempts = try args.integer("max-attempts", default: 8, in: 1...1_000)
         let kind = args.value("http-client") ?? (url.hasPrefix("https:") ? "urlsession" : "socket")
+        let token = try UploadToken.resolve(file: args.value("token-file"), environment: ProcessInfo.processInfo.environment,
+                                            warn: { StepSyncTool.err.line("stepsync upload: warning: \($0)") })
         let client: APIClient
         do {
             switch kind {
-            case "socket": client = try SocketAPIClient(baseURL: url, timeout: TimeInterval(timeout))
-            case "urlsession": client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout))
+            case "socket": client = try SocketAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token)
+            case "urlsession": client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token)
             default: throw Arguments.UsageError("--http-client must be socket or urlsession, found '\(kind)'")
             }
         } catch let error as APIError {
@@ -59,15 +76,16 @@ enum UploadCommand {
                 throw APIError.serverUnreachable(url: url, reason: "GET /health did not answer {\"status\":\"ok\"}")
             }
         } catch let error as APIError {
-            err.line("stepsync upload: \(error); is the server running? (python3 tools/api-server/main.py --port PORT)")
+            err.line("stepsync upload: \(error); is the server running? (tools/api-server/run --single-user --port PORT)")
             return 1
         }
 
         let progress = ProgressLine()
         let service = APISyncService(store: store, client: client, retry: RetryPolicy(maxAttempts: attempts), stop: trap.stop)
         service.onProgress = { p in
-            progress.update("uploading: \(Format.count(p.batches)) batches, \(ProgressLine.counts(p.samplesSynced, of: p.samplesTotal, elapsed: p.seconds, unit: " samples"))" + (p.retries > 0 ? ", \(p.retries) retries" : ""),
-                            force: p.samplesSynced >= p.samplesTotal)
+            let deletions = p.deletionsTotal > 0 ? ", \(Format.count(p.deletionsAcknowledged)) of \(Format.count(p.deletionsTotal)) deletions" : ""
+            progress.update("uploading: \(Format.count(p.batches)) batches, \(ProgressLine.counts(p.samplesSynced, of: p.samplesTotal, elapsed: p.seconds, unit: " samples"))" + deletions + (p.retries > 0 ? ", \(p.retries) retries" : ""),
+                            force: p.samplesSynced >= p.samplesTotal && p.deletionsAcknowledged >= p.deletionsTotal)
         }
         service.onRetry = { attempt, wait, error in
             progress.finish()
@@ -82,12 +100,14 @@ enum UploadCommand {
             return 130
         } catch let error as APIError {
             progress.finish()
-            let left = store.counts.unsyncedSamples
-            err.line("stepsync upload: \(error); \(Format.count(left)) samples still unsynced" + (error.isRetryable ? " (gave up after \(attempts) attempts; run again to resume)" : ""))
+            let counts = store.counts
+            let left = "\(Format.count(counts.unsyncedSamples)) samples still unsynced" + (counts.pendingDeletions > 0 ? ", \(Format.count(counts.pendingDeletions)) deletions still waiting" : "")
+            err.line("stepsync upload: \(error); \(left)" + (error.isRetryable ? " (gave up after \(attempts) attempts; run again to resume)" : ""))
             return 1
         }
         progress.finish()
         let counts = store.counts
+        let rejectedEarlier = counts.rejectedSamples - summary.samplesRejected
         try store.close()
         let rate = summary.seconds > 0 ? Double(summary.samplesSynced) / summary.seconds : 0
         if args.has("json") {
@@ -98,6 +118,15 @@ enum UploadCommand {
             w.field("batches", summary.batches)
             w.field("samplesSynced", summary.samplesSynced)
             w.field("samplesSavedByServer", summary.samplesSavedByServer)
+            w.field("deletionBatches", summary.deletionBatches)
+            w.field("deletionsAcknowledged", summary.deletionsAcknowledged)
+            w.field("deletionsAppliedByServer", summary.deletionsAppliedByServer)
+            w.field("samplesRejected", summary.samplesRejected)
+            w.key("firstRejections"); w.beginArray()
+            for r in summary.firstRejections {
+                w.beginObject(); w.field("id", r.id.uuidString); w.field("reason", r.reason); w.endObject()
+            }
+            w.endArray()
             w.field("retries", summary.retries)
             w.field("intervalsSynced", summary.intervalsSynced)
             w.key("seconds"); w.value(summary.seconds)
@@ -108,8 +137,16 @@ enum UploadCommand {
         } else {
             let out = StepSyncTool.out
             out.line("upload complete: \(url)")
-            out.line("  \(Format.count(summary.samplesSynced)) samples in \(Format.count(summary.batches)) batches (\(Format.count(summary.samplesSavedByServer)) new to the server), \(summary.retries) retries, \(Format.duration(summary.seconds)) (\(Format.count(Int(rate))) samples/s)")
-            out.line("  store: \(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced; \(Format.count(summary.intervalsSynced)) intervals now synced")
+            out.line("  \(Format.count(summary.samplesSynced)) samples in \(Format.count(summary.batches - summary.deletionBatches)) batches (\(Format.count(summary.samplesSavedByServer)) new to the server), \(Format.count(summary.deletionsAcknowledged)) deletions in \(Format.count(summary.deletionBatches)) batches (\(Format.count(summary.deletionsAppliedByServer)) were live at the server), \(summary.retries) retries, \(Format.duration(summary.seconds)) (\(Format.count(Int(rate))) samples/s)")
+            out.line("  store: \(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced, \(Format.count(counts.rejectedSamples)) rejected, \(Format.count(counts.pendingDeletions)) deletions waiting; \(Format.count(summary.intervalsSynced)) intervals now synced")
+        }
+        if rejectedEarlier > 0 {
+            err.line("stepsync upload: \(Format.count(rejectedEarlier)) samples the server rejected earlier were not sent again (they are sent once their content changes; see stepsync status --store \(storePath))")
+        }
+        if summary.samplesRejected > 0 {
+            let first = summary.firstRejections.first.map { " (first: \($0.id.uuidString): \($0.reason))" } ?? ""
+            err.line("stepsync upload: the server rejected \(Format.count(summary.samplesRejected)) samples\(first); every other sample was uploaded. They are kept in the store and listed by stepsync status --store \(storePath)")
+            return 1
         }
         return 0
     }

@@ -94,6 +94,9 @@ public enum FormatConstants {
     public static let syncedThroughPayloadSize = 8
     /// Longest anchor a `sourceAnchor` record carries.
     public static let maxAnchorBytes = 65_536
+    /// Longest reason (UTF-8 bytes) a `samplesRejected` entry carries; a longer
+    /// one is cut at a character boundary.
+    public static let maxRejectionReasonBytes = 1_024
 
     // MARK: Files beside the segments
 
@@ -153,6 +156,11 @@ public enum RecordType: UInt8, Sendable, CaseIterable {
     case padding = 9
     /// A provider's state after its last completed ingest, per source family. (Version 2.)
     case sourceAnchor = 10
+    /// Samples the server refused for a reason of their own (a 400 naming the
+    /// sample), each with the server's reason: the version current at this
+    /// point of the log is not sent again. (Version 2, added after the others:
+    /// earlier version 2 readers refuse it as an undefined type.)
+    case samplesRejected = 11
 
     /// The first format version that has this record type.
     public var sinceVersion: UInt16 { rawValue <= 6 ? 1 : 2 }

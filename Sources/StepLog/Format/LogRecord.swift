@@ -13,6 +13,7 @@ public enum LogRecord: Hashable, Sendable {
     /// `length` zero bytes of payload.
     case padding(length: Int)
     case sourceAnchor(family: UInt64, anchor: [UInt8])
+    case samplesRejected([SampleRejection])
 
     public var type: RecordType {
         switch self {
@@ -26,6 +27,7 @@ public enum LogRecord: Hashable, Sendable {
         case .syncedThrough: .syncedThrough
         case .padding: .padding
         case .sourceAnchor: .sourceAnchor
+        case .samplesRejected: .samplesRejected
         }
     }
 
@@ -74,6 +76,8 @@ public enum LogRecord: Hashable, Sendable {
                 b.append(UInt32(anchor.count))
                 b.append(anchor)
             }
+        case .samplesRejected(let rejections):
+            RejectionPayload.appendRecord(rejections, to: buffer)
         }
     }
 
@@ -133,6 +137,8 @@ public enum LogRecord: Hashable, Sendable {
                 return .failure(PayloadProblem("source-anchor payload of \(payload.count) bytes is malformed"))
             }
             return .success(.sourceAnchor(family: family, anchor: Array(anchor)))
+        case .samplesRejected:
+            return RejectionPayload.decode(payload).map { .samplesRejected($0) }
         }
     }
 }

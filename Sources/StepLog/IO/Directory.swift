@@ -40,9 +40,9 @@ public enum Directory {
         if kind(of: path) == .directory { return }
         let parent = parentPath(of: path)
         if parent != path, kind(of: parent) == nil { try create(parent) }
-        if mkdir(path, 0o755) != 0 && errno != EEXIST {
-            throw StepLogError.io(operation: "create directory", path: path, errno: errno)
-        }
+        let perform = { mkdir(path, 0o755) != 0 && errno != EEXIST ? errno : 0 }
+        let code = FileOperations.interposer.map { $0.intercept(.createDirectory(path: path), perform: perform) } ?? perform()
+        if code != 0 { throw StepLogError.io(operation: "create directory", path: path, errno: code) }
         try sync(parent)
     }
 
@@ -51,26 +51,23 @@ public enum Directory {
     public static func sync(_ path: String) throws {
         let fd = try FileDescriptor.open(path, O_RDONLY)
         defer { fd.close() }
-        #if canImport(Darwin)
-        if fcntl(fd.rawValue, F_FULLFSYNC) == 0 { return }
-        #endif
-        if retryingEINTR({ fsync(fd.rawValue) }) != 0 {
-            throw StepLogError.io(operation: "sync directory", path: path, errno: errno)
-        }
+        let code = FileOperations.interposer.map { $0.intercept(.syncDirectory(path: path)) { fd.syncDirectoryEntries() } }
+            ?? fd.syncDirectoryEntries()
+        if code != 0 { throw StepLogError.io(operation: "sync directory", path: path, errno: code) }
     }
 
     /// rename(2), atomic within one file system.
     public static func rename(_ from: String, to: String) throws {
-        if Glibc_or_Darwin_rename(from, to) != 0 {
-            throw StepLogError.io(operation: "rename to \(to)", path: from, errno: errno)
-        }
+        let perform = { Glibc_or_Darwin_rename(from, to) != 0 ? errno : 0 }
+        let code = FileOperations.interposer.map { $0.intercept(.rename(from: from, to: to), perform: perform) } ?? perform()
+        if code != 0 { throw StepLogError.io(operation: "rename to \(to)", path: from, errno: code) }
     }
 
     /// unlink(2); a missing file is not an error.
     public static func remove(_ path: String) throws {
-        if unlink(path) != 0 && errno != ENOENT {
-            throw StepLogError.io(operation: "remove", path: path, errno: errno)
-        }
+        let perform = { unlink(path) != 0 && errno != ENOENT ? errno : 0 }
+        let code = FileOperations.interposer.map { $0.intercept(.remove(path: path), perform: perform) } ?? perform()
+        if code != 0 { throw StepLogError.io(operation: "remove", path: path, errno: code) }
     }
 
     public static func parentPath(of path: String) -> String {

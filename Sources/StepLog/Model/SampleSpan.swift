@@ -1,6 +1,10 @@
 /// A sample version's fields read in place from its record: no `String`, no
 /// `UUID`, no allocation. The byte views are valid only during the call.
 public struct SampleSpan {
+    /// The sample's UUID.
+    public var id: UUIDBytes
+    /// Its origin label (flag bits 2...3).
+    public var origin: SampleOrigin
     public var startMilliseconds: Int64
     public var endMilliseconds: Int64
     public var count: UInt32

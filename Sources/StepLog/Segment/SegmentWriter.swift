@@ -32,6 +32,9 @@ final class SegmentWriter {
     private(set) var syncedThroughDue = false
     /// The segment size the store rolls at.
     let limit: Int64
+    /// The segment's size when this writer opened it: a clean close adds a
+    /// closing `syncedThrough` record only if this run appended something.
+    private var sizeAtOpen: Int64
     private let preallocator: Preallocator?
 
     private init(info: SegmentInfo, fd: FileDescriptor, syncedSize: Int64, physicalSize: Int64,
@@ -40,6 +43,7 @@ final class SegmentWriter {
         self.fd = fd
         self.syncedSize = syncedSize
         self.limit = limit
+        sizeAtOpen = info.size
         preallocator = preallocation > 0
             ? Preallocator(fd: fd, preparedEnd: physicalSize, ahead: Int64(preallocation), limit: limit) : nil
         preallocator?.extendIfNeeded(writeOffset: info.size)
@@ -72,14 +76,64 @@ final class SegmentWriter {
 
     /// Opens an existing segment to append after its last record (`info.size`,
     /// which may be before zero-filled space left by a writer that died).
-    /// Its bytes count as synced (nothing new to write); the first
-    /// acknowledging sync then vouches for every byte before it, as fdatasync
-    /// writes whatever of the file is still dirty.
+    ///
+    /// Bytes after the last offset a `syncedThrough` record vouches for may
+    /// never have reached the disk even though they read back: after a failed
+    /// fsync Linux marks the dirty pages clean without writing them
+    /// ("fsyncgate"), so the page cache serves bytes the disk does not hold,
+    /// and no later fdatasync writes them. They are therefore re-written from
+    /// what was read and synced here, before anything new is appended; the
+    /// first append then vouches for them (a `syncedThrough` record is due).
     static func reopen(_ info: SegmentInfo, preallocation: Int, limit: Int64) throws -> SegmentWriter {
         precondition(info.header.version == FormatConstants.formatVersion, "a writer never appends to a version \(info.header.version) segment")
         let fd = try FileDescriptor.open(info.path, O_RDWR)
-        return SegmentWriter(info: info, fd: fd, syncedSize: info.size, physicalSize: try fd.size(),
-                             preallocation: preallocation, limit: limit)
+        let unvouched: Bool
+        do {
+            let vouched = try lastVouchedOffset(info, fd: fd)
+            unvouched = vouched < info.size
+            if unvouched { try rewrite(fd, from: vouched, to: info.size) }
+        } catch {
+            fd.close()
+            throw error
+        }
+        let writer = SegmentWriter(info: info, fd: fd, syncedSize: info.size, physicalSize: try fd.size(),
+                                   preallocation: preallocation, limit: limit)
+        writer.syncedThroughDue = unvouched
+        return writer
+    }
+
+    /// The highest offset a `syncedThrough` record in the segment's first
+    /// `info.size` bytes claims, or the data start when there is none (the
+    /// header block is synced before the segment gets its name).
+    static func lastVouchedOffset(_ info: SegmentInfo, fd: FileDescriptor) throws -> Int64 {
+        var vouched = info.dataStart
+        var reader = SegmentReader(fd: fd, fileSize: info.size, from: info.dataStart)
+        while let item = try reader.next() {
+            guard case .record(_, let type, let payload, _) = item else { break }
+            if type == RecordType.syncedThrough.rawValue, payload.count == FormatConstants.syncedThroughPayloadSize {
+                vouched = max(vouched, Int64(UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self))))
+            }
+        }
+        return min(vouched, info.size)
+    }
+
+    /// Writes bytes [start, end) of the file again, as read, and syncs them:
+    /// the pages become dirty, so this sync writes them whatever an earlier
+    /// failed sync did to them.
+    private static func rewrite(_ fd: FileDescriptor, from start: Int64, to end: Int64) throws {
+        let chunk = 1 << 20
+        let buffer = WriteBuffer(capacity: Int(min(Int64(chunk), end - start)))
+        var at = start
+        while at < end {
+            let want = Int(min(Int64(chunk), end - at))
+            buffer.removeAll()
+            buffer.reserve(want)
+            buffer.count = try fd.read(into: buffer.storage, count: want, at: at)
+            guard buffer.count == want else { throw StepLogError.io(operation: "read", path: fd.path, errno: EIO) }
+            try fd.write(buffer.bytes, at: at)
+            at += Int64(want)
+        }
+        try fd.sync()
     }
 
     /// Offset in the file where the next record will start.
@@ -135,6 +189,10 @@ final class SegmentWriter {
         try flush()
         if syncedSize != info.size {
             try fd.sync()
+            // The preallocator syncs this file too: had its sync failed, the
+            // kernel may have reported the error to it alone and dropped our
+            // pages, and the sync above returned 0 — so its failure is ours.
+            try preallocator?.throwIfSyncFailed()
             syncedSize = info.size
         }
     }
@@ -150,7 +208,9 @@ final class SegmentWriter {
     /// A clean close's last record: the `syncedThrough` record a sync left
     /// due, written and synced, so that every byte before it is vouched for.
     func vouchBeforeClosing() throws {
-        guard syncedThroughDue, endOffset + Self.syncedThroughRecordSize <= limit else { return }
+        // A run that appended nothing leaves the file as it found it (its
+        // unvouched bytes were re-written and synced at open).
+        guard syncedThroughDue, info.size > sizeAtOpen, endOffset + Self.syncedThroughRecordSize <= limit else { return }
         appendSyncedThrough()
         try sync()
     }
@@ -194,6 +254,9 @@ final class Preallocator: @unchecked Sendable {
     private var _preparedEnd: Int64
     private var fillingFrom: Int64?
     private var stopped = false
+    /// A fill's sync running now, and the first one that failed (sticky).
+    private var syncing = false
+    private var syncFailure: Error?
     private static let zeros = [UInt8](repeating: 0, count: 1 << 20)
 
     init(fd: FileDescriptor, preparedEnd: Int64, ahead: Int64, limit: Int64) {
@@ -228,11 +291,21 @@ final class Preallocator: @unchecked Sendable {
                 at += Int64(n)
             }
         }
-        if ok { ok = (try? fd.sync()) != nil }
+        var failedSync: Error?
+        if ok {
+            lock.lock()
+            syncing = true
+            lock.unlock()
+            do { try fd.sync() } catch { failedSync = error; ok = false }
+        }
         lock.lock()
-        // A failed fill (a full disk, say) only stops preallocating: the
-        // writer's own appends extend the file and report their own errors.
+        // A failed write of zeros (a full disk, say) only stops preallocating:
+        // the writer's own appends extend the file and report their own
+        // errors. A failed sync is the writer's failure too (it syncs the
+        // writer's file): kept, and thrown by the writer's next sync.
         if ok { _preparedEnd = end } else { stopped = true; _preparedEnd = max(_preparedEnd, at) }
+        if let failedSync, syncFailure == nil { syncFailure = failedSync }
+        syncing = false
         fillingFrom = nil
         lock.unlock()
     }
@@ -244,6 +317,19 @@ final class Preallocator: @unchecked Sendable {
         let busy = fillingFrom.map { writeEnd > $0 } ?? false
         lock.unlock()
         if busy { queue.sync {} }
+    }
+
+    /// Throws the failure of any fill's sync so far. A fill whose sync is
+    /// running now is waited for first: the kernel reports a write-back
+    /// error to one of two concurrent syncs of a file only.
+    func throwIfSyncFailed() throws {
+        lock.lock()
+        let wait = syncing
+        lock.unlock()
+        if wait { queue.sync {} }
+        lock.lock()
+        defer { lock.unlock() }
+        if let syncFailure { throw syncFailure }
     }
 
     /// Waits for a running fill and starts no more.

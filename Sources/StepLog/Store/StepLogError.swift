@@ -30,7 +30,9 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .io(let operation, let path, let code):
-            return "\(operation) \(path): \(String(cString: strerror(code))) (errno \(code))"
+            // A full disk is the one I/O error a user can fix: say so first.
+            let prefix = code == ENOSPC ? "disk full: " : ""
+            return "\(prefix)\(operation) \(path): \(String(cString: strerror(code))) (errno \(code))"
         case .locked(let path, let pid):
             if let pid { return "store is locked by pid \(pid) (\(path))" }
             return "store is locked by another process (\(path))"

@@ -65,6 +65,7 @@ extension StepLogStore {
         var before = StoreFigures()
         let frame = WriteBuffer(capacity: 4096)
         let group = WriteBuffer(capacity: 64 << 10)
+        let rejectionPayload = WriteBuffer(capacity: 1024)
         var groupRecords: [(position: LogPosition, type: UInt8, start: Int, length: Int)] = []
         var read: Int64 = 0
         for segment in inputs {
@@ -91,17 +92,29 @@ extension StepLogStore {
                         continue
                     }
                     before.liveRecords += 1
-                    before.liveBytes += Int64(FormatConstants.recordHeaderSize + r.length)
                     frame.removeAll()
-                    frame.append(UInt32(payload.count))
-                    frame.append(r.type)
-                    frame.append(UInt32(0))
-                    frame.append(payload)
+                    if r.type == RecordType.samplesRejected.rawValue, case .success(let list) = RejectionPayload.decode(payload) {
+                        // Only the entries that still apply: a record can outlive some of its samples' versions.
+                        let current = list.filter { state.isRejectionCurrent(UUIDBytes($0.id), recordedAt: r.position) }
+                        rejectionPayload.removeAll()
+                        RejectionPayload.appendPayload(current, to: rejectionPayload)
+                        frame.append(UInt32(rejectionPayload.count))
+                        frame.append(r.type)
+                        frame.append(UInt32(0))
+                        frame.append(UnsafeRawBufferPointer(rejectionPayload.bytes))
+                    } else {
+                        frame.append(UInt32(payload.count))
+                        frame.append(r.type)
+                        frame.append(UInt32(0))
+                        frame.append(payload)
+                    }
                     if r.type == RecordType.sampleUpsert.rawValue, state.index.find(SamplePayload.uuid(payload))?.isSynced == true {
                         // Fold the synced marker into the version: the same bytes with the flag set.
                         let at = FormatConstants.recordHeaderSize + SamplePayload.flagsOffset
                         frame.set(frame.bytes[at] | FormatConstants.sampleFlagSynced, at: at)
                     }
+                    // Live bytes are what is kept (rejection entries that no longer apply are dead).
+                    before.liveBytes += Int64(frame.count)
                     let body = UnsafeRawBufferPointer(rebasing: frame.bytes[FormatConstants.recordHeaderSize...])
                     var crc = withUnsafeBytes(of: r.type) { CRC32C.extend(0, $0) }
                     crc = CRC32C.extend(crc, body)
@@ -192,16 +205,19 @@ extension StepLogStore {
                 let live = state.isLive(type: type, payload: payload, at: position)
                 f.records += 1
                 if Self.isSyncMark(type) { f.syncMarkBytes += size }
+                // A rejection record's entries that no longer apply are dead bytes (compaction leaves them out).
+                let liveSize = !live ? 0 : type == RecordType.samplesRejected.rawValue
+                    ? Int64(FormatConstants.recordHeaderSize + state.liveRejectionPayloadSize(payload, at: position)) : size
                 if live {
                     f.liveRecords += 1
-                    f.liveBytes += size
+                    f.liveBytes += liveSize
                 }
                 if let t = RecordType(rawValue: type) {
                     f.byType[t, default: StoreFigures.TypeFigures()].records += 1
                     f.byType[t]!.bytes += size
                     if live {
                         f.byType[t]!.liveRecords += 1
-                        f.byType[t]!.liveBytes += size
+                        f.byType[t]!.liveBytes += liveSize
                     }
                 }
                 return true

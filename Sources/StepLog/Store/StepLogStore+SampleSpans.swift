@@ -35,6 +35,67 @@ extension StepLogStore {
         }
     }
 
+    /// Every sample-upsert record in log order, current version or not, with
+    /// no index lookups, in up to `parts` runs read at once as
+    /// `forEachSampleSpan(parts:)` does. Returns how many records there were
+    /// and how many live samples the store holds, both under one lock.
+    ///
+    /// When the two are equal, the records were exactly the current versions
+    /// of the live samples (each live sample has one current record among
+    /// them, and no record is left over), so the spans are what
+    /// `forEachSampleSpan` gives, for a fraction of its cost. Otherwise some
+    /// were older versions or deleted samples: the caller throws its results
+    /// away and uses `forEachSampleSpan`. A store whose samples were never
+    /// rewritten or deleted is the common case (ingest writes a sample again
+    /// only when the source changed it).
+    public func forEachSampleRecordSpan(parts: Int, _ body: @Sendable (Int, SampleSpan) throws -> Void) throws -> (records: Int, liveSamples: Int) {
+        try locked {
+            let files = try segmentsToScan()
+            let live = state.sampleCount
+            let runs = Self.runs(of: files, parts: max(1, parts))
+            guard runs.count > 1 else {
+                return (try scanRecordSpans(files[...]) { try body(0, $0) }, live)
+            }
+            let firstError = FirstError()
+            let counts = UnsafeMutableBufferPointer<Int>.allocate(capacity: runs.count)
+            defer { counts.deallocate() }
+            counts.initialize(repeating: 0)
+            nonisolated(unsafe) let shared = counts // each run writes its own element
+            DispatchQueue.concurrentPerform(iterations: runs.count) { run in
+                do { shared[run] = try self.scanRecordSpans(files[runs[run]]) { try body(run, $0) } } catch { firstError.record(error) }
+            }
+            if let error = firstError.first { throw error }
+            return (counts.reduce(0, +), live)
+        }
+    }
+
+    /// The spans of every sample record in `files`; returns how many.
+    private func scanRecordSpans(_ files: ArraySlice<SegmentInfo>, _ body: (SampleSpan) throws -> Void) throws -> Int {
+        var records = 0
+        for info in files {
+            guard info.dataStart < info.size else { continue }
+            let fd = try FileDescriptor.open(info.path, O_RDONLY)
+            defer { fd.close() }
+            fd.adviseSequential()
+            var reader = SegmentReader(fd: fd, fileSize: info.size, from: info.dataStart)
+            while let item = try reader.next() {
+                switch item {
+                case .record(let offset, let type, let payload, _):
+                    guard type == RecordType.sampleUpsert.rawValue else { continue }
+                    guard SamplePayload.isWellFormed(payload) else {
+                        throw StepLogError.corruption(path: info.path, offset: offset,
+                                                      reason: "sample-upsert payload of \(payload.count) bytes is malformed")
+                    }
+                    records += 1
+                    try body(SampleSpan(wellFormedPayload: payload))
+                case .damage(let offset, let damage):
+                    throw StepLogError.corruption(path: info.path, offset: offset, reason: damage.description)
+                }
+            }
+        }
+        return records
+    }
+
     /// The segments as they stand, the writer's pending records written out first.
     private func segmentsToScan() throws -> [SegmentInfo] {
         if let w = writer, failure == nil { do { try w.flush() } catch { throw fail(error) } }
@@ -138,21 +199,7 @@ private struct SpanQueue {
         head = (head + 1) % Self.depth
         waiting -= 1
         guard let entry = index.find(keys[slot]), entry.position == positions[slot] else { return }
-        let payload = UnsafeRawBufferPointer(start: storage + slot * slotSize, count: lengths[slot])
-        let bundleAt = FormatConstants.samplePayloadFixedSize
-        let bundleLength = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.bundleLengthOffset, as: UInt16.self)))
-        var device: UnsafeRawBufferPointer?
-        if payload[SamplePayload.flagsOffset] & FormatConstants.sampleFlagHasDeviceName != 0 {
-            let deviceAt = bundleAt + bundleLength
-            let deviceLength = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: deviceAt, as: UInt16.self)))
-            device = UnsafeRawBufferPointer(rebasing: payload[(deviceAt + 2)..<(deviceAt + 2 + deviceLength)])
-        }
-        try body(SampleSpan(
-            startMilliseconds: Int64(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.startOffset, as: Int64.self)),
-            endMilliseconds: Int64(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.endOffset, as: Int64.self)),
-            count: UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.countOffset, as: UInt32.self)),
-            sourceBundleId: UnsafeRawBufferPointer(rebasing: payload[bundleAt..<(bundleAt + bundleLength)]),
-            sourceDeviceName: device))
+        try body(SampleSpan(wellFormedPayload: UnsafeRawBufferPointer(start: storage + slot * slotSize, count: lengths[slot])))
     }
 
     /// Larger slots for a larger payload (long source names), keeping the waiting ones.
@@ -166,5 +213,28 @@ private struct SpanQueue {
         storage.deallocate()
         storage = newStorage
         slotSize = newSize
+    }
+}
+
+extension SampleSpan {
+    /// The span of a sample-upsert payload that passed `SamplePayload.isWellFormed`.
+    @inline(__always)
+    init(wellFormedPayload payload: UnsafeRawBufferPointer) {
+        let bundleAt = FormatConstants.samplePayloadFixedSize
+        let bundleLength = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.bundleLengthOffset, as: UInt16.self)))
+        var device: UnsafeRawBufferPointer?
+        if payload[SamplePayload.flagsOffset] & FormatConstants.sampleFlagHasDeviceName != 0 {
+            let deviceAt = bundleAt + bundleLength
+            let deviceLength = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: deviceAt, as: UInt16.self)))
+            device = UnsafeRawBufferPointer(rebasing: payload[(deviceAt + 2)..<(deviceAt + 2 + deviceLength)])
+        }
+        self.init(
+            id: UUIDBytes(loadingFrom: payload, at: 0),
+            origin: SamplePayload.origin(payload),
+            startMilliseconds: Int64(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.startOffset, as: Int64.self)),
+            endMilliseconds: Int64(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.endOffset, as: Int64.self)),
+            count: UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.countOffset, as: UInt32.self)),
+            sourceBundleId: UnsafeRawBufferPointer(rebasing: payload[bundleAt..<(bundleAt + bundleLength)]),
+            sourceDeviceName: device)
     }
 }

@@ -91,12 +91,14 @@ extension StepLogStore {
 
     /// Up to `limit` unsynced samples in log order (the order they were
     /// written: stable across calls and restarts), the upload's
-    /// "WHERE synced = false LIMIT n". Samples returned stay unsynced until
+    /// "WHERE synced = false LIMIT n"; versions the server rejected
+    /// (`markRejected`) are left out. Samples returned stay unsynced until
     /// `markSynced`, so asking again returns them again. With `after`, starts
     /// after that sample's position (to read ahead of acknowledgements).
     public func unsyncedSamples(limit: Int, after: LogPosition? = nil) throws -> [StoredSample] {
         try locked {
-            guard state.unsyncedCount > 0, limit > 0 else { return [] }
+            // Rejected versions are unsynced too; when they are all that is left, no scan.
+            guard state.unsyncedCount > 0, limit > 0, state.rejections.isEmpty || state.unsyncedCount > state.rejectedCount else { return [] }
             var result: [StoredSample] = []
             result.reserveCapacity(min(limit, state.unsyncedCount))
             let start = max(state.unsyncedFloor, after ?? .zero)
@@ -104,7 +106,8 @@ extension StepLogStore {
                 if let after, position <= after { return true }
                 guard type == RecordType.sampleUpsert.rawValue else { return true }
                 let key = SamplePayload.uuid(payload)
-                guard let entry = state.index.find(key), entry.position == position, !entry.isSynced else { return true }
+                guard let entry = state.index.find(key), entry.position == position, !entry.isSynced,
+                      !state.isRejected(key, versionAt: position) else { return true }
                 result.append(try Self.storedSample(payload, at: position, synced: false, directory: directory))
                 return result.count < limit
             }
@@ -148,7 +151,8 @@ extension StepLogStore {
         }
     }
 
-    /// Position of the first unsynced sample, or nil when every sample is synced.
+    /// Position of the first unsynced sample that is not rejected, or nil when
+    /// every sample is synced or rejected.
     public func firstUnsyncedPosition() throws -> LogPosition? {
         try unsyncedSamples(limit: 1).first?.position
     }

@@ -114,6 +114,7 @@ public final class StepLogStore: @unchecked Sendable {
                 return
             }
             try w.syncAndVouch()
+            if let failed = snapshots.syncFailure { throw failed }
         } catch {
             throw fail(error)
         }
@@ -137,6 +138,10 @@ public final class StepLogStore: @unchecked Sendable {
                 do {
                     try w.vouchBeforeClosing()
                     try w.trimZeroFill()
+                    // A snapshot's failed sync is a failed sync of this store:
+                    // the close does not report success over it.
+                    snapshots.wait()
+                    if let failed = snapshots.syncFailure { throw failed }
                 } catch {
                     throw fail(error)
                 }
@@ -150,8 +155,10 @@ public final class StepLogStore: @unchecked Sendable {
         locked {
             var byStatus: [IntervalStatus: Int] = [:]
             for status in IntervalStatus.allCases { byStatus[status] = state.intervals.count(of: status) }
+            let rejected = state.rejectedCount
             return StoreCounts(samples: state.sampleCount, syncedSamples: state.syncedCount,
-                               unsyncedSamples: state.unsyncedCount, pendingDeletions: state.pendingDeletionCount,
+                               unsyncedSamples: state.unsyncedCount - rejected, rejectedSamples: rejected,
+                               pendingDeletions: state.pendingDeletionCount,
                                intervals: byStatus,
                                intervalTotal: state.intervals.count, segments: segments.count,
                                bytes: totalBytes())

@@ -34,7 +34,13 @@ struct StoreOpener {
         var report = OpenReport()
         let lock = try prepareDirectory()
         let listing = try list()
-        if !options.readOnly { try removeTemporaryFiles(listing.temporary, report: &report) }
+        if !options.readOnly {
+            try removeTemporaryFiles(listing.temporary, report: &report)
+            // A name a previous run created or renamed is durable only once
+            // the directory is synced, and that run may have died (or its
+            // directory sync failed) first: every writer syncs it on open.
+            try Directory.sync(directory)
+        }
 
         var segments = try readHeaders(listing.segments, report: &report)
         try resolveCompaction(&segments, report: &report)

@@ -19,6 +19,10 @@ public final class StoreState {
     /// The latest anchor per source family (FNV-1a 64 of the family's name),
     /// with the position of the record that set it.
     public internal(set) var anchors: [UInt64: (anchor: [UInt8], position: LogPosition)] = [:]
+    /// The latest rejection recorded per UUID, with the position of its
+    /// `samplesRejected` record. It applies while the sample's current version
+    /// is live, unsynced and older than that record (`isRejectionCurrent`).
+    var rejections: [UUIDBytes: (rejection: SampleRejection, position: LogPosition)] = [:]
     /// Positions below this hold no unsynced current version (a lower bound the
     /// unsynced scan raises as it goes).
     var unsyncedFloor = LogPosition.zero
@@ -123,6 +127,8 @@ public final class StoreState {
             highScorePositions[score.day] = position
         case .sourceAnchor(let family, let anchor):
             anchors[family] = (anchor, position)
+        case .samplesRejected(let list):
+            for r in list { rejections[UUIDBytes(r.id)] = (r, position) }
         case .syncedThrough, .padding:
             break // they say what is durable, not what the log means
         }
@@ -165,6 +171,36 @@ public final class StoreState {
         }
     }
 
+    /// True when the rejection recorded at `position` for `id` is the latest
+    /// for it and still applies: the sample's current version is live,
+    /// unsynced, and written before the rejection (the version it rejected; a
+    /// newer version, a deletion or a revival ends it).
+    @inline(__always)
+    func isRejectionCurrent(_ id: UUIDBytes, recordedAt position: LogPosition) -> Bool {
+        guard rejections[id]?.position == position, let entry = index.find(id) else { return false }
+        return entry.isUnsyncedLive && entry.position < position
+    }
+
+    /// True when the current version of `id`, at `versionPosition`, is rejected.
+    @inline(__always)
+    func isRejected(_ id: UUIDBytes, versionAt versionPosition: LogPosition) -> Bool {
+        guard !rejections.isEmpty, let r = rejections[id] else { return false }
+        return versionPosition < r.position && isRejectionCurrent(id, recordedAt: r.position)
+    }
+
+    /// The size a `samplesRejected` payload has once the entries that no
+    /// longer apply are left out (what compaction writes).
+    func liveRejectionPayloadSize(_ payload: UnsafeRawBufferPointer, at position: LogPosition) -> Int {
+        guard case .success(let list) = RejectionPayload.decode(payload) else { return 0 }
+        return list.filter { isRejectionCurrent(UUIDBytes($0.id), recordedAt: position) }
+            .reduce(4) { $0 + 16 + 8 + 2 + RejectionPayload.clipped($1.reason).utf8.count }
+    }
+
+    /// Live samples whose current version is rejected.
+    var rejectedCount: Int {
+        rejections.reduce(0) { $0 + (isRejectionCurrent($1.key, recordedAt: $1.value.position) ? 1 : 0) }
+    }
+
     /// Removes `id` whatever its state (a snapshot entry saying the UUID is
     /// absent after its segment).
     func applyRemoved(_ id: UUIDBytes) {
@@ -178,7 +214,8 @@ extension StoreState {
     /// True when the record at `position` still means something: the current
     /// version of a sample, a pending tombstone, the latest status of a current
     /// interval, a current layering range, the latest high score of a day, the
-    /// latest anchor of a source family. Everything else (older versions,
+    /// latest anchor of a source family, a rejection that still applies (a
+    /// `samplesRejected` record is live when one of its entries is). Everything else (older versions,
     /// acknowledgements, acknowledged tombstones, superseded statuses, clears,
     /// synced-through and padding records) is dead: what compaction drops and
     /// `steplog stats` counts as dead bytes.
@@ -201,6 +238,9 @@ extension StoreState {
             guard payload.count >= 8 else { return false }
             let family = UInt64(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
             return anchors[family]?.position == position
+        case .samplesRejected:
+            guard case .success(let list) = RejectionPayload.decode(payload) else { return false }
+            return list.contains { isRejectionCurrent(UUIDBytes($0.id), recordedAt: position) }
         case .samplesAcknowledged, .intervalsCleared, .syncedThrough, .padding, nil:
             return false
         }

@@ -45,9 +45,7 @@ public enum StoreVerifier {
     }
 
     public static func verify(directory: String) throws -> Result {
-        guard Directory.kind(of: directory) == .directory else {
-            throw StepLogError.notAStore(path: directory, reason: "no such directory")
-        }
+        try StoreDirectoryCheck.requireExisting(directory)
         var result = Result()
         var found: [SegmentInfo] = []
         var snapshotSequences: Set<UInt64> = []

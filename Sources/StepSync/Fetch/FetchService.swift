@@ -40,6 +40,11 @@ public final class FetchService {
     private let stop: StopSignal?
     private let now: () -> Date
     public var onProgress: ((FetchProgress) -> Void)?
+    /// Samples the store is known to hold exactly as served (from the
+    /// deletion plan's comparison, `SourceDeletions.alreadyStored`): counted
+    /// unchanged without an upsert, which would read each stored version back
+    /// only to find it equal.
+    public var alreadyStored: ((StepSample) -> Bool)?
 
     public init(provider: StepDataProvider, store: StepLogStore, stop: StopSignal? = nil, now: @escaping () -> Date = Date.init) {
         self.provider = provider
@@ -92,7 +97,13 @@ public final class FetchService {
             let samples = try await provider.getRawStepSamples(
                 for: DateInterval(start: interval.startDate, end: interval.endDate))
             summary.providerSeconds += Date().timeIntervalSince(t)
-            var rest = samples[...]
+            var fresh = samples[...]
+            if let alreadyStored {
+                let kept = samples.filter { !alreadyStored($0) }
+                summary.samples.unchanged += samples.count - kept.count
+                fresh = kept[...]
+            }
+            var rest = fresh
             while !rest.isEmpty {
                 let room = Self.batchSize - batch.count
                 batch.append(contentsOf: rest.prefix(room))

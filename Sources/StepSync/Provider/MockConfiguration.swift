@@ -1,6 +1,6 @@
 import Foundation
 
-/// What the built-in mock serves: `--source mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,watch=0|1,latency=MS]`.
+/// What the built-in mock serves: `--source mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,watch=0|1,churn=P,latency=MS]`.
 public struct MockConfiguration: Hashable, Sendable {
     public var seed: UInt64 = 42
     /// Days with data, ending at `endDay` (exclusive).
@@ -20,15 +20,20 @@ public struct MockConfiguration: Hashable, Sendable {
     /// Simulated query latency (the seeds use 50 ms aggregate, 100 ms raw):
     /// aggregate queries wait this long, raw queries twice as long.
     public var latencyMilliseconds = 0
+    /// The fraction of older samples (days before `end - 1`) consolidated,
+    /// deleted or replaced, as Health does between two days (`MockChurn`);
+    /// 0 for none. The mock then reports the originals as deleted.
+    public var churn = 0.0
 
     public init(seed: UInt64 = 42, days: Int = 730, endDay: Int64, samplesPerDay: Int? = nil, watch: Bool = true,
-                latencyMilliseconds: Int = 0) {
+                latencyMilliseconds: Int = 0, churn: Double = 0) {
         self.seed = seed
         self.days = days
         self.endDay = endDay
         self.samplesPerDay = samplesPerDay
         self.watch = watch && samplesPerDay == nil
         self.latencyMilliseconds = latencyMilliseconds
+        self.churn = churn
     }
 
     /// Today (UTC) as days since 1970.
@@ -40,12 +45,14 @@ public struct MockConfiguration: Hashable, Sendable {
 
     /// The canonical spelling, which is also the source's identity: `watch=1`
     /// is spelled out, so a store layered from the iPhone-only mock (which had
-    /// no such option and the spelling of `watch=0`) is layered again.
+    /// no such option and the spelling of `watch=0`) is layered again;
+    /// `churn` only when set, so the un-churned mock keeps its identity.
     public var description: String {
         let (y, m, d) = ISO8601.civil(fromDays: endDay)
         var text = "mock:seed=\(seed),days=\(days),end=" + String(format: "%04lld-%02d-%02d", y, m, d)
         if let samplesPerDay { text += ",perDay=\(samplesPerDay)" }
         if watch { text += ",watch=1" }
+        if churn > 0 { text += ",churn=\(churn)" }
         return text
     }
 }

@@ -72,7 +72,7 @@ enum MockPhoneStream {
             let duration = Int64(d.rng.next(in: 30...300)) * 1000
             let id = DerivedUUID.make(DerivedUUID.mockSampleDomain, seed, UInt64(bitPattern: day), UInt64(k))
             samples.append(StepSample(id: id, startMilliseconds: start, endMilliseconds: start + duration, count: counts[k],
-                                      sourceBundleId: bundleId, sourceDeviceName: deviceName))
+                                      sourceBundleId: bundleId, sourceDeviceName: deviceName, origin: .mock))
         }
         return samples
     }

@@ -32,7 +32,7 @@ enum MockWatchStream {
             let count = min(500, max(10, p.count * rng.next(in: 95...120) / 100))
             let id = DerivedUUID.make(DerivedUUID.mockWatchSampleDomain, seed, UInt64(bitPattern: day), UInt64(k))
             samples.append(StepSample(id: id, startMilliseconds: start, endMilliseconds: start + duration, count: count,
-                                      sourceBundleId: bundleId, sourceDeviceName: deviceName))
+                                      sourceBundleId: bundleId, sourceDeviceName: deviceName, origin: .mock))
         }
         return samples
     }

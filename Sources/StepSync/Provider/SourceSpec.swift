@@ -1,7 +1,7 @@
 import Foundation
 
 /// Where samples come from, as `--source` spells it:
-/// `mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,watch=0|1,latency=MS]` or a path to an
+/// `mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,watch=0|1,churn=P,latency=MS]` or a path to an
 /// Apple Health `export.zip` / `export.xml`.
 public enum SourceSpec: Equatable, Sendable {
     case mock(MockConfiguration)
@@ -38,13 +38,18 @@ public enum SourceSpec: Equatable, Sendable {
                 case "perDay": config.samplesPerDay = try number(1...1_000_000)
                 case "latency": config.latencyMilliseconds = try number(0...60_000)
                 case "watch": watch = try number(0...1) == 1
+                case "churn":
+                    guard let p = Double(value), p.isFinite, p >= 0, p <= 1 else {
+                        throw SourceSpecError("--source \(text): churn must be a fraction in 0...1, found '\(value)'")
+                    }
+                    config.churn = p
                 case "end":
                     guard let ms = ISO8601.parse(value + "T00:00:00Z") else {
                         throw SourceSpecError("--source \(text): end must be a date YYYY-MM-DD, found '\(value)'")
                     }
                     config.endDay = ms / 86_400_000
                 default:
-                    throw SourceSpecError("--source \(text): unknown mock option '\(key)' (known: seed, days, end, perDay, watch, latency)")
+                    throw SourceSpecError("--source \(text): unknown mock option '\(key)' (known: seed, days, end, perDay, watch, churn, latency)")
                 }
             }
             if let watch {

@@ -33,4 +33,5 @@ public enum DerivedUUID {
     public static let mockSampleDomain: UInt64 = 1
     public static let intervalDomain: UInt64 = 2
     public static let mockWatchSampleDomain: UInt64 = 3
+    public static let mockChurnSampleDomain: UInt64 = 4
 }

@@ -49,10 +49,34 @@ public struct SampleTable: Sendable {
     /// in place (`forEachSampleSpan`) by up to `threads` threads over runs of
     /// segments; sources are compared as bytes, and a `String` is made only
     /// for each distinct source.
+    ///
+    /// First every sample record is read without looking it up in the index
+    /// (`forEachSampleRecordSpan`); when there were as many records as live
+    /// samples, they are the samples. Otherwise (a sample rewritten or
+    /// deleted), that is thrown away and the current versions are read
+    /// (`forEachSampleSpan`). A store with pending deletions is read that way
+    /// at once: a deleted sample's record is still there, so the counts
+    /// cannot match.
     public init(store: StepLogStore, threads: Int = min(4, ProcessInfo.processInfo.activeProcessorCount)) throws {
-        let total = store.counts.samples
-        let parts = (0..<max(1, threads)).map { p in Builder(capacity: p == 0 ? total : total / max(1, threads) + total / 16) }
-        try store.forEachSampleSpan(parts: parts.count) { p, span in parts[p].add(span) }
+        let counts = store.counts
+        let total = counts.samples
+        func builders() -> [Builder] {
+            (0..<max(1, threads)).map { p in Builder(capacity: p == 0 ? total : total / max(1, threads) + total / 16) }
+        }
+        var parts: [Builder] = []
+        var allLive = false
+        if counts.pendingDeletions == 0 {
+            parts = builders()
+            let read = try { (unchecked: [Builder]) in
+                try store.forEachSampleRecordSpan(parts: unchecked.count) { p, span in unchecked[p].add(span) }
+            }(parts)
+            allLive = read.records == read.liveSamples
+        }
+        if !allLive {
+            parts = builders()
+            let checked = parts
+            try store.forEachSampleSpan(parts: checked.count) { p, span in checked[p].add(span) }
+        }
         var table = SampleTable()
         var entries = parts[0].takeEntries()
         for source in parts[0].sources { _ = table.intern(source) } // the same indices, in the same order

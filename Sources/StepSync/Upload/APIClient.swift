@@ -16,6 +16,12 @@ public protocol APIClient: Sendable {
     /// request. Clients that do not send JSON ignore the body.
     func postSteps(_ samples: [StepSample], encodedBody: Data) async throws -> StepSampleResponse
 
+    /// `POST /steps/deletions` with at most 1,000 sample ids: returns only
+    /// after the server made the deletions durable (HTTP 200), so a caller may
+    /// then mark them acknowledged. Idempotent: unknown or already deleted ids
+    /// are acknowledged too.
+    func postDeletions(_ ids: [UUID]) async throws -> DeletionResponse
+
     /// `GET /steps?limit=&offset=`: stored samples in the order received.
     func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse
 
@@ -26,6 +32,20 @@ public protocol APIClient: Sendable {
 extension APIClient {
     public func postSteps(_ samples: [StepSample], encodedBody: Data) async throws -> StepSampleResponse {
         try await postSteps(samples)
+    }
+}
+
+/// The request body of `POST /steps/deletions`: `{"ids":[…]}`.
+public enum DeletionsRequestBody {
+    public static func encode(_ ids: [UUID]) -> Data {
+        var w = JSONWriter(capacity: ids.count * 40 + 16)
+        w.beginObject()
+        w.key("ids")
+        w.beginArray()
+        for id in ids { w.value(id.uuidString) }
+        w.endArray()
+        w.endObject()
+        return Data(w.bytes)
     }
 }
 

@@ -8,12 +8,15 @@ public enum APIError: Error, CustomStringConvertible {
     case serverError(statusCode: Int, message: String?)
     case decodingError(underlying: Error)
     case serverUnreachable(url: String, reason: String)
+    /// 401: the server wants a token and got none, or refused the one sent.
+    /// Never retried (the same token would be refused again).
+    case unauthorized(tokenSent: Bool, message: String?)
 
     public var isRetryable: Bool {
         switch self {
         case .networkError, .serverUnreachable: return true
         case .serverError(let code, _): return code >= 500 || code == 408 || code == 429
-        case .invalidURL, .decodingError: return false
+        case .invalidURL, .decodingError, .unauthorized: return false
         }
     }
 
@@ -25,7 +28,18 @@ public enum APIError: Error, CustomStringConvertible {
             return "server error \(code): \(message.map(Self.oneLine) ?? "no message")"
         case .decodingError(let error): return "cannot decode the server's response: \(error)"
         case .serverUnreachable(let url, let reason): return "cannot reach the API at \(url) (\(reason))"
+        case .unauthorized(let sent, let message):
+            let server = message.map { " (server: \(Self.oneLine($0)))" } ?? ""
+            return sent ? "the server refused the token\(server); check --token-file or STEPSYNC_TOKEN, or ask for a new token"
+                        : "the server requires a token\(server); give it with --token-file PATH or STEPSYNC_TOKEN"
         }
+    }
+
+    /// The error for a non-2xx answer: 401 is `unauthorized`, the rest `serverError`.
+    static func status(_ code: Int, body: Data, tokenSent: Bool) -> APIError {
+        let text = String(decoding: body, as: UTF8.self)
+        if code == 401 { return .unauthorized(tokenSent: tokenSent, message: text.isEmpty ? nil : text) }
+        return .serverError(statusCode: code, message: text)
     }
 
     /// The server's `{"error": "…"}` message when it sent one, else the body.

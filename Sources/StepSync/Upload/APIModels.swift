@@ -11,6 +11,17 @@ public struct StepSampleResponse: Codable, Hashable, Sendable {
     }
 }
 
+/// Response of `POST /steps/deletions`: how many of the ids were live.
+public struct DeletionResponse: Codable, Hashable, Sendable {
+    public var deleted: Int
+    public var message: String
+
+    public init(deleted: Int, message: String) {
+        self.deleted = deleted
+        self.message = message
+    }
+}
+
 /// A sample as the API returns it from `GET /steps` (seed 002's DTO).
 public struct StepSampleDTO: Codable, Hashable, Sendable {
     public var id: String

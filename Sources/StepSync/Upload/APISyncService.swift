@@ -6,17 +6,32 @@ public struct UploadProgress: Sendable {
     public var batches: Int
     public var samplesSynced: Int
     public var samplesTotal: Int
+    public var deletionsAcknowledged: Int
+    public var deletionsTotal: Int
     public var retries: Int
     public var seconds: Double
 }
 
 /// What an upload run did.
 public struct UploadSummary: Sendable, Equatable {
+    /// Requests acknowledged: `POST /steps` and `POST /steps/deletions`.
     public var batches = 0
     /// Samples acknowledged and marked synced.
     public var samplesSynced = 0
     /// What the server said it newly wrote (less than sent when it already had some).
     public var samplesSavedByServer = 0
+    /// `POST /steps/deletions` requests acknowledged.
+    public var deletionBatches = 0
+    /// Deletions acknowledged and marked so (their tombstones are done).
+    public var deletionsAcknowledged = 0
+    /// What the server said was live and is now deleted (less than sent when
+    /// it never had some, or a retried request had deleted them already).
+    public var deletionsAppliedByServer = 0
+    /// Samples the server refused for a reason of their own in this run,
+    /// now recorded rejected in the store (the rest of their batches arrived).
+    public var samplesRejected = 0
+    /// The first few of those, with the server's reasons.
+    public var firstRejections: [SampleRejection] = []
     public var retries = 0
     public var intervalsSynced = 0
     public var seconds = 0.0
@@ -24,7 +39,16 @@ public struct UploadSummary: Sendable, Equatable {
 
 /// Stage 2b of the seeds (001/002): unsynced samples, 1,000 at a time in log
 /// order → `POST /steps` → on 200, mark them synced and sync the store →
-/// repeat until none remain.
+/// repeat until none remain; then the pending deletions the same way,
+/// 1,000 ids at a time → `POST /steps/deletions` → on 200, mark them
+/// acknowledged (their tombstones leave the store).
+///
+/// Additions and deletions of one run never share a UUID: the store holds
+/// one current state per UUID, a live version or a tombstone, and the upload
+/// holds the store's writer lock, so nothing changes it meanwhile. Whatever
+/// the store's last word on a UUID is (a deletion after a re-add, a re-add
+/// after a deletion) is what the server ends with; a revived sample's old
+/// tombstone is no longer pending and is never sent.
 ///
 /// A sample is marked synced only after the server acknowledged it, and the
 /// mark is durable before the next batch is sent, so a crash can only cause a
@@ -33,15 +57,21 @@ public struct UploadSummary: Sendable, Equatable {
 /// the server's message. Fetched intervals become `synced` once every sample
 /// written before their fetched record is synced (the upload goes in log
 /// order, so this advances as batches are acknowledged).
+///
+/// A 400 that names a sample (`samples[3].count: …`) does not stop the
+/// upload: the batch is split until the refused samples are found
+/// (`settleRefused`), the others are sent and marked synced, and the refused
+/// ones are recorded rejected with the server's reason — kept in the store,
+/// not sent again until their content changes.
 public final class APISyncService {
     public static let defaultBatchSize = 1_000
 
-    private let store: StepLogStore
-    private let client: APIClient
-    private let retry: RetryPolicy
+    let store: StepLogStore
+    let client: APIClient
+    let retry: RetryPolicy
     private let batchSize: Int
     private let stop: StopSignal?
-    private let sleep: @Sendable (Double) async throws -> Void
+    let sleep: @Sendable (Double) async throws -> Void
     public var onProgress: ((UploadProgress) -> Void)?
     /// Called before each retry with the attempt number, the wait and the
     /// error (from the task posting the batch).
@@ -70,7 +100,7 @@ public final class APISyncService {
     public func syncAll() async throws -> UploadSummary {
         let started = Date()
         var summary = UploadSummary()
-        let total = store.counts.unsyncedSamples
+        let total = store.counts.unsyncedSamples, pendingDeletions = store.counts.pendingDeletions
         var fetched = store.intervalEntries().filter { $0.interval.status == .fetched }.sorted { $0.position < $1.position }[...]
         summary.intervalsSynced += try markIntervalsSynced(&fetched)
         try store.sync()
@@ -80,15 +110,23 @@ public final class APISyncService {
             // While batch k is out: read and encode batch k+1.
             let next = stop?.isRequested == true ? [] : try store.unsyncedSamples(limit: batchSize, after: current.last!.position)
             let prepared = next.isEmpty ? nil : prepare(next)
-            let (response, retries) = try await request.value
-            inFlight = prepared.map(send)
-            summary.retries += retries
-            summary.samplesSavedByServer += response.saved
-            summary.samplesSynced += try store.markSynced(current)
+            do {
+                let (response, retries) = try await request.value
+                inFlight = prepared.map(send)
+                summary.retries += retries
+                summary.samplesSavedByServer += response.saved
+                summary.samplesSynced += try store.markSynced(current)
+                summary.batches += 1
+            } catch let error as APIError {
+                // A sample of the batch is refused: find which, send the rest, record it rejected.
+                guard let refusal = SampleRefusal(error) else { throw error }
+                try await settleRefused(current, refusal, &summary)
+                inFlight = prepared.map(send)
+            }
             summary.intervalsSynced += try markIntervalsSynced(&fetched)
             try store.sync()
-            summary.batches += 1
             onProgress?(UploadProgress(batches: summary.batches, samplesSynced: summary.samplesSynced, samplesTotal: total,
+                                       deletionsAcknowledged: 0, deletionsTotal: pendingDeletions,
                                        retries: summary.retries, seconds: Date().timeIntervalSince(started)))
             current = next
             if inFlight == nil, stop?.isRequested == true, store.counts.unsyncedSamples > 0 {
@@ -96,8 +134,37 @@ public final class APISyncService {
                 throw StoppedByRequest(stage: "uploading")
             }
         }
+        try await sendDeletions(&summary, started: started, samplesTotal: total)
         summary.seconds = Date().timeIntervalSince(started)
         return summary
+    }
+
+    /// Pending deletions, `batchSize` ids a request, each batch marked
+    /// acknowledged and made durable after its 200 before the next is read.
+    private func sendDeletions(_ summary: inout UploadSummary, started: Date, samplesTotal: Int) async throws {
+        let total = store.counts.pendingDeletions
+        while store.counts.pendingDeletions > 0 {
+            if stop?.isRequested == true {
+                summary.seconds = Date().timeIntervalSince(started)
+                throw StoppedByRequest(stage: "uploading deletions")
+            }
+            let batch = try store.pendingDeletions(limit: batchSize)
+            guard !batch.isEmpty else { break }
+            let ids = batch.map(\.id)
+            let client = client
+            let (response, retries) = try await BatchPoster.retrying(retry: retry, sleep: sleep, onRetry: onRetry) {
+                try await client.postDeletions(ids)
+            }
+            summary.retries += retries
+            summary.deletionsAppliedByServer += response.deleted
+            summary.deletionsAcknowledged += try store.markDeletionsAcknowledged(batch)
+            try store.sync()
+            summary.batches += 1
+            summary.deletionBatches += 1
+            onProgress?(UploadProgress(batches: summary.batches, samplesSynced: summary.samplesSynced, samplesTotal: samplesTotal,
+                                       deletionsAcknowledged: summary.deletionsAcknowledged, deletionsTotal: total,
+                                       retries: summary.retries, seconds: Date().timeIntervalSince(started)))
+        }
     }
 
     /// A batch's samples and its encoded request body.
@@ -139,11 +206,21 @@ enum BatchPoster {
     static func post(_ samples: [StepSample], body: Data, client: APIClient, retry: RetryPolicy,
                              sleep: @Sendable (Double) async throws -> Void,
                              onRetry: (@Sendable (Int, Double, APIError) -> Void)?) async throws -> (StepSampleResponse, Int) {
+        try await retrying(retry: retry, sleep: sleep, onRetry: onRetry) {
+            try await client.postSteps(samples, encodedBody: body)
+        }
+    }
+
+    /// Runs `request`, retrying what is worth retrying. Returns the answer and
+    /// how many retries it took.
+    static func retrying<T>(retry: RetryPolicy, sleep: @Sendable (Double) async throws -> Void,
+                            onRetry: (@Sendable (Int, Double, APIError) -> Void)?,
+                            _ request: () async throws -> T) async throws -> (T, Int) {
         var rng = SystemRandomNumberGenerator()
         var attempt = 1
         while true {
             do {
-                return (try await client.postSteps(samples, encodedBody: body), attempt - 1)
+                return (try await request(), attempt - 1)
             } catch let error as APIError where error.isRetryable && attempt < retry.maxAttempts {
                 attempt += 1
                 let wait = retry.delay(beforeAttempt: attempt, using: &rng)

@@ -56,21 +56,28 @@ final class HTTPConnection: @unchecked Sendable {
 
     /// Sends a request and reads its response. A connection the server closed
     /// while idle (keep-alive) is reopened once, transparently.
-    func send(method: String, path: String, body: Data?, contentType: String?, deadline: Date) throws -> Response {
+    /// `extraHeaders` are complete header lines, each ending in CRLF (the
+    /// credentials: they go on the wire only, never into an error).
+    func send(method: String, path: String, body: Data?, contentType: String?, extraHeaders: String = "",
+              deadline: Date) throws -> Response {
         let reused = fd >= 0
         do {
-            return try attempt(method: method, path: path, body: body, contentType: contentType, deadline: deadline)
+            return try attempt(method: method, path: path, body: body, contentType: contentType, extraHeaders: extraHeaders,
+                               deadline: deadline)
         } catch Failure.connectionLost(let why) where reused {
             _ = why
             disconnect()
-            return try attempt(method: method, path: path, body: body, contentType: contentType, deadline: deadline)
+            return try attempt(method: method, path: path, body: body, contentType: contentType, extraHeaders: extraHeaders,
+                               deadline: deadline)
         }
     }
 
-    private func attempt(method: String, path: String, body: Data?, contentType: String?, deadline: Date) throws -> Response {
+    private func attempt(method: String, path: String, body: Data?, contentType: String?, extraHeaders: String,
+                         deadline: Date) throws -> Response {
         if fd < 0 { try connect(deadline: deadline) }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: keep-alive\r\nAccept: application/json\r\n"
         if let contentType { head += "Content-Type: \(contentType)\r\n" }
+        head += extraHeaders
         head += "Content-Length: \(body?.count ?? 0)\r\n\r\n"
         do {
             try writeAll(Array(head.utf8), deadline: deadline)

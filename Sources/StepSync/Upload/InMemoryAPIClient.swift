@@ -16,19 +16,72 @@ public final class InMemoryAPIClient: APIClient, @unchecked Sendable {
     private var stored: [StepSampleDTO] = []
     private var latest: [String: StepSampleDTO] = [:]
     private var faults: [Fault] = []
+    private var deletionFaults: [Fault] = []
+    private var deletedIDs: [String] = []
     public private(set) var postCount = 0
+    public private(set) var deletionPostCount = 0
+    /// The contract this server enforces beyond the client's: a sample for
+    /// which it returns a reason makes its whole batch a 400
+    /// `{"error":"samples[i].<reason>"}`, nothing saved (as the real server
+    /// names the first bad sample).
+    private let rejects: (@Sendable (StepSample) -> String?)?
 
-    public init() {}
+    public init(rejecting rejects: (@Sendable (StepSample) -> String?)? = nil) {
+        self.rejects = rejects
+    }
 
     public func inject(_ faults: [Fault]) { lock.withLock { self.faults += faults } }
 
+    /// Faults for the next calls to `postDeletions` (`acceptThenNetwork` deletes, then fails).
+    public func injectIntoDeletions(_ faults: [Fault]) { lock.withLock { deletionFaults += faults } }
+
     /// Every record written, in order (a changed sample appears again).
     public var records: [StepSampleDTO] { lock.withLock { stored } }
+
+    /// The live samples by id (what `GET /steps` answers).
+    public var live: [String: StepSampleDTO] { lock.withLock { latest } }
+
+    /// Every deletion applied (an id that was live), in order.
+    public var deletions: [String] { lock.withLock { deletedIDs } }
+
+    public func postDeletions(_ ids: [UUID]) async throws -> DeletionResponse {
+        let fault: Fault? = lock.withLock {
+            deletionPostCount += 1
+            return deletionFaults.isEmpty ? nil : deletionFaults.removeFirst()
+        }
+        switch fault {
+        case .status(let code, let message)?: throw APIError.serverError(statusCode: code, message: message)
+        case .network?: throw APIError.networkError(underlying: URLError(.timedOut))
+        case .acceptThenNetwork?:
+            _ = delete(ids)
+            throw APIError.networkError(underlying: URLError(.networkConnectionLost))
+        case nil:
+            return DeletionResponse(deleted: delete(ids), message: "Success")
+        }
+    }
+
+    private func delete(_ ids: [UUID]) -> Int {
+        lock.withLock {
+            var deleted = 0
+            for id in ids.map(\.uuidString) where latest.removeValue(forKey: id) != nil {
+                deletedIDs.append(id)
+                deleted += 1
+            }
+            return deleted
+        }
+    }
 
     public func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse {
         let fault: Fault? = lock.withLock {
             postCount += 1
             return faults.isEmpty ? nil : faults.removeFirst()
+        }
+        if fault == nil, let rejects {
+            for (i, s) in samples.enumerated() {
+                if let reason = rejects(s) {
+                    throw APIError.serverError(statusCode: 400, message: "{\"error\":\"samples[\(i)].\(reason)\"}")
+                }
+            }
         }
         switch fault {
         case .status(let code, let message)?: throw APIError.serverError(statusCode: code, message: message)

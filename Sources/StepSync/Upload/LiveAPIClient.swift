@@ -9,14 +9,17 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
     public let baseURL: URL
     private let session: URLSession
     private let timeout: TimeInterval
+    private let token: String?
 
     /// `timeout` bounds each request (connect, send, wait for the answer).
-    public init(baseURL: String, timeout: TimeInterval = 30) throws {
+    /// `token`: sent as `Authorization: Bearer <token>` (not on `GET /health`).
+    public init(baseURL: String, timeout: TimeInterval = 30, token: String? = nil) throws {
         guard let url = URL(string: baseURL), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
             throw APIError.invalidURL(baseURL)
         }
         self.baseURL = url
         self.timeout = timeout
+        self.token = token
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         configuration.timeoutIntervalForResource = timeout * 2
@@ -32,7 +35,9 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
         return URL(string: text + path + query)!
     }
 
-    private func perform(_ request: URLRequest) async throws -> Data {
+    private func perform(_ request: URLRequest, authorized: Bool = true) async throws -> Data {
+        var request = request
+        if authorized, let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         let data: Data, response: URLResponse
         do {
             (data, response) = try await session.data(for: request)
@@ -43,7 +48,7 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
             throw APIError.networkError(underlying: URLError(.badServerResponse))
         }
         guard (200...299).contains(http.statusCode) else {
-            throw APIError.serverError(statusCode: http.statusCode, message: String(decoding: data, as: UTF8.self))
+            throw APIError.status(http.statusCode, body: data, tokenSent: authorized && token != nil)
         }
         return data
     }
@@ -64,6 +69,14 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
         return try decode(StepSampleResponse.self, try await perform(request))
     }
 
+    public func postDeletions(_ ids: [UUID]) async throws -> DeletionResponse {
+        var request = URLRequest(url: url("/steps/deletions"))
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = DeletionsRequestBody.encode(ids)
+        return try decode(DeletionResponse.self, try await perform(request))
+    }
+
     public func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse {
         var request = URLRequest(url: url("/steps", query: "?limit=\(limit)&offset=\(offset)"))
         request.httpMethod = "GET"
@@ -76,7 +89,7 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
         request.timeoutInterval = min(timeout, 5)
         let data: Data
         do {
-            data = try await perform(request)
+            data = try await perform(request, authorized: false)
         } catch APIError.networkError(let underlying) {
             throw APIError.serverUnreachable(url: baseURL.absoluteString, reason: APIError.describe(underlying))
         }

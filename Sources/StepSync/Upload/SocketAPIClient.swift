@@ -16,8 +16,12 @@ public final class SocketAPIClient: APIClient, @unchecked Sendable {
     private let timeout: TimeInterval
     private let queue = DispatchQueue(label: "steplog.http")
     private let pathPrefix: String
+    /// `Authorization: Bearer …\r\n`, or empty without a token.
+    private let authorization: String
 
-    public init(baseURL: String, timeout: TimeInterval = 30) throws {
+    /// `token`: sent as `Authorization: Bearer <token>` on every request but
+    /// `GET /health`; nil for a `--single-user` server.
+    public init(baseURL: String, timeout: TimeInterval = 30, token: String? = nil) throws {
         guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host, !host.isEmpty else {
             throw APIError.invalidURL(baseURL)
         }
@@ -27,26 +31,27 @@ public final class SocketAPIClient: APIClient, @unchecked Sendable {
         var path = url.path
         while path.hasSuffix("/") { path.removeLast() }
         pathPrefix = path
+        authorization = token.map { "Authorization: Bearer \($0)\r\n" } ?? ""
     }
 
     /// Runs one request on the connection's thread.
     private func request(_ method: String, _ path: String, body: Data? = nil, timeout: TimeInterval? = nil) async throws -> Data {
         let deadline = Date().addingTimeInterval(timeout ?? self.timeout)
-        let connection = connection
+        let connection = connection, authorization = path == "/health" ? "" : authorization
         let fullPath = pathPrefix + path
         let response: HTTPConnection.Response = try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 do {
                     continuation.resume(returning: try connection.send(method: method, path: fullPath, body: body,
                                                                         contentType: body == nil ? nil : "application/json",
-                                                                        deadline: deadline))
+                                                                        extraHeaders: authorization, deadline: deadline))
                 } catch {
                     continuation.resume(throwing: APIError.networkError(underlying: error))
                 }
             }
         }
         guard (200...299).contains(response.status) else {
-            throw APIError.serverError(statusCode: response.status, message: String(decoding: response.body, as: UTF8.self))
+            throw APIError.status(response.status, body: response.body, tokenSent: !authorization.isEmpty)
         }
         return response.body
     }
@@ -61,6 +66,10 @@ public final class SocketAPIClient: APIClient, @unchecked Sendable {
 
     public func postSteps(_ samples: [StepSample], encodedBody: Data) async throws -> StepSampleResponse {
         try decode(StepSampleResponse.self, try await request("POST", "/steps", body: encodedBody))
+    }
+
+    public func postDeletions(_ ids: [UUID]) async throws -> DeletionResponse {
+        try decode(DeletionResponse.self, try await request("POST", "/steps/deletions", body: DeletionsRequestBody.encode(ids)))
     }
 
     public func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse {

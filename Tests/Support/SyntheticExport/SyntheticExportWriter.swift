@@ -37,10 +37,20 @@ public struct SyntheticExportWriter {
 
     /// Whether the document carries the iOS 16 inline DTD.
     public var includeDTD = true
+    /// The `<ExportDate>` value.
+    public var exportDate = "2024-06-30 21:14:05 -0700"
+    /// The fraction of StepCount records left out, as in a newer export of
+    /// the same Health store after deletions: the decision for the n-th step
+    /// record depends on the seed and n alone, and every random draw is still
+    /// made, so every other byte is the same as without it.
+    public var droppedStepFraction = 0.0
+    /// StepCount records left out by `droppedStepFraction`.
+    public private(set) var stepRecordsDropped = 0
+    private var stepIndex: UInt64 = 0
 
     /// Writes whole days until at least `target` bytes, then closes the document.
     public mutating func writeExport(atLeast target: Int64) throws {
-        append(SyntheticExport.head(dtd: includeDTD ? SyntheticExport.iOS16DTD : nil).joined(separator: "\n") + "\n")
+        append(SyntheticExport.head(dtd: includeDTD ? SyntheticExport.iOS16DTD : nil, exportDate: exportDate).joined(separator: "\n") + "\n")
         // Day 0 is 2014-09-20 (Apple Health's first autumn), local midnight.
         let firstDay: Int64 = 16_333
         var day = firstDay
@@ -108,8 +118,10 @@ public struct SyntheticExportWriter {
             if random.next() % 2 == 0 {
                 let steps = 20 + Int(random.next() % 400)
                 let length = Int64(60_000 * (1 + random.next() % 4))
+                let mark = buffer.count
                 writeQuantity("HKQuantityTypeIdentifierStepCount", Self.watchSource, "8.5", watch, "count",
                               start: t, end: t + length, offset: offset, value: String(steps))
+                dropStepRecordIfChosen(writtenFrom: mark)
                 writeQuantity("HKQuantityTypeIdentifierDistanceWalkingRunning", Self.watchSource, "8.5", watch, "km",
                               start: t, end: t + length, offset: offset, value: decimal(UInt64(steps) * 7, 4))
                 stepRecords += 1
@@ -117,8 +129,10 @@ public struct SyntheticExportWriter {
             // iPhone: fewer, longer step samples overlapping the Watch's.
             if minute % 20 < 4 {
                 let length = Int64(60_000 * (5 + random.next() % 10))
+                let mark = buffer.count
                 writeQuantity("HKQuantityTypeIdentifierStepCount", Self.iPhoneSource, "15.4.1", iPhone, "count",
                               start: t - 60_000, end: t + length, offset: offset, value: String(50 + Int(random.next() % 900)))
+                dropStepRecordIfChosen(writtenFrom: mark)
                 writeQuantity("HKQuantityTypeIdentifierDistanceWalkingRunning", Self.iPhoneSource, "15.4.1", iPhone, "km",
                               start: t - 60_000, end: t + length, offset: offset, value: decimal(random.next() % 900_000, 6))
                 stepRecords += 1
@@ -141,6 +155,18 @@ public struct SyntheticExportWriter {
             minute += 4
         }
         writeActivitySummary(day)
+    }
+
+    /// Takes the step record just written (from `mark`) out again when
+    /// `droppedStepFraction` chooses it. Counted in `stepRecords` either way
+    /// (the records the full export has), and in `stepRecordsDropped`.
+    private mutating func dropStepRecordIfChosen(writtenFrom mark: Int) {
+        defer { stepIndex += 1 }
+        guard droppedStepFraction > 0 else { return }
+        var pick = SplitMix64(seed: stepIndex ^ 0x4452_4F50_0000_0000)
+        guard Double(pick.next() >> 11) / 9_007_199_254_740_992 < droppedStepFraction else { return }
+        buffer.removeSubrange(mark..<buffer.count)
+        stepRecordsDropped += 1
     }
 
     private mutating func writeQuantity(_ type: String, _ source: String, _ version: String, _ device: String?,

@@ -28,6 +28,7 @@ from .errors import ApiError, bad_request
 from .log import log
 from .settings import Settings
 from .storage.base import Storage
+from .totals_cache import DailyTotalsCache
 
 RETRY_AFTER_BUSY_S = 1
 
@@ -69,6 +70,8 @@ class Context:
         self.storage = storage
         self.auth = Authenticator(storage.tokens, settings.single_user)
         self.budget = BodyBudget(settings.max_bodies_in_flight)
+        # Kept only while this process sees every write (one worker): see totals_cache.py.
+        self.daily_cache = DailyTotalsCache(enabled=settings.workers == 1)
 
     def user(self, request: Request) -> str:
         return self.auth.user(request.headers.get("authorization"))

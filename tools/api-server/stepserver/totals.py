@@ -111,7 +111,12 @@ def daily_totals(samples: Iterable[tuple[int, int, int, str, Optional[str]]], zo
             own.append((start, end))
             if a >= b:
                 continue
-            _pieces(start, end, count, a, b, cuts, raw_k, 0)
+            span = end - start
+            day = bisect_right(cuts, a) - 1
+            if b <= cuts[day + 1]:  # the usual sample, inside one day: its one piece, inline
+                raw_k[day] += count * (b - start) // span - count * (a - start) // span
+            else:
+                _pieces(start, end, count, a, b, cuts, raw_k, 0)
             # The parts of [a, b) that no higher source covers: between the covered intervals.
             i = bisect_right(covered_ends, a)  # the first covered interval ending after a
             position = a
@@ -121,7 +126,10 @@ def daily_totals(samples: Iterable[tuple[int, int, int, str, Optional[str]]], zo
                     i += 1
                     continue
                 stop = min(b, covered_starts[i]) if i < len(covered_starts) else b
-                _pieces(start, end, count, position, stop, cuts, merged_k, 0)
+                if stop <= cuts[day + 1] and position >= cuts[day]:
+                    merged_k[day] += count * (stop - start) // span - count * (position - start) // span
+                else:
+                    _pieces(start, end, count, position, stop, cuts, merged_k, 0)
                 position = stop
         if own:
             covered_starts, covered_ends = _union(covered_starts, covered_ends, own)

@@ -157,3 +157,109 @@ def test_the_merge_equals_the_reference_and_keeps_its_promises(seed):
     lowest = [(s, e, c, "zzz.lowest", None) for s, e, c, _, _ in rng.sample(samples, min(5, len(samples)))]
     more = totals.daily_totals(samples + lowest, zone, first, last, totals.DEFAULT_PRIORITY, False)["days"]
     assert all(after["merged"] >= before["merged"] for before, after in zip(got["days"], more))
+
+
+# -- the totals cache (stepserver/totals_cache.py) ---------------------------------------------------
+
+
+def _text(ms: int, offset_minutes: int) -> str:
+    moment = datetime.fromtimestamp(ms / 1000, timezone(timedelta(minutes=offset_minutes)))
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def test_cached_totals_follow_every_write(server):
+    """Queries over overlapping ranges, in two zones and two priorities, between seeded writes (new
+    samples, changed ones, samples written with offsets far from UTC, deletions by id, DELETE /steps):
+    every answer equals the merge of what is live then, computed afresh; and so does the first answer
+    after a restart (nothing cached)."""
+    rng = random.Random(1416)
+    base = int(datetime(2026, 3, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    live: dict[str, tuple] = {}
+    queries = [("Europe/Paris", date(2026, 3, 1), date(2026, 3, 20), None),
+               ("Pacific/Kiritimati", date(2026, 3, 5), date(2026, 3, 12), None),
+               ("America/New_York", date(2026, 2, 27), date(2026, 3, 22), "iPhone,Apple Watch")]
+
+    step_name = ["first write"]
+
+    def check() -> None:
+        for zone, first, last, priority in queries:
+            params = {"tz": zone, "from": first.isoformat(), "to": last.isoformat(), "bySource": "true"}
+            patterns = totals.DEFAULT_PRIORITY
+            if priority:
+                params["priority"] = priority
+                patterns = priority.split(",")
+            got = daily(server, **params)
+            assert got.status_code == 200, got.text
+            expected = totals.daily_totals(list(live.values()), zone, first, last, patterns, True)
+            diff = [(a, b) for a, b in zip(got.json()["days"], expected["days"]) if a != b]
+            assert got.json() == expected, (zone, first, last, step_name[0], json.dumps(diff[:1]))
+
+    def write(count: int) -> None:
+        batch = []
+        for _ in range(count):
+            sample_id = rng.choice(list(live)) if live and rng.random() < 0.3 else f"c{len(live)}-{rng.randrange(10**9)}"
+            start = base + rng.randrange(0, 20 * 86_400_000, 60_000)
+            end = start + rng.choice([0, rng.randrange(60, 600) * 1000, rng.randrange(1, 40) * 3_600_000])
+            offset = rng.choice([0, 0, 14 * 60, -12 * 60, 330])
+            bundle, device = rng.choice(SOURCES[:3])
+            sample = {"id": sample_id, "startDate": _text(start, offset), "endDate": _text(end, offset),
+                      "count": rng.randrange(0, 3000), "sourceBundleId": bundle, "sourceDeviceName": device}
+            batch.append(sample)
+            live[sample_id] = (start, end, sample["count"], bundle, device)
+        assert server.post(batch).status_code == 200
+
+    write(200)
+    # The model holds what the server holds (the whole seconds written above, read back).
+    stored = {s["id"]: s for s in server.session.get(server.url + "/steps", params={"limit": 100000}).json()["samples"]}
+    assert len(stored) == len(live)
+    for k, v in live.items():
+        s = stored[k]
+        assert (contract.instant_ns(s["startDate"]) // 1_000_000, contract.instant_ns(s["endDate"]) // 1_000_000, s["count"]) == v[:3], (s, v)
+    check()
+    for step in range(12):
+        step_name[0] = f"step {step}"
+        if step == 7:
+            assert server.delete().status_code == 200
+            live.clear()
+        elif step % 4 == 3:
+            doomed = rng.sample(sorted(live), min(15, len(live)))
+            assert server.delete_ids(doomed).status_code == 200
+            for sample_id in doomed:
+                del live[sample_id]
+        else:
+            write(rng.choice([1, 5, 40]))
+        check()
+    server.restart()
+    check()
+
+
+def test_a_sample_of_the_longest_duration_reaches_the_next_days(server):
+    """A sample of exactly 48 hours (the contract's longest) that ends one second into the day asked
+    for counts there: the backends bound their search by that duration (embedded: by the dates of
+    the texts; PostgreSQL: by the start)."""
+    longest = {"id": "longest", "startDate": "2024-03-08T00:00:01Z", "endDate": "2024-03-10T00:00:01Z", "count": 172_800,
+               "sourceBundleId": "com.example.pedometer", "sourceDeviceName": None}
+    offset = {"id": "offset", "startDate": "2024-03-08T01:00:01+01:00", "endDate": "2024-03-10T01:00:01+01:00",
+              "count": 172_800, "sourceBundleId": "com.example.band", "sourceDeviceName": None}
+    assert server.post([longest, offset]).status_code == 200
+    days = daily(server, tz="UTC", **{"from": "2024-03-10", "to": "2024-03-10"}).json()["days"]
+    assert days == [{"date": "2024-03-10", "merged": 1, "raw": 2}]
+
+
+def test_hand_written_lines_outside_the_time_index_are_counted(embedded_server):
+    """Lines written by hand while the server was stopped are read at start into the time index:
+    one spanning twelve days (more than the contract allows, so kept aside and always read) and one
+    with an offset whose text names the day before its UTC date."""
+    server = embedded_server
+    server.post([make_sample(1, count=10)])  # 2024-01-01
+    assert server.stop() == 0
+    lines = [{"id": "long", "startDate": "2023-12-25T00:00:00Z", "endDate": "2024-01-06T00:00:00Z", "count": 1200,
+              "sourceBundleId": "by hand", "sourceDeviceName": None, "receivedAt": "2024-01-20T15:00:00Z"},
+             {"id": "west", "startDate": "2024-01-04T23:00:00-05:00", "endDate": "2024-01-04T23:10:00-05:00", "count": 7,
+              "sourceBundleId": "by hand 2", "sourceDeviceName": None, "receivedAt": "2024-01-20T15:00:00Z"}]
+    with open(server.jsonl(), "ab") as handle:
+        for line in lines:
+            handle.write(json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+    server.start()
+    days = daily(server, tz="UTC", **{"from": "2024-01-05", "to": "2024-01-05"}).json()["days"]
+    assert days == [{"date": "2024-01-05", "merged": 100, "raw": 107}]  # the long one ranks first (by name) and hides the other

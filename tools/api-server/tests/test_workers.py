@@ -59,3 +59,25 @@ def test_workers_need_postgresql(tmp_path):
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert "--workers needs --database" in result.stderr
+
+
+def test_daily_totals_stay_exact_across_workers(tmp_path, postgres_cluster):
+    """With --workers the totals cache is off (a worker would not see another's writes): every answer,
+    whichever worker gives it, follows every write."""
+    server = ServerProcess(tmp_path, database=postgres_cluster.new_database(), extra=("--workers", "2")).start()
+    params = {"tz": "UTC", "from": "2024-01-01", "to": "2024-01-01"}
+
+    def totals() -> set:
+        seen = set()
+        for _ in range(8):  # new connections, spread over the workers
+            with server.new_session() as session:
+                seen.add(session.get(server.url + "/steps/daily", params=params, timeout=60).json()["days"][0]["raw"])
+        return seen
+
+    samples = make_samples(10)
+    server.post(samples)
+    assert totals() == {sum(sample["count"] for sample in samples)}
+    samples[3]["count"] += 1000
+    server.post([samples[3]])
+    assert totals() == {sum(sample["count"] for sample in samples)}
+    assert server.stop() == 0

@@ -125,10 +125,33 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     /// Whether a sample with this id (which starts at `startMilliseconds`:
     /// the start is part of the id's derivation) is current in the export.
     public func contains(id: UUID, startMilliseconds: Int64) -> Bool {
+        recordIndex(id: id, startMilliseconds: startMilliseconds) != nil
+    }
+
+    /// The index, in the provider's order, of the sample with this id and
+    /// start, or nil when the export does not hold it.
+    public func recordIndex(id: UUID, startMilliseconds: Int64) -> Int? {
         let wanted = UUIDBytes(id)
         var i = firstIndex(startingAtOrAfter: startMilliseconds)
         while i < records.count, records[i].startMilliseconds == startMilliseconds {
-            if records[i].idHigh == wanted.high, records[i].idLow == wanted.low { return true }
+            if records[i].idHigh == wanted.high, records[i].idLow == wanted.low { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// Whether the export holds a sample with this exact span and count from
+    /// a source not named `sourceBundleId` (the export's `sourceName`): what
+    /// a stored sample looks like after its device was renamed.
+    public func hasTwinFromAnotherSource(startMilliseconds: Int64, endMilliseconds: Int64, count: UInt32,
+                                         sourceBundleId: UnsafeRawBufferPointer) -> Bool {
+        var i = firstIndex(startingAtOrAfter: startMilliseconds)
+        while i < records.count, records[i].startMilliseconds == startMilliseconds {
+            let r = records[i]
+            if r.endMilliseconds == endMilliseconds, r.count == count,
+               !sources[Int(r.source)].sourceBundleId.utf8.elementsEqual(sourceBundleId) {
+                return true
+            }
             i += 1
         }
         return false
@@ -159,7 +182,7 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
         return StepSample(id: UUIDBytes(high: record.idHigh, low: record.idLow).uuid,
                           startMilliseconds: record.startMilliseconds, endMilliseconds: record.endMilliseconds,
                           count: Int(record.count), sourceBundleId: source.sourceBundleId,
-                          sourceDeviceName: source.sourceDeviceName)
+                          sourceDeviceName: source.sourceDeviceName, origin: .export)
     }
 
     private static func floorToDay(_ milliseconds: Int64) -> Int64 {

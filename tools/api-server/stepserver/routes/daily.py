@@ -4,6 +4,8 @@ daily totals merged across sources (docs/TOTALS.md), the same document as `steps
 from __future__ import annotations
 
 import json
+
+import msgspec
 from datetime import date, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -16,6 +18,7 @@ from ..app import Context, json_response
 from ..errors import bad_request
 from ..totals import DEFAULT_PRIORITY, daily_totals, day_start_ms
 
+_encoder = msgspec.json.Encoder()  # the same bytes as json.dumps(ensure_ascii=False, separators=(",", ":"))
 QUERY = {"tz": "zone", "from": "date", "to": "date", "bySource": "bool", "priority": "text"}
 _MS = 1_000_000
 
@@ -61,12 +64,26 @@ def routes(context: Context) -> list:
         def handle() -> bytes:
             user = context.user(request)
             zone_info = ZoneInfo(zone)
-            begin = day_start_ms(first, zone_info) * _MS
-            end = day_start_ms(last + timedelta(days=1), zone_info) * _MS
-            samples = ((s.start_ns // _MS, s.end_ns // _MS, s.count, s.source_bundle_id, s.source_device_name)
-                       for s in storage.samples_between(user, begin, end))
-            document = daily_totals(samples, zone, first, last, patterns, by_source)
-            return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+            cache = context.daily_cache
+            version = cache.version(user)  # before reading any sample: see totals_cache.py, Races
+            known, missing = cache.lookup(user, zone, patterns, first, last)
+            computed: list[tuple[int, dict]] = []
+            for run_first, run_last in missing:
+                day_first, day_last = date.fromordinal(run_first), date.fromordinal(run_last)
+                begin = day_start_ms(day_first, zone_info) * _MS
+                end = day_start_ms(day_last + timedelta(days=1), zone_info) * _MS
+                samples = ((s.start_ns // _MS, s.end_ns // _MS, s.count, s.source_bundle_id, s.source_device_name)
+                           for s in storage.samples_between(user, begin, end))
+                rows = daily_totals(samples, zone, day_first, day_last, patterns, True)["days"]
+                computed.extend(zip(range(run_first, run_last + 1), rows))
+            if computed:
+                cache.store(user, version, zone, patterns, computed)
+                known.update(computed)
+            rows = [known[day] for day in range(first.toordinal(), last.toordinal() + 1)]
+            if not by_source:
+                rows = [{"date": row["date"], "merged": row["merged"], "raw": row["raw"]} for row in rows]
+            document = {"timeZone": zone, "from": first.isoformat(), "to": last.isoformat(), "priority": patterns, "days": rows}
+            return _encoder.encode(document)
 
         return json_response(await run_in_threadpool(handle))
 

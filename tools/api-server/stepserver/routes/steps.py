@@ -4,6 +4,8 @@ POST /steps/deletions (delete samples by id). Every one needs the caller's token
 from __future__ import annotations
 
 import time
+from datetime import date
+from typing import Optional
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -13,6 +15,15 @@ from .. import contract
 from ..app import Context, json_response
 from ..auth import unauthorized
 from ..contract import utc_text
+
+
+def touched_dates(samples: list[contract.SampleFields], replaced: list[str]) -> tuple[int, int]:
+    """The UTC dates (ordinals) that the samples, and the earlier versions they replaced (date
+    texts), may overlap: a date-time's own date (its first ten characters) is within a day of its
+    UTC date."""
+    first = min(min(sample.startDate[:10] for sample in samples), min((text[:10] for text in replaced), default="9999"))
+    last = max(max(sample.endDate[:10] for sample in samples), max((text[:10] for text in replaced), default="0000"))
+    return date.fromisoformat(first).toordinal() - 1, date.fromisoformat(last).toordinal() + 1
 
 
 def routes(context: Context) -> list:
@@ -34,7 +45,20 @@ def routes(context: Context) -> list:
             body.clear()  # the bytes are not needed once parsed: free them before storing
             if not samples:
                 return None
-            return storage.save(user, samples, utc_text(now_ns))
+            # What the replaced versions named is asked for only while rows of the user are kept.
+            replaced: Optional[list[str]] = [] if context.daily_cache.holds(user) else None
+            try:
+                saved = storage.save(user, samples, utc_text(now_ns), replaced)
+            except BaseException:
+                # Usually nothing was stored; but a database may have committed before the
+                # connection broke: the totals cache must not keep what the write may have changed.
+                context.daily_cache.invalidate_user(user)
+                raise
+            if saved:
+                # Without the replaced versions' dates (rows kept since the save began), any day.
+                context.daily_cache.invalidate_dates(
+                    user, lambda: touched_dates(samples, replaced) if replaced is not None else None)
+            return saved
 
         saved = await context.read_json_body(request, handle)
         if saved is None:
@@ -50,7 +74,14 @@ def routes(context: Context) -> list:
             user = context.user(request)
             ids = contract.parse_deletions(body)
             body.clear()
-            return storage.delete_ids(user, ids, utc_text(now_ns)) if ids else 0
+            try:
+                deleted = storage.delete_ids(user, ids, utc_text(now_ns)) if ids else 0
+            except BaseException:
+                context.daily_cache.invalidate_user(user)
+                raise
+            if deleted:
+                context.daily_cache.invalidate_user(user)
+            return deleted
 
         deleted = await context.read_json_body(request, handle)
         return json_response(b'{"deleted":%d,"message":"Success"}' % deleted)
@@ -74,7 +105,11 @@ def routes(context: Context) -> list:
         require_token_header(request)
 
         def handle() -> None:
-            storage.delete_all(context.user(request))
+            user = context.user(request)
+            try:
+                storage.delete_all(user)
+            finally:
+                context.daily_cache.invalidate_user(user)  # even a failed one may have emptied some of it
 
         await run_in_threadpool(handle)
         return json_response(b'{"deleted":true,"message":"All samples deleted"}')

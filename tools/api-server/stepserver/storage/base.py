@@ -65,8 +65,11 @@ class Storage(Protocol):
     def describe(self) -> str:
         """For the start-up line, e.g. "data /srv/steps (2 users, 91692 samples)"."""
 
-    def save(self, user: str, samples: list[SampleFields], received_at: str) -> int:
-        """Stores the samples not already stored with identical content; returns how many were written."""
+    def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
+        """Stores the samples not already stored with identical content; returns how many were written.
+        With `replaced` (a list), appends startDate/endDate texts whose dates span every earlier version
+        this call replaced (the days whose totals it changed besides the new samples' own; the daily
+        totals' cache asks for them)."""
 
     def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
         """Deletes those ids that are live; returns how many were. Unknown or deleted ids are fine."""

@@ -23,6 +23,8 @@ import sqlite3
 import threading
 import time
 from array import array
+from itertools import accumulate
+from datetime import date
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
@@ -43,6 +45,9 @@ HEALTHY_PROBE_INTERVAL_S = 2.0
 READ_WINDOW_BYTES = 256 * 1024
 LINE_GUESS_BYTES = 8 * 1024
 MAX_REPORTED_BAD_LINES = 20
+LONG_SAMPLE_DAYS = 3  # the time index: lines whose date texts lie further apart are kept aside
+LOOKBACK_DAYS = LONG_SAMPLE_DAYS + 1
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _DIGEST_MASK = (1 << 64) - 1
 DELETION_PREFIX = b'{"deleted":'
 USER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -71,7 +76,7 @@ REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
 
 _encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample does
 _id_of = operator.attrgetter("id")
-WRITE_CHUNK_BYTES = 1 << 20
+WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode, replace, split) holds the GIL briefly
 # Content digests are Python's bytes hash (SipHash with a per-process random key), masked to 64 bits:
 # the index lives only as long as the process, and an attacker who cannot read the key cannot aim
 # a collision.
@@ -99,6 +104,12 @@ class UserLog:
         self.live = array("q")
         self.stale: set[int] = set()
         self.versions = array("q")
+        # The time index (GET /steps/daily reads only the lines near the days it computes): the
+        # offsets of every sample line by the date its startDate text names, and of the lines whose
+        # texts lie more than LONG_SAMPLE_DAYS dates apart (none the contract accepts today).
+        self.by_start_date: dict[int, array] = {}
+        self.long_lines = array("q")
+        self.dead_lines = 0  # sample lines superseded or deleted; while none, every indexed line is current
         self.needs_rollback = False
 
     # -- opening -------------------------------------------------------------------------------------
@@ -189,25 +200,38 @@ class UserLog:
         if (record.id is None or record.startDate is None or record.endDate is None or record.count is None
                 or record.sourceBundleId is None):
             return False
-        # The digest is of the sample's canonical JSON, which is the line without its receivedAt:
-        # lines are written as encode(sample) with receivedAt spliced in before the final brace (a
+        # The digest is of the sample's canonical JSON without its final brace, which is the line up
+        # to its receivedAt: lines are written as encode(sample) with receivedAt spliced in before the final brace (a
         # string cannot hold ',"receivedAt"' unescaped). A line written otherwise (by hand) gets
         # another digest: a re-post of the same content then writes one new version, nothing worse.
         cut = line.rfind(b',"receivedAt"')
-        content = line[:cut] + b"}" if cut > 0 else line
+        content = line[:cut] if cut > 0 else line[:-1]
         known = self.current.get(record.id)
         if known is not None:
             self.stale.add(known >> 64)
+            self.dead_lines += 1
         self.current[record.id] = (offset << 64) | (hash(content) & _DIGEST_MASK)
         self.live.append(offset)
         self.versions.append(offset)
+        self._index_dates(record.startDate, record.endDate, offset)
         return True
+
+    def _index_dates(self, start: str, end: str, offset: int) -> None:
+        first, last = _text_date(start), _text_date(end)
+        if first is None or last is None or last - first > LONG_SAMPLE_DAYS:
+            self.long_lines.append(offset)
+            return
+        offsets = self.by_start_date.get(first)
+        if offsets is None:
+            offsets = self.by_start_date[first] = array("q")
+        offsets.append(offset)
 
     def _apply_deletion(self, sample_id: str, offset: int) -> bool:
         known = self.current.pop(sample_id, None)
         if known is None:
             return False
         self.stale.add(known >> 64)
+        self.dead_lines += 1
         return True
 
     # -- writing -------------------------------------------------------------------------------------
@@ -239,7 +263,7 @@ class UserLog:
         sync_file(self.fd)
         self.needs_rollback = False
 
-    def save(self, samples: list[SampleFields], received_at: str) -> int:
+    def save(self, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         # A repeated id keeps its first position and its last content (dict semantics).
         batch = dict(zip(map(_id_of, samples), samples))
         ids = list(batch)
@@ -248,40 +272,72 @@ class UserLog:
         with self.lock:
             current = self.current
             known = list(map(current.get, ids))
-            fresh: list[int] = []
+            # New ids are written; a known id only when its content's digest differs (its canonical
+            # JSON is encoded once for that). The lines of a run of samples come from one encode of
+            # the run as a list, its separators replaced by receivedAt and a newline (the objects are
+            # flat and a string holds no unescaped quote, so '},{"id":' occurs only between them);
+            # runs of WRITE_CHUNK_SAMPLES are written as they are made, so a request never holds all
+            # its lines at once.
+            if known.count(None) != len(known):
+                encode = _encoder.encode
+                fresh = [k for k, old in enumerate(known)
+                         if old is None or old & _DIGEST_MASK != hash(encode(values[k])[:-1]) & _DIGEST_MASK]
+            else:
+                fresh = list(range(len(values)))
             digests: list[int] = []
             offsets: list[int] = []
-            # Each sample is encoded once, into a reused buffer: its digest is compared with the stored
-            # one, and a new or changed sample's line goes into the chunk being filled; chunks of a MiB
-            # are written as they fill, so a request never holds all its lines at once.
+            separator = suffix + b'{"id":'
+            cut = len(suffix) - 1  # a line's content ends where its suffix (without the newline) begins
+            one_more = (1).__add__
+
             def chunks() -> Iterator[bytes]:
-                buffer = bytearray()
-                encode_into = _encoder.encode_into
-                pending = bytearray()
                 position = self.size
-                for k, sample in enumerate(values):
-                    encode_into(sample, buffer)
-                    digest = hash(bytes(buffer)) & _DIGEST_MASK
-                    old = known[k]
-                    if old is not None and old & _DIGEST_MASK == digest:
-                        continue
-                    fresh.append(k)
-                    digests.append(digest)
-                    offsets.append(position + len(pending))
-                    pending += buffer
-                    pending[-1:] = suffix
-                    if len(pending) >= WRITE_CHUNK_BYTES:
-                        yield pending
-                        position += len(pending)
-                        pending = bytearray()
-                if pending:
-                    yield pending
+                for first in range(0, len(fresh), WRITE_CHUNK_SAMPLES):
+                    run = [values[k] for k in fresh[first : first + WRITE_CHUNK_SAMPLES]]
+                    chunk = _encoder.encode(run)[1:-2].replace(b'},{"id":', separator) + suffix
+                    lines = chunk.split(b"\n")
+                    lines.pop()
+                    if len(lines) != len(run):  # never: a sample's JSON holds no newline
+                        raise RuntimeError(f"encoding {len(run)} samples gave {len(lines)} lines")
+                    digests.extend([hash(line[:-cut]) & _DIGEST_MASK for line in lines])
+                    offsets.extend(accumulate(map(one_more, map(len, lines[:-1])), initial=position))
+                    position += len(chunk)
+                    yield chunk
 
             written = self._append(chunks())
             if not fresh:
                 return 0
             # Durable: now visible, all at once (readers take this lock).
-            self.stale.update(known[k] >> 64 for k in fresh if known[k] is not None)
+            superseded = [known[k] >> 64 for k in fresh if known[k] is not None]
+            if replaced is not None and superseded:
+                for line in _read_lines(self.fd, array("q", sorted(superseded)), self.size):
+                    old = decode_stored_sample(line)
+                    replaced += (old.startDate, old.endDate)
+            self.stale.update(superseded)
+            self.dead_lines += len(superseded)
+            # The time index, inline: a request's samples mostly share their start and end dates.
+            index_dates = self._index_dates
+            by_date = self.by_start_date
+            last_date = None
+            target = None
+            for k, offset in zip(fresh, offsets):
+                sample = values[k]
+                start_date = sample.startDate[:10]
+                if start_date != last_date or sample.endDate[:10] != start_date:
+                    if sample.endDate[:10] != start_date:
+                        index_dates(sample.startDate, sample.endDate, offset)
+                        last_date = None
+                        continue
+                    ordinal = _text_date(start_date)
+                    if ordinal is None:
+                        index_dates(sample.startDate, sample.endDate, offset)
+                        last_date = None
+                        continue
+                    target = by_date.get(ordinal)
+                    if target is None:
+                        target = by_date[ordinal] = array("q")
+                    last_date = start_date
+                target.append(offset)
             current.update(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
             self.live.extend(offsets)
             self.versions.extend(offsets)
@@ -318,6 +374,9 @@ class UserLog:
             self.live = array("q")
             self.stale = set()
             self.versions = array("q")
+            self.by_start_date = {}
+            self.long_lines = array("q")
+            self.dead_lines = 0
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -341,19 +400,46 @@ class UserLog:
             if generation == self.generation:
                 return lines, total
 
-    def live_samples(self) -> Iterator[SampleFields]:
-        """Every live sample (for the daily totals), read from the file in windows."""
+    def samples_between(self, start_ns: int, end_ns: int) -> Iterator[DaySample]:
+        """The live samples that overlap [start_ns, end_ns) (for the daily totals): the lines whose
+        startDate names a date from LOOKBACK_DAYS before the UTC date of start_ns to the day after
+        that of end_ns (a date-time's own date is within a day of its UTC date; a sample of the
+        index spans at most LONG_SAMPLE_DAYS of them), and the long ones; of those, the current
+        versions of live ids that overlap."""
+        first = _utc_date(start_ns) - LOOKBACK_DAYS
+        last = _utc_date(end_ns) + 1
         with self.lock:
-            self._fold_stale()
-            offsets = array("q", self.live)
+            by_date = self.by_start_date
+            if last - first + 1 <= len(by_date):
+                parts = [offsets for day in range(first, last + 1) if (offsets := by_date.get(day)) is not None]
+            else:
+                parts = [offsets for day, offsets in by_date.items() if first <= day <= last]
+            candidates = array("q", self.long_lines)
+            for part in parts:
+                candidates.extend(part)
             size = self.size
             generation = self.generation
-        for first in range(0, len(offsets), 10_000):
-            lines = _read_lines(self.fd, offsets[first : first + 10_000], size)
+            current = self.current
+            every_line_current = self.dead_lines == 0
+        candidates = array("q", sorted(candidates))
+        for position in range(0, len(candidates), 10_000):
+            window = candidates[position : position + 10_000]
+            lines = _read_lines(self.fd, window, size)
             if generation != self.generation:
                 return
-            for line in lines:
-                yield decode_stored_sample(line)
+            try:  # one call for the window's lines (they were checked when written or read at open)
+                samples = _line_decoder.decode_lines(b"\n".join(lines) + b"\n")
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                samples = [decode_stored_sample(line) for line in lines]
+            if not every_line_current:
+                kept = []
+                for offset, sample in zip(window, samples):
+                    known = current.get(sample.id)
+                    # Current, or replaced by a write that came after this read began (read as it was).
+                    if known is not None and (known >> 64 == offset or known >> 64 >= size):
+                        kept.append(sample)
+                samples = kept
+            yield from _overlapping(samples, start_ns, end_ns)
 
     @property
     def live_count(self) -> int:
@@ -389,6 +475,27 @@ def _read_lines(fd: int, offsets: array, size: int) -> list[bytes]:
             lines.append(data[relative:newline])
         index = stop
     return lines
+
+
+_date_ordinals: dict[str, int] = {}
+
+
+def _text_date(text: str) -> Optional[int]:
+    """The proleptic ordinal of the date a date-time text names (its first ten characters)."""
+    key = text[:10]
+    ordinal = _date_ordinals.get(key)
+    if ordinal is None:
+        try:
+            ordinal = date.fromisoformat(key).toordinal()
+        except ValueError:
+            return None
+        if len(_date_ordinals) < 1_000_000:
+            _date_ordinals[key] = ordinal
+    return ordinal
+
+
+def _utc_date(nanoseconds: int) -> int:
+    return _EPOCH_ORDINAL + nanoseconds // 86_400_000_000_000
 
 
 def _overlapping(samples: list[SampleFields], start_ns: int, end_ns: int) -> Iterator[DaySample]:
@@ -535,8 +642,8 @@ class EmbeddedStorage:
         samples = sum(user_log.live_count for user_log in self._logs.values())
         return f"data {self.directory} ({len(self._logs)} users, {samples} samples)"
 
-    def save(self, user: str, samples: list[SampleFields], received_at: str) -> int:
-        return self._write(user, lambda user_log: user_log.save(samples, received_at))
+    def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
+        return self._write(user, lambda user_log: user_log.save(samples, received_at, replaced))
 
     def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
         return self._write(user, lambda user_log: user_log.delete_ids(ids, received_at))
@@ -560,14 +667,8 @@ class EmbeddedStorage:
     def samples_between(self, user: str, start_ns: int, end_ns: int) -> Iterator[DaySample]:
         user_log = self._log(user, create=False)
         if user_log is None:
-            return
-        batch: list[SampleFields] = []
-        for sample in user_log.live_samples():
-            batch.append(sample)
-            if len(batch) == 10_000:
-                yield from _overlapping(batch, start_ns, end_ns)
-                batch = []
-        yield from _overlapping(batch, start_ns, end_ns)
+            return iter(())
+        return user_log.samples_between(start_ns, end_ns)
 
     def health(self) -> Optional[str]:
         return self.probe.status()

@@ -24,7 +24,7 @@ import msgspec
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..contract import SampleFields, StoredSample, instants
+from ..contract import MAX_DURATION_SECONDS, SampleFields, StoredSample, instants
 from ..errors import StorageUnavailable
 from ..log import log
 from .base import DaySample, TokenRecord
@@ -111,6 +111,22 @@ INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, so
 SELECT * FROM written
 """
 
+# The same, also saying which dates the replaced versions named: the least startDate and the greatest
+# endDate texts of the batch's ids stored before it (every part of a statement reads the rows as they
+# were when it began), for the daily totals' cache.
+_SAVE_REPORTING = _SAVE.replace("""INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,
+                             source_device_name, received_at)
+SELECT * FROM written
+""", """, versions AS (
+    INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,
+                                 source_device_name, received_at)
+    SELECT * FROM written
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM versions), min(start_date), max(end_date)
+FROM samples WHERE user_name = %(user)s AND id = ANY(%(ids)b::text[])
+""")
+
 _encode = msgspec.json.Encoder().encode
 
 
@@ -193,7 +209,7 @@ class PostgresStorage:
                 time.sleep(wait)
                 wait = min(wait * 2, RETRY_MAX_WAIT_S)
 
-    def save(self, user: str, samples: list[SampleFields], received_at: str) -> int:
+    def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         batch: dict[str, SampleFields] = {}
         for sample in samples:
             batch[sample.id] = sample
@@ -212,7 +228,12 @@ class PostgresStorage:
             "bundles": [s.sourceBundleId for s in unique],
             "devices": [s.sourceDeviceName for s in unique],
         }
-        return self._run(lambda c: c.execute(_SAVE, parameters).rowcount)
+        if replaced is None:
+            return self._run(lambda c: c.execute(_SAVE, parameters).rowcount)
+        saved, first, last = self._run(lambda c: c.execute(_SAVE_REPORTING, parameters).fetchone())
+        if first is not None:
+            replaced += (first, last)
+        return saved
 
     def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
         unique = sorted(set(ids))
@@ -241,9 +262,14 @@ class PostgresStorage:
         return self._run(work)
 
     def samples_between(self, user: str, start_ns: int, end_ns: int) -> Iterator[DaySample]:
+        # Every stored sample passed the contract (endDate - startDate <= 48 h), so one that reaches
+        # start_ns began at most 48 hours before it: the index on start bounds the scan on both sides
+        # (without the lower bound it read every earlier sample of the user).
+        earliest = start_ns - MAX_DURATION_SECONDS * 1_000_000_000
         rows = self._run(lambda c: c.execute(
             "SELECT start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
-            "WHERE user_name = %s AND start_ns < %s AND end_ns >= %s", (user, end_ns, start_ns)).fetchall())
+            "WHERE user_name = %s AND start_ns >= %s AND start_ns < %s AND end_ns >= %s",
+            (user, earliest, end_ns, start_ns)).fetchall())
         for row in rows:
             yield DaySample(*row)
 

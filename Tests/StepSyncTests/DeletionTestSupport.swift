@@ -1,0 +1,78 @@
+import Foundation
+@testable import StepLog
+@testable import StepSync
+
+/// A provider over a fixed list of samples that also reports deletions, as a
+/// HealthKit anchored query would: `deleted` is its deleted objects, `anchor`
+/// its new anchor, under `family`.
+struct ChangeFeedProvider: StepDataProvider {
+    var samples: [StepSample]
+    var deleted: [UUID] = []
+    var anchor: [UInt8] = [1]
+    var family = "feed"
+    var range: DateInterval
+    var sourceIdentity: String { "feed:\(samples.count):\(anchor)" }
+    var deletionFamily: String? { family }
+
+    func layeringRange(now: Date) async throws -> DateInterval { range }
+
+    func getAggregatedStepCount(for interval: DateInterval) async throws -> Int {
+        try await getRawStepSamples(for: interval).reduce(0) { $0 + $1.count }
+    }
+
+    func getRawStepSamples(for interval: DateInterval) async throws -> [StepSample] {
+        let a = Milliseconds.from(interval.start), b = Milliseconds.from(interval.end)
+        return samples.filter { $0.startMilliseconds >= a && $0.startMilliseconds < b }
+            .sorted { ($0.startMilliseconds, $0.id.uuidString) < ($1.startMilliseconds, $1.id.uuidString) }
+    }
+
+    func deletedSamples(since anchor: [UInt8]?, in store: StepLogStore) async throws -> SourceDeletions {
+        SourceDeletions(ids: deleted, anchor: self.anchor)
+    }
+}
+
+/// What one in-process ingest did.
+struct IngestResult {
+    var fetched: FetchSummary
+    var plan: DeletionPlan?
+    var deleted: DeleteSummary
+}
+
+/// The ingest command's order, in process: plan the deletions (before
+/// anything is written), layer, fetch, apply the deletions.
+@discardableResult
+func ingestWithDeletions(_ provider: StepDataProvider, into store: StepLogStore,
+                         options: DeletionOptions = DeletionOptions()) async throws -> IngestResult {
+    let deletion = DeletionService(provider: provider, store: store, options: options, sourceName: provider.sourceIdentity)
+    let plan = try await deletion.plan()
+    try await LayeringService(provider: provider, store: store).performLayering()
+    let fetch = FetchService(provider: provider, store: store)
+    fetch.alreadyStored = plan?.deletions.alreadyStored
+    let fetched = try await fetch.fetchPending()
+    let deleted = try plan.map { try deletion.apply($0) } ?? DeleteSummary()
+    return IngestResult(fetched: fetched, plan: plan, deleted: deleted)
+}
+
+/// The store's live samples, by id.
+func liveSamples(_ store: StepLogStore) throws -> [UUID: StepSample] {
+    var result: [UUID: StepSample] = [:]
+    try store.forEachSample { result[$0.sample.id] = $0.sample }
+    return result
+}
+
+/// The provider's samples over `range`, by id.
+func providerSamples(_ provider: StepDataProvider, _ range: DateInterval) async throws -> [UUID: StepSample] {
+    var result: [UUID: StepSample] = [:]
+    for s in try await provider.getRawStepSamples(for: range) { result[s.id] = s }
+    return result
+}
+
+/// Every file of a store but its LOCK (which names the last opener's pid),
+/// by name, with its bytes: equal before and after means nothing was written.
+func storeFiles(_ directory: String) throws -> [String: [UInt8]] {
+    var result: [String: [UInt8]] = [:]
+    for name in try FileManager.default.contentsOfDirectory(atPath: directory) where name != "LOCK" {
+        result[name] = readFile(directory + "/" + name)
+    }
+    return result
+}

@@ -28,6 +28,19 @@ import Testing
         }
     }
 
+    /// Headers and chunk-size lines arriving a byte or a few at a time are
+    /// found wherever the pieces cut their CRLFs (each search resumes where
+    /// the last stopped, so a slow sender costs linear time).
+    @Test func headersSplitAnywhereAreFound() throws {
+        let padding = (0..<200).map { "X-Padding-\($0): \(String(repeating: "v", count: $0 % 37))\r\n" }.joined()
+        let text = "HTTP/1.1 201 Created\r\n\(padding)Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\n\r\n"
+        for piece in [1, 2, 3, 4, 5, 4096] {
+            let response = try Self.read(text, piece: piece)
+            #expect(response.status == 201, "pieces of \(piece)")
+            #expect(String(decoding: response.body, as: UTF8.self) == "abc0123456789abcdef", "pieces of \(piece)")
+        }
+    }
+
     /// A chunk size with a sign, or too large to add to, is a protocol error,
     /// never a trap (found by the http fuzz target: "-1" crashed the client;
     /// the reproducer is in its corpus).

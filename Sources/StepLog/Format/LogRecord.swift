@@ -150,7 +150,7 @@ extension LogRecord {
         switch RecordType(rawValue: rawType) {
         case .sampleUpsert:
             return SamplePayload.isWellFormed(payload)
-                ? .success(()) : .failure(PayloadProblem("sample-upsert payload of \(payload.count) bytes is malformed"))
+                ? .success(()) : .failure(SamplePayload.problem(payload))
         case .sampleDeleted:
             return TombstonePayload.isWellFormed(payload) ? .success(()) : .failure(TombstonePayload.problem(payload))
         case .samplesAcknowledged:

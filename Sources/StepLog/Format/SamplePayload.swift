@@ -75,11 +75,12 @@ public enum SamplePayload {
         Int64(littleEndian: payload.loadUnaligned(fromByteOffset: startOffset, as: Int64.self))
     }
 
-    /// True when the lengths inside the payload add up to its size.
+    /// True when the lengths inside the payload add up to its size and the
+    /// UUID is not the nil UUID (which no writer stores: the index cannot hold it).
     @inline(__always)
     public static func isWellFormed(_ payload: UnsafeRawBufferPointer) -> Bool {
         let fixed = FormatConstants.samplePayloadFixedSize
-        guard payload.count >= fixed else { return false }
+        guard payload.count >= fixed, !uuid(payload).isNil else { return false }
         let bundle = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: bundleLengthOffset, as: UInt16.self)))
         let hasDevice = payload[flagsOffset] & FormatConstants.sampleFlagHasDeviceName != 0
         if !hasDevice { return payload.count == fixed + bundle }
@@ -89,10 +90,14 @@ public enum SamplePayload {
         return payload.count == deviceAt + 2 + device
     }
 
+    /// Why a payload is not well formed (when `isWellFormed` is false).
+    public static func problem(_ payload: UnsafeRawBufferPointer) -> PayloadProblem {
+        if payload.count >= 16, uuid(payload).isNil { return PayloadProblem("sample-upsert record holds the nil UUID") }
+        return PayloadProblem("sample-upsert payload of \(payload.count) bytes is malformed")
+    }
+
     public static func decode(_ payload: UnsafeRawBufferPointer) -> Result<SampleRecord, PayloadProblem> {
-        guard isWellFormed(payload) else {
-            return .failure(PayloadProblem("sample-upsert payload of \(payload.count) bytes is malformed"))
-        }
+        guard isWellFormed(payload) else { return .failure(problem(payload)) }
         var r = ByteReader(payload)
         let id = r.readUUID()!
         let start = r.readInt64()!

@@ -2,7 +2,7 @@
 public enum TombstonePayload {
     @inline(__always)
     public static func isWellFormed(_ payload: UnsafeRawBufferPointer) -> Bool {
-        payload.count == FormatConstants.tombstonePayloadSize
+        payload.count == FormatConstants.tombstonePayloadSize && !uuid(payload).isNil
     }
 
     @inline(__always)
@@ -14,7 +14,8 @@ public enum TombstonePayload {
     }
 
     public static func problem(_ payload: UnsafeRawBufferPointer) -> PayloadProblem {
-        PayloadProblem("sample-deleted payload must be \(FormatConstants.tombstonePayloadSize) bytes, found \(payload.count)")
+        if payload.count == FormatConstants.tombstonePayloadSize { return PayloadProblem("sample-deleted record holds the nil UUID") }
+        return PayloadProblem("sample-deleted payload must be \(FormatConstants.tombstonePayloadSize) bytes, found \(payload.count)")
     }
 
     /// Appends a framed tombstone record: the hot path of `delete`, stored in

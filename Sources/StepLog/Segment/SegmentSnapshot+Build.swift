@@ -41,7 +41,7 @@ extension SegmentSnapshot {
                 }
                 if type == RecordType.sampleUpsert.rawValue {
                     guard SamplePayload.isWellFormed(payload) else {
-                        throw StepLogError.corruption(path: segment.path, offset: offset, reason: "malformed sample-upsert payload")
+                        throw StepLogError.corruption(path: segment.path, offset: offset, reason: SamplePayload.problem(payload).description)
                     }
                     var flags = FormatConstants.snapshotEntryHasVersion
                     if SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0 { flags |= FormatConstants.snapshotEntrySynced }

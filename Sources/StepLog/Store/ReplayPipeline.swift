@@ -158,7 +158,7 @@ struct ReplayPipeline {
                     case .record(let offset, let type, let payload, _):
                         if type == RecordType.sampleUpsert.rawValue {
                             guard SamplePayload.isWellFormed(payload) else {
-                                return malformed(offset, "sample-upsert payload of \(payload.count) bytes is malformed")
+                                return malformed(offset, SamplePayload.problem(payload).description)
                             }
                             chunk.kinds.append(type)
                             chunk.keys.append(SamplePayload.uuid(payload))
@@ -262,6 +262,15 @@ struct ReplayPipeline {
                             state.index.prefetch(UUIDBytes(loadingFrom: entries, at: at &+ Self.prefetchDistance &* size))
                         }
                         let flags = entries[at &+ 20]
+                        if key.isNil {
+                            // No writer indexes the nil UUID: a snapshot holding it
+                            // was not written by this engine (found by fuzzing: it
+                            // trapped in the index). One line, not a crash.
+                            throw StepLogError.corruption(
+                                path: Directory.join(directory, SegmentName.snapshotFileName(sequence: snapshot.header.sequence)),
+                                offset: Int64(FormatConstants.snapshotHeaderSize + i * size),
+                                reason: "snapshot entry \(i) holds the nil UUID")
+                        }
                         if flags & FormatConstants.snapshotEntryHasVersion != 0 {
                             let offset = UInt64(UInt32(littleEndian: entries.loadUnaligned(fromByteOffset: at &+ 16, as: UInt32.self)))
                             state.applyVersion(key, IndexEntry(position: LogPosition(base + offset),

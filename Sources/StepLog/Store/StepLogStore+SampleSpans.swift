@@ -137,7 +137,7 @@ extension StepLogStore {
                     let position = LogPosition(info.basePosition + UInt64(offset))
                     guard SamplePayload.isWellFormed(payload) else {
                         throw StepLogError.corruption(path: info.path, offset: offset,
-                                                      reason: "sample-upsert payload of \(payload.count) bytes is malformed")
+                                                      reason: SamplePayload.problem(payload).description)
                     }
                     if queue.isFull { try queue.emitOldest(body) }
                     queue.add(payload, at: position)

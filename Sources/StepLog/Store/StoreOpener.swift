@@ -57,9 +57,15 @@ struct StoreOpener {
         // many samples the index holds after its segment; each later segment can
         // add one per ~80 bytes. (Trimmed afterwards if that was generous.)
         var expectedKeys = 0
+        var bytesSoFar: Int64 = 0
         for (i, segment) in segments.enumerated() {
+            bytesSoFar += segment.size
             if pipeline.snapshots.contains(i), let header = SegmentSnapshot.header(sequence: segment.sequence, directory: directory) {
-                expectedKeys = Int(header.keysAfter)
+                // At most one key per smallest keyed record (a tombstone) so
+                // far: a damaged or forged count must not size the index
+                // (one past Int.max trapped here; found by fuzzing).
+                let most = UInt64(bytesSoFar / Int64(FormatConstants.recordHeaderSize + FormatConstants.tombstonePayloadSize))
+                expectedKeys = Int(min(header.keysAfter, most))
             } else {
                 expectedKeys += Int(segment.size / 80)
             }

@@ -50,7 +50,7 @@ public final class StoreState {
     public func replay(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) -> PayloadProblem? {
         if rawType == RecordType.sampleUpsert.rawValue {
             guard SamplePayload.isWellFormed(payload) else {
-                return PayloadProblem("sample-upsert payload of \(payload.count) bytes is malformed")
+                return SamplePayload.problem(payload)
             }
             queue(SamplePayload.uuid(payload), IndexEntry(position: position,
                                                           synced: SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0))

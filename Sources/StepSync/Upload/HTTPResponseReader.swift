@@ -14,8 +14,12 @@ struct HTTPResponseReader {
     /// Reads one response, calling `fill` whenever it needs more bytes.
     mutating func read(fill: (inout [UInt8]) throws -> Void) throws -> HTTPConnection.Response {
         var headerEnd: Int?
+        // Each search starts where the last one could not have matched, so a
+        // server that sends a byte at a time costs linear time, not quadratic.
+        var searched = 0
         while headerEnd == nil {
-            headerEnd = Self.find([13, 10, 13, 10], in: buffer)
+            headerEnd = Self.find([13, 10, 13, 10], in: buffer, from: searched)
+            searched = max(0, buffer.count - 3)
             if headerEnd == nil {
                 guard buffer.count < 64 << 10 else { throw HTTPConnection.Failure.protocolError("headers longer than 64 KiB") }
                 try fill(&buffer)
@@ -39,7 +43,11 @@ struct HTTPResponseReader {
         if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
             while true {
                 var lineEnd = Self.find([13, 10], in: buffer)
-                while lineEnd == nil { try fill(&buffer); lineEnd = Self.find([13, 10], in: buffer) }
+                while lineEnd == nil {
+                    let searchedLine = max(0, buffer.count - 1)
+                    try fill(&buffer)
+                    lineEnd = Self.find([13, 10], in: buffer, from: searchedLine)
+                }
                 let sizeText = String(decoding: buffer[0..<lineEnd!], as: UTF8.self).split(separator: ";").first ?? ""
                 // Hex digits only (Int(_:radix:) would also take a sign: a
                 // negative size trapped), and few enough that size + 2 cannot overflow.
@@ -70,9 +78,10 @@ struct HTTPResponseReader {
         return HTTPConnection.Response(status: status, body: Data(body), keepAlive: keepAlive)
     }
 
-    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard haystack.count >= needle.count else { return nil }
-        for i in 0...(haystack.count - needle.count) where haystack[i] == needle[0] {
+    /// The first offset at or after `start` where `needle` occurs in `haystack`.
+    private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int = 0) -> Int? {
+        guard haystack.count >= needle.count, start <= haystack.count - needle.count else { return nil }
+        for i in start...(haystack.count - needle.count) where haystack[i] == needle[0] {
             if Array(haystack[i..<(i + needle.count)]) == needle { return i }
         }
         return nil

@@ -72,6 +72,18 @@ extension StepLogStore {
     /// The spans of every sample record in `files`; returns how many.
     private func scanRecordSpans(_ files: ArraySlice<SegmentInfo>, _ body: (SampleSpan) throws -> Void) throws -> Int {
         var records = 0
+        try forEachSampleRecord(in: files) { _, payload in
+            records += 1
+            try body(SampleSpan(wellFormedPayload: payload))
+        }
+        return records
+    }
+
+    /// Every well-formed sample-upsert payload in `files`, in log order, with
+    /// its log position; damage or a malformed payload is a corruption error.
+    /// The one segment walk both span scans share.
+    private func forEachSampleRecord(in files: ArraySlice<SegmentInfo>,
+                                     _ body: (LogPosition, UnsafeRawBufferPointer) throws -> Void) throws {
         for info in files {
             guard info.dataStart < info.size else { continue }
             let fd = try FileDescriptor.open(info.path, O_RDONLY)
@@ -84,16 +96,14 @@ extension StepLogStore {
                     guard type == RecordType.sampleUpsert.rawValue else { continue }
                     guard SamplePayload.isWellFormed(payload) else {
                         throw StepLogError.corruption(path: info.path, offset: offset,
-                                                      reason: "sample-upsert payload of \(payload.count) bytes is malformed")
+                                                      reason: SamplePayload.problem(payload).description)
                     }
-                    records += 1
-                    try body(SampleSpan(wellFormedPayload: payload))
+                    try body(LogPosition(info.basePosition + UInt64(offset)), payload)
                 case .damage(let offset, let damage):
                     throw StepLogError.corruption(path: info.path, offset: offset, reason: damage.description)
                 }
             }
         }
-        return records
     }
 
     /// The segments as they stand, the writer's pending records written out first.
@@ -124,27 +134,9 @@ extension StepLogStore {
     private func scanSpans(_ files: ArraySlice<SegmentInfo>, _ body: (SampleSpan) throws -> Void) throws {
         var queue = SpanQueue(index: state.index)
         defer { queue.deallocate() }
-        for info in files {
-            guard info.dataStart < info.size else { continue }
-            let fd = try FileDescriptor.open(info.path, O_RDONLY)
-            defer { fd.close() }
-            fd.adviseSequential()
-            var reader = SegmentReader(fd: fd, fileSize: info.size, from: info.dataStart)
-            while let item = try reader.next() {
-                switch item {
-                case .record(let offset, let type, let payload, _):
-                    guard type == RecordType.sampleUpsert.rawValue else { continue }
-                    let position = LogPosition(info.basePosition + UInt64(offset))
-                    guard SamplePayload.isWellFormed(payload) else {
-                        throw StepLogError.corruption(path: info.path, offset: offset,
-                                                      reason: SamplePayload.problem(payload).description)
-                    }
-                    if queue.isFull { try queue.emitOldest(body) }
-                    queue.add(payload, at: position)
-                case .damage(let offset, let damage):
-                    throw StepLogError.corruption(path: info.path, offset: offset, reason: damage.description)
-                }
-            }
+        try forEachSampleRecord(in: files) { position, payload in
+            if queue.isFull { try queue.emitOldest(body) }
+            queue.add(payload, at: position)
         }
         while !queue.isEmpty { try queue.emitOldest(body) }
     }

@@ -13,24 +13,8 @@ import Testing
     static let churned = "mock:days=121,end=2026-11-22,churn=0.4,latency=1"
     static let family = "mock:seed=42"
 
-    struct Outcome: Equatable {
-        var export: [String]
-        var pendingDeletions: Set<UUID>
-        var anchor: [UInt8]?
-    }
-
-    static func readOnly(_ path: String) throws -> StepLogStore {
-        var options = StoreOptions()
-        options.readOnly = true
-        return try StepLogStore.open(path, options: options)
-    }
-
-    func outcome(_ store: String) throws -> Outcome {
-        let export = try runProgram(stepsync, ["export", "--store", store]).lines
-        let s = try Self.readOnly(store)
-        defer { try? s.close() }
-        return Outcome(export: export, pendingDeletions: Set(try s.pendingDeletions(limit: 1_000_000).map(\.id)),
-                       anchor: s.sourceAnchor(family: Self.family))
+    func outcome(_ store: String) throws -> KillOutcome {
+        try KillOutcome.of(store, stepsync: stepsync, family: Self.family)
     }
 
     @Test func killedChurnIngestsFinishExactlyAsACleanRun() throws {
@@ -47,7 +31,7 @@ import Testing
         #expect(expected.pendingDeletions.count > 10_000)
         #expect(expected.anchor == Array("mock:seed=42,days=121,end=2026-11-22,watch=1,churn=0.4".utf8))
 
-        let baseRanges = try { let s = try Self.readOnly(base); defer { try? s.close() }; return s.layeringRanges }()
+        let baseRanges = try { let s = try KillOutcome.readOnly(base); defer { try? s.close() }; return s.layeringRanges }()
         var rng = SeededGenerator(seed: 11)
         var stages: [String] = []
         var attempts = 0
@@ -73,7 +57,7 @@ import Testing
                 try FileManager.default.copyItem(atPath: base, toPath: store)
                 continue
             }
-            let s = try Self.readOnly(store)     // every killed state opens
+            let s = try KillOutcome.readOnly(store)     // every killed state opens
             let pending = try s.pendingDeletions(limit: 1_000_000).count
             let anchor = s.sourceAnchor(family: Self.family)
             let stage: String
@@ -123,7 +107,7 @@ import Testing
         let new = try #require(object["new"] as? Int)
         #expect(object["deleted"] as? Int == deleted && object["changed"] as? Int == 0 && new > 0)
         #expect(text.lines.contains("  \(grouped(new)) new, 0 changed, \(grouped(deleted)) deleted"), "\(text.lines)")
-        let s = try Self.readOnly(store)
+        let s = try KillOutcome.readOnly(store)
         defer { try? s.close() }
         let wanted = try await mock.getRawStepSamples(for: interval(config.firstDay * day, config.endDay * day))
         #expect(try liveSamples(s) == Dictionary(uniqueKeysWithValues: wanted.map { ($0.id, $0) }))

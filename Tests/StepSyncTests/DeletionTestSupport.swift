@@ -76,3 +76,25 @@ func storeFiles(_ directory: String) throws -> [String: [UInt8]] {
     }
     return result
 }
+
+/// What a killed-then-finished ingest must leave, compared with a clean run:
+/// the exported samples, the deletions waiting for upload, and the anchor.
+struct KillOutcome: Equatable {
+    var export: [String]
+    var pendingDeletions: Set<UUID>
+    var anchor: [UInt8]?
+
+    static func of(_ store: String, stepsync: String, family: String) throws -> KillOutcome {
+        let export = try runProgram(stepsync, ["export", "--store", store]).lines
+        let s = try readOnly(store)
+        defer { try? s.close() }
+        return KillOutcome(export: export, pendingDeletions: Set(try s.pendingDeletions(limit: 1_000_000).map(\.id)),
+                           anchor: s.sourceAnchor(family: family))
+    }
+
+    static func readOnly(_ path: String) throws -> StepLogStore {
+        var options = StoreOptions()
+        options.readOnly = true
+        return try StepLogStore.open(path, options: options)
+    }
+}

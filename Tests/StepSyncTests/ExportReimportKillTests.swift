@@ -18,24 +18,8 @@ import Testing
         writeFile(path, bytes)
     }
 
-    struct Outcome: Equatable {
-        var export: [String]
-        var pendingDeletions: Set<UUID>
-        var anchor: [UInt8]?
-    }
-
-    static func readOnly(_ path: String) throws -> StepLogStore {
-        var options = StoreOptions()
-        options.readOnly = true
-        return try StepLogStore.open(path, options: options)
-    }
-
-    func outcome(_ store: String) throws -> Outcome {
-        let export = try runProgram(stepsync, ["export", "--store", store]).lines
-        let s = try Self.readOnly(store)
-        defer { try? s.close() }
-        return Outcome(export: export, pendingDeletions: Set(try s.pendingDeletions(limit: 1_000_000).map(\.id)),
-                       anchor: s.sourceAnchor(family: AppleHealthExportProvider.snapshotFamily))
+    func outcome(_ store: String) throws -> KillOutcome {
+        try KillOutcome.of(store, stepsync: stepsync, family: AppleHealthExportProvider.snapshotFamily)
     }
 
     @Test func killedReimportsFinishExactlyAsACleanRun() throws {
@@ -74,7 +58,7 @@ import Testing
                 try FileManager.default.copyItem(atPath: base, toPath: store)
                 continue
             }
-            let s = try Self.readOnly(store)
+            let s = try KillOutcome.readOnly(store)
             let pending = try s.pendingDeletions(limit: 1_000_000).count
             let anchor = s.sourceAnchor(family: AppleHealthExportProvider.snapshotFamily)
             let stage = anchor == expected.anchor ? "after the anchor" : pending > 0 ? "deleting" : "before deleting"

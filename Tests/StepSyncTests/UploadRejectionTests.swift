@@ -8,22 +8,13 @@ import Testing
 /// and the refused one is kept rejected, with the server's reason, until its
 /// content changes.
 @Suite struct UploadRejectionTests {
-    let now = Milliseconds.date(testEndDay * day + 12 * 3_600_000)
+    let now = uploadTestNow
     static let poison = "com.example.poison"
     static let reason = "sourceBundleId: refused by this test server"
 
-    func ingested(days: Int) async throws -> (TemporaryDirectory, StepLogStore) {
-        let dir = TemporaryDirectory()
-        let store = try StepLogStore.open(dir.path)
-        try await LayeringService(provider: mock(days: days), store: store, now: { self.now }).performLayering()
-        try await FetchService(provider: mock(days: days), store: store).fetchPending()
-        return (dir, store)
-    }
+    func ingested(days: Int) async throws -> (TemporaryDirectory, StepLogStore) { try await ingestedStore(days: days) }
 
-    func service(_ store: StepLogStore, _ client: APIClient) -> APISyncService {
-        APISyncService(store: store, client: client, retry: RetryPolicy(maxAttempts: 4, initialDelay: 0.001, maxDelay: 0.002),
-                       sleep: { _ in })
-    }
+    func service(_ store: StepLogStore, _ client: APIClient) -> APISyncService { uploadService(store, client, attempts: 4) }
 
     /// A server that refuses every sample from the poison bundle.
     func strictServer() -> InMemoryAPIClient {

@@ -5,19 +5,12 @@ import Testing
 
 /// APISyncService against the in-memory server: exactly-once under faults.
 @Suite struct UploadTests {
-    let now = Milliseconds.date(testEndDay * day + 12 * 3_600_000)
+    let now = uploadTestNow
 
-    func ingested(days: Int = 30) async throws -> (TemporaryDirectory, StepLogStore) {
-        let dir = TemporaryDirectory()
-        let store = try StepLogStore.open(dir.path)
-        try await LayeringService(provider: mock(days: days), store: store, now: { self.now }).performLayering()
-        try await FetchService(provider: mock(days: days), store: store).fetchPending()
-        return (dir, store)
-    }
+    func ingested(days: Int = 30) async throws -> (TemporaryDirectory, StepLogStore) { try await ingestedStore(days: days) }
 
     func service(_ store: StepLogStore, _ client: APIClient, attempts: Int = 8, stop: StopSignal? = nil) -> APISyncService {
-        APISyncService(store: store, client: client, retry: RetryPolicy(maxAttempts: attempts, initialDelay: 0.001, maxDelay: 0.002),
-                       stop: stop, sleep: { _ in })
+        uploadService(store, client, attempts: attempts, stop: stop)
     }
 
     @Test func everySampleArrivesOnceAndIntervalsBecomeSynced() async throws {

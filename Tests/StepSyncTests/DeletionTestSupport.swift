@@ -14,16 +14,17 @@ struct ChangeFeedProvider: StepDataProvider {
     var sourceIdentity: String { "feed:\(samples.count):\(anchor)" }
     var deletionFamily: String? { family }
 
+    /// The added samples are served as `FixedProvider` serves its list.
+    private var added: FixedProvider { FixedProvider(samples: samples, range: range) }
+
     func layeringRange(now: Date) async throws -> DateInterval { range }
 
     func getAggregatedStepCount(for interval: DateInterval) async throws -> Int {
-        try await getRawStepSamples(for: interval).reduce(0) { $0 + $1.count }
+        try await added.getAggregatedStepCount(for: interval)
     }
 
     func getRawStepSamples(for interval: DateInterval) async throws -> [StepSample] {
-        let a = Milliseconds.from(interval.start), b = Milliseconds.from(interval.end)
-        return samples.filter { $0.startMilliseconds >= a && $0.startMilliseconds < b }
-            .sorted { ($0.startMilliseconds, $0.id.uuidString) < ($1.startMilliseconds, $1.id.uuidString) }
+        try await added.getRawStepSamples(for: interval)
     }
 
     func deletedSamples(since anchor: [UInt8]?, in store: StepLogStore) async throws -> SourceDeletions {

@@ -58,7 +58,7 @@ struct FixedProvider: StepDataProvider {
     func getRawStepSamples(for interval: DateInterval) async throws -> [StepSample] {
         let a = Milliseconds.from(interval.start), b = Milliseconds.from(interval.end)
         return samples.filter { $0.startMilliseconds >= a && $0.startMilliseconds < b }
-            .sorted { $0.startMilliseconds < $1.startMilliseconds }
+            .sorted { ($0.startMilliseconds, $0.id.uuidString) < ($1.startMilliseconds, $1.id.uuidString) }
     }
 }
 

@@ -104,23 +104,7 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
     public func install() { IORecorderRouter.shared.add(self) }
     public func uninstall() { IORecorderRouter.shared.remove(self) }
 
-    /// True when `operation` touches the store directory (or is its sync).
-    private func concernsRoot(_ operation: FileOperation) -> Bool {
-        let prefix = root.hasSuffix("/") ? root : root + "/"
-        func inside(_ path: String) -> Bool { path.hasPrefix(prefix) || path == root }
-        switch operation {
-        case .openForWriting(let path, _), .write(let path, _, _, _), .truncate(let path, _, _), .sync(let path, _),
-             .syncDirectory(let path), .remove(let path), .createDirectory(let path):
-            return inside(path)
-        case .rename(let from, let to):
-            return inside(from) || inside(to)
-        }
-    }
-
     public func intercept(_ operation: FileOperation, perform: () -> Int32) -> Int32 {
-        // The seam is process-wide and other tests run alongside: only the
-        // store directory's operations are counted, recorded and failed.
-        guard concernsRoot(operation) else { return perform() }
         lock.lock()
         defer { lock.unlock() }
         _count += 1

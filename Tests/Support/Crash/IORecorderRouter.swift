@@ -27,33 +27,21 @@ final class IORecorderRouter: FileOperationInterposer, @unchecked Sendable {
     }
 
     func intercept(_ operation: FileOperation, perform: () -> Int32) -> Int32 {
-        let path = operation.path
-        let owner = lock.withLock {
-            recorders.first { recorder in
-                if Self.path(path, isIn: recorder.root) { return true }
-                // Creating the store directory syncs its parent: that makes the store's name durable.
-                if case .syncDirectory = operation { return path == Directory.parentPath(of: recorder.root) }
-                return false
-            }
-        }
+        let owner = lock.withLock { recorders.first { Self.operation(operation, concerns: $0.root) } }
         guard let owner else { return perform() }
         return owner.intercept(operation, perform: perform)
     }
 
-    static func path(_ path: String, isIn root: String) -> Bool {
-        path == root || path.hasPrefix(root.hasSuffix("/") ? root : root + "/")
-    }
-}
-
-extension FileOperation {
-    /// The path the operation acts on (a rename's source).
-    var path: String {
-        switch self {
+    /// True when `operation` acts inside `root` or on `root` itself (its sync).
+    static func operation(_ operation: FileOperation, concerns root: String) -> Bool {
+        let prefix = root.hasSuffix("/") ? root : root + "/"
+        func inside(_ path: String) -> Bool { path == root || path.hasPrefix(prefix) }
+        switch operation {
         case .openForWriting(let path, _), .write(let path, _, _, _), .truncate(let path, _, _), .sync(let path, _),
              .syncDirectory(let path), .remove(let path), .createDirectory(let path):
-            return path
-        case .rename(let from, _):
-            return from
+            return inside(path)
+        case .rename(let from, let to):
+            return inside(from) || inside(to)
         }
     }
 }

@@ -21,12 +21,13 @@ import os
 import re
 import sqlite3
 import threading
+from collections import deque
 import time
 from array import array
 from itertools import accumulate
 from datetime import date
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 import msgspec
 
@@ -82,6 +83,21 @@ WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (enco
 # a collision.
 
 
+class _PendingWrite:
+    """A write whose lines are in the file and not yet known durable: `entries` (id -> offset << 64 |
+    digest, or None for a deletion) tell later writers what it holds; `publish` applies it to the
+    index once a sync covers `end`."""
+
+    __slots__ = ("end", "entries", "publish", "durable", "failure")
+
+    def __init__(self, end: int, entries: dict, publish: Optional[Callable[[], None]]) -> None:
+        self.end = end
+        self.entries = entries
+        self.publish = publish
+        self.durable = False
+        self.failure: Optional[StorageUnavailable] = None
+
+
 class UserLog:
     """One user's JSONL history and its in-memory index. Every method is thread-safe.
 
@@ -111,6 +127,13 @@ class UserLog:
         self.long_lines = array("q")
         self.dead_lines = 0  # sample lines superseded or deleted; while none, every indexed line is current
         self.needs_rollback = False
+        # Group commit (see _await_durable): bytes up to `written` are in the file; those past `size`
+        # belong to the writes in `unpublished`, in file order, each waiting for a sync to cover it.
+        self.written = 0
+        self.unpublished: deque[_PendingWrite] = deque()
+        self.syncing = False
+        self.synced = threading.Condition(self.lock)
+        self.epoch = 0  # bumped when the file is cut back: a sync begun before covers nothing after
 
     # -- opening -------------------------------------------------------------------------------------
 
@@ -122,7 +145,7 @@ class UserLog:
             sync_directory(self.path.parent)
         except FileExistsError:
             self.fd = os.open(self.path, flags)
-        self.size = self._truncate_torn_tail(os.fstat(self.fd).st_size)
+        self.size = self.written = self._truncate_torn_tail(os.fstat(self.fd).st_size)
         self._rebuild()
 
     def _truncate_torn_tail(self, size: int) -> int:
@@ -236,32 +259,102 @@ class UserLog:
 
     # -- writing -------------------------------------------------------------------------------------
 
-    def _append(self, chunks: Iterable[bytes]) -> int:
-        """Writes the chunks one after another at the end and syncs once (not at all when there was
-        nothing to write); returns the bytes written. On failure rolls the file back to `size`
-        (nothing of it is ever read) and raises StorageUnavailable. Caller holds the lock."""
+    def _append(self, chunks: Iterable[bytes]) -> None:
+        """Writes the chunks one after another at the end of what is written (not yet synced: see
+        _await_durable). On failure rolls the file back to `size`, failing every write not yet
+        durable with it (their bytes are gone), and raises StorageUnavailable. Caller holds the lock."""
         if self.needs_rollback:
             self._roll_back()
-        position = self.size
+        position = self.written
         try:
             for chunk in chunks:
                 pwrite_all(self.fd, chunk, position)
                 position += len(chunk)
-            if position > self.size:
-                sync_file(self.fd)
         except OSError as error:
-            self.needs_rollback = True
-            try:
-                self._roll_back()
-            except OSError:
-                pass  # tried again before the next append
-            raise _failure(f"writing {self.path} at byte offset {position}", error) from None
-        return position - self.size
+            failure = _failure(f"writing {self.path} at byte offset {position}", error)
+            self._fail_unpublished(failure)
+            raise failure from None
+        self.written = position
 
     def _roll_back(self) -> None:
         os.ftruncate(self.fd, self.size)
         sync_file(self.fd)
         self.needs_rollback = False
+
+    def _fail_unpublished(self, failure: StorageUnavailable) -> None:
+        """A write or a sync failed: nothing past `size` is durable. Every write waiting for a sync
+        fails, the file is cut back to `size` (tried again before the next append if this fails too).
+        Caller holds the lock."""
+        for pending in self.unpublished:
+            pending.failure = failure
+        self.unpublished.clear()
+        self.written = self.size
+        self.epoch += 1
+        self.needs_rollback = True
+        try:
+            self._roll_back()
+        except OSError:
+            pass
+        self.synced.notify_all()
+
+    def _await_durable(self, pending: "_PendingWrite") -> None:
+        """Group commit: returns once a sync covers the write (or raises its failure). The first waiter
+        that finds no sync running syncs everything written so far without the lock, so that other
+        requests encode and write meanwhile, then publishes in file order every write that sync
+        covered (applies it to the index: visible to readers from then on). Caller holds the lock."""
+        self.unpublished.append(pending)
+        while True:
+            if pending.failure is not None:
+                raise StorageUnavailable(pending.failure.message)
+            if pending.durable:
+                return
+            if self.syncing:
+                self.synced.wait()
+                continue
+            self.syncing = True
+            end, epoch = self.written, self.epoch
+            error: Optional[OSError] = None
+            self.lock.release()
+            try:
+                sync_file(self.fd)
+            except OSError as failed:
+                error = failed
+            finally:
+                self.lock.acquire()
+                self.syncing = False
+            if epoch == self.epoch:  # else a failure cut the file meanwhile: its writers were told
+                if error is not None:
+                    self._fail_unpublished(_failure(f"syncing {self.path}", error))
+                    continue
+                unpublished = self.unpublished
+                while unpublished and unpublished[0].end <= end:
+                    done = unpublished.popleft()
+                    if done.publish is not None:
+                        done.publish()
+                    self.size = done.end
+                    done.durable = True
+            self.synced.notify_all()
+
+    def _known(self, ids: dict) -> list[Optional[int]]:
+        """Each id's current entry (offset << 64 | digest, None when not live), counting the writes
+        not yet published (a later one wins). Caller holds the lock."""
+        known = list(map(self.current.get, ids))
+        position: Optional[dict[str, int]] = None
+        for pending in self.unpublished:
+            hits = pending.entries.keys() & ids.keys()
+            if hits:
+                if position is None:
+                    position = {sample_id: k for k, sample_id in enumerate(ids)}
+                for hit in hits:
+                    known[position[hit]] = pending.entries[hit]
+        return known
+
+    def _settle(self) -> None:
+        """Waits until every write is published or failed (no sync running). Caller holds the lock."""
+        if self.unpublished:
+            self._await_durable(_PendingWrite(self.written, {}, None))
+        while self.syncing:
+            self.synced.wait()
 
     def save(self, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         # A repeated id keeps its first position and its last content (dict semantics).
@@ -270,8 +363,7 @@ class UserLog:
         values = list(batch.values())
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
-            current = self.current
-            known = list(map(current.get, ids))
+            known = self._known(batch)
             # New ids are written; a known id only when its content's digest differs (its canonical
             # JSON is encoded once for that). The lines of a run of samples come from one encode of
             # the run as a list, its separators replaced by receivedAt and a newline (the objects are
@@ -284,6 +376,11 @@ class UserLog:
                          if old is None or old & _DIGEST_MASK != hash(encode(values[k])[:-1]) & _DIGEST_MASK]
             else:
                 fresh = list(range(len(values)))
+            if not fresh:
+                # Nothing to write, but what this request found may be a write not yet durable.
+                if self.unpublished:
+                    self._await_durable(_PendingWrite(self.written, {}, None))
+                return 0
             digests: list[int] = []
             offsets: list[int] = []
             separator = suffix + b'{"id":'
@@ -291,7 +388,7 @@ class UserLog:
             one_more = (1).__add__
 
             def chunks() -> Iterator[bytes]:
-                position = self.size
+                position = self.written
                 for first in range(0, len(fresh), WRITE_CHUNK_SAMPLES):
                     run = [values[k] for k in fresh[first : first + WRITE_CHUNK_SAMPLES]]
                     chunk = _encoder.encode(run)[1:-2].replace(b'},{"id":', separator) + suffix
@@ -304,63 +401,75 @@ class UserLog:
                     position += len(chunk)
                     yield chunk
 
-            written = self._append(chunks())
-            if not fresh:
-                return 0
-            # Durable: now visible, all at once (readers take this lock).
-            superseded = [known[k] >> 64 for k in fresh if known[k] is not None]
+            self._append(chunks())
+            superseded = [known[k] >> 64 for k in fresh if known[k] is not None]  # type: ignore[operator]
             if replaced is not None and superseded:
-                for line in _read_lines(self.fd, array("q", sorted(superseded)), self.size):
+                for line in _read_lines(self.fd, array("q", sorted(superseded)), self.written):
                     old = decode_stored_sample(line)
                     replaced += (old.startDate, old.endDate)
-            self.stale.update(superseded)
-            self.dead_lines += len(superseded)
-            # The time index, inline: a request's samples mostly share their start and end dates.
-            index_dates = self._index_dates
-            by_date = self.by_start_date
-            last_date = None
-            target = None
-            for k, offset in zip(fresh, offsets):
-                sample = values[k]
-                start_date = sample.startDate[:10]
-                if start_date != last_date or sample.endDate[:10] != start_date:
-                    if sample.endDate[:10] != start_date:
-                        index_dates(sample.startDate, sample.endDate, offset)
-                        last_date = None
-                        continue
-                    ordinal = _text_date(start_date)
-                    if ordinal is None:
-                        index_dates(sample.startDate, sample.endDate, offset)
-                        last_date = None
-                        continue
-                    target = by_date.get(ordinal)
-                    if target is None:
-                        target = by_date[ordinal] = array("q")
-                    last_date = start_date
-                target.append(offset)
-            current.update(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
-            self.live.extend(offsets)
-            self.versions.extend(offsets)
-            self.size += written
+            entries = dict(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
+            fresh_values = [values[k] for k in fresh]
+
+            def publish() -> None:
+                self.stale.update(superseded)
+                self.dead_lines += len(superseded)
+                self._index_batch_dates(fresh_values, offsets)
+                self.current.update(entries)
+                self.live.extend(offsets)
+                self.versions.extend(offsets)
+
+            self._await_durable(_PendingWrite(self.written, entries, publish))
             return len(fresh)
+
+    def _index_batch_dates(self, samples: list[SampleFields], offsets: list[int]) -> None:
+        """The time index of a batch's lines, inline: a request's samples mostly share their dates."""
+        index_dates = self._index_dates
+        by_date = self.by_start_date
+        last_date = None
+        target = None
+        for sample, offset in zip(samples, offsets):
+            start_date = sample.startDate[:10]
+            if start_date != last_date or sample.endDate[:10] != start_date:
+                if sample.endDate[:10] != start_date:
+                    index_dates(sample.startDate, sample.endDate, offset)
+                    last_date = None
+                    continue
+                ordinal = _text_date(start_date)
+                if ordinal is None:
+                    index_dates(sample.startDate, sample.endDate, offset)
+                    last_date = None
+                    continue
+                target = by_date.get(ordinal)
+                if target is None:
+                    target = by_date[ordinal] = array("q")
+                last_date = start_date
+            target.append(offset)
 
     def delete_ids(self, ids: list[str], received_at: str) -> int:
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
-            doomed = [sample_id for sample_id in dict.fromkeys(ids) if sample_id in self.current]
+            unique = dict.fromkeys(ids)
+            doomed = [sample_id for sample_id, old in zip(unique, self._known(unique)) if old is not None]
             if not doomed:
+                if self.unpublished:
+                    self._await_durable(_PendingWrite(self.written, {}, None))
                 return 0
             lines = [DELETION_PREFIX + b'"' + sample_id.encode() + b'"' + suffix for sample_id in doomed]
+            start = self.written
             self._append([b"".join(lines)])
-            offset = self.size
-            for sample_id, line in zip(doomed, lines):
-                self._apply_deletion(sample_id, offset)
-                offset += len(line)
-            self.size = offset
+
+            def publish() -> None:
+                offset = start
+                for sample_id, line in zip(doomed, lines):
+                    self._apply_deletion(sample_id, offset)
+                    offset += len(line)
+
+            self._await_durable(_PendingWrite(self.written, dict.fromkeys(doomed), publish))
             return len(doomed)
 
     def delete_all(self) -> None:
         with self.lock:
+            self._settle()
             try:
                 os.ftruncate(self.fd, 0)
                 sync_file(self.fd)
@@ -368,7 +477,9 @@ class UserLog:
                 self.needs_rollback = True
                 raise _failure(f"emptying {self.path}", error) from None
             self.generation += 1
+            self.epoch += 1
             self.size = 0
+            self.written = 0
             self.needs_rollback = False
             self.current = {}
             self.live = array("q")

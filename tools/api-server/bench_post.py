@@ -3,11 +3,14 @@
 durability), from one client and from 8 concurrent clients of different users, on each backend and on
 the server as it was before the package split (the peer), all in one run. Prints samples/s.
 
-Usage: .venv/bin/python bench_post.py [--requests 200] [--batch 1000] [--clients 8] [--peer-python PY]
-       [--only embedded,postgres,peer]
+Usage: .venv/bin/python bench_post.py [--requests 200] [--batch 1000] [--clients 8] [--in-flight 1,2,4]
+       [--peer-python PY] [--only embedded,postgres,peer]
 Each server gets a fresh data directory (or database) on a free loopback port and is stopped after.
 Bodies are encoded before the clock starts; each client is its own process with one keep-alive
-connection (http.client), so the client side costs little of the machine's two cores.
+connection per request it keeps in flight (http.client). "1 client, N in flight" is one user's
+process with N requests outstanding at a time (the way `stepsync upload` may pipeline), every 200
+meaning that request's samples are durable. Each line also says what share of the CPU time used
+during it the clients took (client and server share the machine's cores).
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ def client(port: int, token: str, bodies: list[bytes], start_at: float, result, 
         connection.close()
 
     lanes = [threading.Thread(target=send, args=(lane,)) for lane in range(in_flight)]
+    cpu = os.times()
+    cpu_before = cpu.user + cpu.system
     while time.time() < start_at:
         time.sleep(0.001)
     began = time.perf_counter()
@@ -78,22 +83,53 @@ def client(port: int, token: str, bodies: list[bytes], start_at: float, result, 
         lane.join()
     if failures:
         raise SystemExit(failures[0])
-    result.put((sum(saved), time.perf_counter() - began))
+    cpu = os.times()
+    result.put((sum(saved), time.perf_counter() - began, cpu.user + cpu.system - cpu_before))
 
 
-def run_clients(port: int, tokens: list[str], bodies_per_client: list[list[bytes]], in_flight: int = 1) -> tuple[int, float]:
+def process_tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and its children so far (Linux /proc; 0 elsewhere)."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    pids = [pid]
+    try:
+        pids += [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return 0.0
+    for each in pids:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+LAST_CLIENT_SHARE = [0.0]
+
+
+def client_share() -> str:
+    return f"clients {LAST_CLIENT_SHARE[0]:.0%} of the CPU time used"
+
+
+def run_clients(port: int, tokens: list[str], bodies_per_client: list[list[bytes]], in_flight: int = 1,
+                server_pid: int = 0) -> tuple[int, float]:
     queue = multiprocessing.Queue()
     start_at = time.time() + 0.5
     processes = [multiprocessing.Process(target=client, args=(port, token, bodies, start_at, queue, in_flight))
                  for token, bodies in zip(tokens, bodies_per_client)]
     for process in processes:
         process.start()
+    server_before = process_tree_cpu(server_pid) if server_pid else 0.0
     results = [queue.get(timeout=600) for _ in processes]
+    server_cpu = process_tree_cpu(server_pid) - server_before if server_pid else 0.0
     for process in processes:
         process.join()
         if process.exitcode != 0:
             raise SystemExit("a client failed")
-    return sum(saved for saved, _ in results), max(elapsed for _, elapsed in results)
+    clients_cpu = sum(cpu for _, _, cpu in results)
+    LAST_CLIENT_SHARE[0] = clients_cpu / (clients_cpu + server_cpu) if server_cpu > 0 else 0.0
+    return sum(saved for saved, _, _ in results), max(elapsed for _, elapsed, _ in results)
 
 
 class Server:
@@ -219,6 +255,10 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=200, help="requests per client (default 200)")
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--in-flight", default="1,2,4",
+                        help="requests one client keeps in flight, one lane each (default 1,2,4)")
+    parser.add_argument("--many-in-flight", default="1",
+                        help="requests each of the --clients keeps in flight, one lane each (default 1)")
     parser.add_argument("--peer-python", default=None, help="a python with the peer's requirements (fastapi)")
     parser.add_argument("--database", default=None,
                         help="a PostgreSQL URL to bench against (default: a throw-away cluster, fsync on)")
@@ -230,21 +270,29 @@ def main() -> int:
     if arguments.daily:
         return bench_daily(arguments.daily, wanted)
     users = [f"user{k}" for k in range(arguments.clients)]
+    depths = [int(depth) for depth in arguments.in_flight.split(",")]
+    many_depths = [int(depth) for depth in arguments.many_in_flight.split(",")]
     single = [[body(r * arguments.batch, arguments.batch, "A") for r in range(arguments.requests)]]
-    piped = [[body(r * arguments.batch, arguments.batch, "P") for r in range(arguments.requests)]]
     many = [[body(r * arguments.batch, arguments.batch, f"U{k}") for r in range(arguments.requests // 2)]
             for k in range(arguments.clients)]
 
-    def measure(label: str, port: int, tokens_single: list[str], tokens_many: list[str]) -> None:
-        saved, elapsed = run_clients(port, tokens_single, single)
-        assert saved == arguments.requests * arguments.batch, saved
-        print(f"{label}: 1 client: {saved / elapsed:,.0f} samples/s ({elapsed / arguments.requests * 1000:.1f} ms a request)", flush=True)
-        saved, elapsed = run_clients(port, tokens_single, piped, in_flight=2)
-        print(f"{label}: 1 client, 2 requests in flight: {saved / elapsed:,.0f} samples/s", flush=True)
+    def measure(label: str, server: "Server", tokens_single: list[str], tokens_many: list[str]) -> None:
+        port, pid = server.port, server.process.pid
+        for lane, depth in enumerate(depths):
+            # Fresh ids for every lane: each measures new samples.
+            bodies = single if lane == 0 else [[payload.replace(b'"id": "A', b'"id": "P%d' % lane) for payload in single[0]]]
+            saved, elapsed = run_clients(port, tokens_single, bodies, in_flight=depth, server_pid=pid)
+            assert saved == arguments.requests * arguments.batch, saved
+            print(f"{label}: 1 client, {depth} request{'s' if depth > 1 else ''} in flight: {saved / elapsed:,.0f} samples/s "
+                  f"({elapsed / arguments.requests * 1000:.1f} ms a request; {client_share()})", flush=True)
         if tokens_many:
-            saved, elapsed = run_clients(port, tokens_many, many)
-            assert saved == len(many) * len(many[0]) * arguments.batch, saved
-            print(f"{label}: {len(many)} clients of different users: {saved / elapsed:,.0f} samples/s aggregate", flush=True)
+            for lane, depth in enumerate(many_depths):
+                bodies_many = many if lane == 0 else [[payload.replace(b'"id": "U', b'"id": "Q%d' % lane) for payload in bodies]
+                                                      for bodies in many]
+                saved, elapsed = run_clients(port, tokens_many, bodies_many, in_flight=depth, server_pid=pid)
+                assert saved == len(many) * len(many[0]) * arguments.batch, saved
+                print(f"{label}: {len(many)} clients of different users, {depth} in flight each: {saved / elapsed:,.0f} "
+                      f"samples/s aggregate ({client_share()})", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="bench-post-") as directory:
         if "embedded" in wanted:
@@ -254,7 +302,7 @@ def main() -> int:
             port = free_port()
             server = Server("embedded", [sys.executable, str(MAIN), "--port", str(port), *storage], port)
             try:
-                measure("embedded backend", port, tokens[:1], tokens[1:])
+                measure("embedded backend", server, tokens[:1], tokens[1:])
             finally:
                 server.stop()
         cluster = None
@@ -270,16 +318,16 @@ def main() -> int:
             port = free_port()
             server = Server("postgres", [sys.executable, str(MAIN), "--port", str(port), *storage], port)
             try:
-                measure("PostgreSQL backend", port, tokens[:1], tokens[1:])
+                measure("PostgreSQL backend", server, tokens[:1], tokens[1:])
             finally:
                 server.stop()
             port = free_port()
             server = Server("postgres", [sys.executable, str(MAIN), "--port", str(port), "--workers", "2", *storage], port)
             try:
                 many = [[payload.replace(b'"id": "U', b'"id": "W') for payload in bodies] for bodies in many]
-                saved, elapsed = run_clients(port, tokens[1:], many)
-                print(f"PostgreSQL backend, --workers 2: {len(many)} clients of different users: "
-                      f"{saved / elapsed:,.0f} samples/s aggregate", flush=True)
+                saved, elapsed = run_clients(port, tokens[1:], many, server_pid=server.process.pid)
+                print(f"PostgreSQL backend, --workers 2: {len(many)} clients of different users, 1 in flight each: "
+                      f"{saved / elapsed:,.0f} samples/s aggregate ({client_share()}; PostgreSQL's own processes not counted)", flush=True)
             finally:
                 server.stop()
                 if cluster is not None:
@@ -292,8 +340,9 @@ def main() -> int:
             server = Server("peer", [arguments.peer_python, str(peer), "--port", str(port), "--data",
                                      str(Path(directory) / "peer" / "steps.jsonl")], port)
             try:
-                saved, elapsed = run_clients(port, [""], single)
-                print(f"today's server (before the split, {PEER_COMMIT}): 1 client: {saved / elapsed:,.0f} samples/s", flush=True)
+                saved, elapsed = run_clients(port, [""], single, server_pid=server.process.pid)
+                print(f"the server before the split ({PEER_COMMIT}), embedded: 1 client, 1 request in flight: "
+                      f"{saved / elapsed:,.0f} samples/s ({client_share()})", flush=True)
             finally:
                 server.stop()
     return 0

@@ -17,12 +17,12 @@ from ..auth import unauthorized
 from ..contract import utc_text
 
 
-def touched_dates(samples: list[contract.SampleFields], replaced: list[str]) -> tuple[int, int]:
-    """The UTC dates (ordinals) that the samples, and the earlier versions they replaced (date
-    texts), may overlap: a date-time's own date (its first ten characters) is within a day of its
-    UTC date."""
-    first = min(min(sample.startDate[:10] for sample in samples), min((text[:10] for text in replaced), default="9999"))
-    last = max(max(sample.endDate[:10] for sample in samples), max((text[:10] for text in replaced), default="0000"))
+def touched_dates(texts: list[str]) -> tuple[int, int]:
+    """The UTC dates (ordinals) that date-time texts span (the new samples' least startDate and
+    greatest endDate, and those of the earlier versions they replaced), widened by a day: a
+    date-time's own date (its first ten characters) is within a day of its UTC date."""
+    first = min(text[:10] for text in texts)
+    last = max(text[:10] for text in texts)
     return date.fromisoformat(first).toordinal() - 1, date.fromisoformat(last).toordinal() + 1
 
 
@@ -47,6 +47,8 @@ def routes(context: Context) -> list:
                 return None
             # What the replaced versions named is asked for only while rows of the user are kept.
             replaced: Optional[list[str]] = [] if context.daily_cache.holds(user) else None
+            if replaced is not None:  # taken first: save may empty `samples` (see Storage.save)
+                named = [min(sample.startDate for sample in samples), max(sample.endDate for sample in samples)]
             try:
                 saved = storage.save(user, samples, utc_text(now_ns), replaced)
             except BaseException:
@@ -57,7 +59,7 @@ def routes(context: Context) -> list:
             if saved:
                 # Without the replaced versions' dates (rows kept since the save began), any day.
                 context.daily_cache.invalidate_dates(
-                    user, lambda: touched_dates(samples, replaced) if replaced is not None else None)
+                    user, lambda: touched_dates(named + replaced) if replaced is not None else None)
             return saved
 
         saved = await context.read_json_body(request, handle)

@@ -69,7 +69,9 @@ class Storage(Protocol):
         """Stores the samples not already stored with identical content; returns how many were written.
         With `replaced` (a list), appends startDate/endDate texts whose dates span every earlier version
         this call replaced (the days whose totals it changed besides the new samples' own; the daily
-        totals' cache asks for them)."""
+        totals' cache asks for them). A backend may empty `samples` once it no longer needs them
+        (the embedded one does before waiting for its sync, so that requests in flight together do
+        not each hold their samples until then)."""
 
     def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
         """Deletes those ids that are live; returns how many were. Unknown or deleted ids are fine."""

@@ -11,6 +11,10 @@ Layout of the data directory DIR:
 The index of a user (id -> content digest and the offset of its current line, the offsets of live
 samples and of every version) lives in memory and is rebuilt from the JSONL when the server starts:
 a crash can never leave it out of step with the file. Its cost is about 200 bytes a live id.
+
+Writes are group-committed per user: lines are written under the user's lock, the sync runs without
+it (one sync covers every write before it), and the index takes a write (readers see it) only once a
+sync covered it, in file order. See UserLog._await_durable.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import threading
 from collections import deque
 import time
 from array import array
-from itertools import accumulate
+from itertools import accumulate, compress
 from datetime import date
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
@@ -77,6 +81,9 @@ REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
 
 _encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample does
 _id_of = operator.attrgetter("id")
+_start_of = operator.attrgetter("startDate")
+_end_of = operator.attrgetter("endDate")
+_day_of = operator.itemgetter(slice(0, 10))
 WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode, replace, split) holds the GIL briefly
 # Content digests are Python's bytes hash (SipHash with a per-process random key), masked to 64 bits:
 # the index lives only as long as the process, and an attacker who cannot read the key cannot aim
@@ -382,7 +389,7 @@ class UserLog:
                     self._await_durable(_PendingWrite(self.written, {}, None))
                 return 0
             digests: list[int] = []
-            offsets: list[int] = []
+            offsets = array("q")
             separator = suffix + b'{"id":'
             cut = len(suffix) - 1  # a line's content ends where its suffix (without the newline) begins
             one_more = (1).__add__
@@ -408,42 +415,54 @@ class UserLog:
                     old = decode_stored_sample(line)
                     replaced += (old.startDate, old.endDate)
             entries = dict(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
-            fresh_values = [values[k] for k in fresh]
+            runs, aside = self._date_runs([values[k] for k in fresh])
+            saved = len(fresh)
+            # What waits for the sync keeps only what publishing needs (requests in flight together
+            # would otherwise each hold their whole working set until then).
+            del batch, ids, values, known, fresh, digests
+            samples.clear()
 
             def publish() -> None:
                 self.stale.update(superseded)
                 self.dead_lines += len(superseded)
-                self._index_batch_dates(fresh_values, offsets)
+                self._index_runs(runs, aside, offsets)
                 self.current.update(entries)
                 self.live.extend(offsets)
                 self.versions.extend(offsets)
 
             self._await_durable(_PendingWrite(self.written, entries, publish))
-            return len(fresh)
+            return saved
 
-    def _index_batch_dates(self, samples: list[SampleFields], offsets: list[int]) -> None:
-        """The time index of a batch's lines, inline: a request's samples mostly share their dates."""
-        index_dates = self._index_dates
+    @staticmethod
+    def _date_runs(samples: list[SampleFields]) -> tuple[list[tuple[int, int, int]], list[tuple[str, str, int]]]:
+        """Where a batch's lines go in the time index, worked out before its sync (the batch's other
+        structures are freed meanwhile): runs (ordinal, first, end) of samples that start and end
+        on one date, found in C where a start date differs from the one before; and (startDate,
+        endDate, position) of the samples that do not, for _index_dates."""
+        count = len(samples)
+        start_days = list(map(_day_of, map(_start_of, samples)))
+        end_days = list(map(_day_of, map(_end_of, samples)))
+        crossing = list(compress(range(count), map(operator.ne, start_days, end_days)))
+        breaks = [0, *compress(range(1, count), map(operator.ne, start_days[1:], start_days[:-1])), count]
+        runs: list[tuple[int, int, int]] = []
+        aside: list[tuple[str, str, int]] = []
+        for first, end in zip(breaks, breaks[1:]):
+            ordinal = _text_date(start_days[first])
+            if ordinal is None or (crossing and any(first <= k < end for k in crossing)):
+                aside += [(samples[k].startDate, samples[k].endDate, k) for k in range(first, end)]
+            else:
+                runs.append((ordinal, first, end))
+        return runs, aside
+
+    def _index_runs(self, runs: list[tuple[int, int, int]], aside: list[tuple[str, str, int]], offsets: array) -> None:
         by_date = self.by_start_date
-        last_date = None
-        target = None
-        for sample, offset in zip(samples, offsets):
-            start_date = sample.startDate[:10]
-            if start_date != last_date or sample.endDate[:10] != start_date:
-                if sample.endDate[:10] != start_date:
-                    index_dates(sample.startDate, sample.endDate, offset)
-                    last_date = None
-                    continue
-                ordinal = _text_date(start_date)
-                if ordinal is None:
-                    index_dates(sample.startDate, sample.endDate, offset)
-                    last_date = None
-                    continue
-                target = by_date.get(ordinal)
-                if target is None:
-                    target = by_date[ordinal] = array("q")
-                last_date = start_date
-            target.append(offset)
+        for ordinal, first, end in runs:
+            target = by_date.get(ordinal)
+            if target is None:
+                target = by_date[ordinal] = array("q")
+            target.extend(offsets[first:end])
+        for start, end, position in aside:
+            self._index_dates(start, end, offsets[position])
 
     def delete_ids(self, ids: list[str], received_at: str) -> int:
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'

@@ -126,6 +126,12 @@ final class BackgroundCompactor: @unchecked Sendable {
 }
 
 extension StepLogStore {
+    /// The file another process creates in a store's directory to ask the
+    /// writer holding it to compact (noticed at the writer's next sync).
+    public static let compactionRequestFileName = BackgroundCompactor.requestFileName
+    /// The writer's answer: `ok <bytes before> <bytes after> <seconds>` or `failed <message>`.
+    public static let compactionResultFileName = BackgroundCompactor.resultFileName
+
     /// Starts compacting in the background now (on a low-priority thread),
     /// whatever the dead bytes; false when one is already running.
     @discardableResult

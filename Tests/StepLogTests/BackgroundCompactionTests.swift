@@ -134,7 +134,9 @@ import Testing
             try store.close()
         }
         #expect(all.count > 10)
-        for (i, step) in all.enumerated() {
+        // Removing input n and n + 1 leave the same kind of state: the first and last stand for them all.
+        let removals = all.filter { if case .inputRemoved = $0 { return true }; return false }
+        for (i, step) in all.enumerated() where !removals.contains(step) || step == removals.first || step == removals.last {
             let expected = tmp.sub("expected")
             try copyDirectory(reference, to: expected)
             do {

@@ -25,6 +25,7 @@ final class BackgroundCompactor: @unchecked Sendable {
     /// Compactions finished by this store object, and the last error.
     private(set) var finishedCount = 0
     private(set) var lastError: Error?
+    private(set) var lastReport: CompactionReport?
 
     var isStopping: Bool { lock.withLock { stopping } }
     var isRunning: Bool { lock.withLock { running } }
@@ -73,7 +74,7 @@ final class BackgroundCompactor: @unchecked Sendable {
             do {
                 let report = try store.compactInBackground()
                 answer = "ok \(report.before.bytes) \(report.after.bytes) \(report.seconds)"
-                lock.withLock { finishedCount += 1; lastError = nil }
+                lock.withLock { finishedCount += 1; lastError = nil; lastReport = report }
             } catch {
                 answer = "failed \(error)"
                 lock.withLock { lastError = error }
@@ -136,6 +137,9 @@ extension StepLogStore {
     /// whatever the dead bytes; false when one is already running.
     @discardableResult
     public func startBackgroundCompaction() -> Bool { compactor.startNow(self) }
+
+    /// What the last background compaction that finished did.
+    public var backgroundCompactionReport: CompactionReport? { compactor.lastReport }
 
     /// The error of the last background compaction that failed (nil once one succeeds).
     public var backgroundCompactionError: Error? { compactor.lastError }

@@ -85,7 +85,7 @@ extension StepLogStore {
 
         // 4-5. Rebuild and switch; from the commit on, an error fails the store.
         do {
-            try switchOver(to: live, replacing: plan.inputs, writerBase: plan.writerBase)
+            report.switchSeconds = try switchOver(to: live, replacing: plan.inputs, writerBase: plan.writerBase)
         } catch {
             throw locked { fail(error) }
         }
@@ -107,8 +107,8 @@ extension StepLogStore {
 
     /// Replays the committed outputs, then the writer's segments (in rounds
     /// outside the mutex, the last inside it), into a new state, and
-    /// switches the store to it.
-    private func switchOver(to live: [SegmentInfo], replacing inputs: [SegmentInfo], writerBase: UInt64) throws {
+    /// switches the store to it. Returns how long the switch held the mutex.
+    private func switchOver(to live: [SegmentInfo], replacing inputs: [SegmentInfo], writerBase: UInt64) throws -> Double {
         let fresh = StoreState()
         var pipeline = ReplayPipeline(segments: live)
         pipeline.directory = directory
@@ -123,13 +123,18 @@ extension StepLogStore {
         fresh.finishReplay()
 
         // The writer's segments: what was appended while the copy ran.
+        // Rounds until one finds less than 1 MiB new: what is left for the
+        // switch (under the mutex) is about what the writer appends while a
+        // round replays 1 MiB. A writer that outpaces the replay for 10,000
+        // rounds gets a longer switch rather than no compaction.
         var cursor = LogPosition(writerBase)
-        for _ in 0..<8 {
+        for _ in 0..<10_000 {
             let infos = locked { writerSegments(from: writerBase) }
             let replayed = try replayRange(infos, from: &cursor, into: fresh)
             if replayed < 1 << 20 { break }
         }
-        try locked {
+        return try locked {
+            let started = DispatchTime.now().uptimeNanoseconds
             if let w = writer { do { try w.flush() } catch { throw fail(error) } }
             _ = try replayRange(writerSegments(from: writerBase), from: &cursor, into: fresh)
             fresh.finishReplay()
@@ -137,6 +142,7 @@ extension StepLogStore {
             state = fresh
             segments = live + segments.filter { $0.basePosition >= writerBase }
             for sequence in inputSequences { readers.forget(sequence) }
+            return Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         }
     }
 

@@ -29,10 +29,13 @@ public final class StepLogStore: @unchecked Sendable {
     var writer: SegmentWriter?
     let readers = SegmentFileCache()
     let snapshots: SnapshotWorker
-    let state: StoreState
+    /// Replaced whole (under the mutex) when a background compaction switches over.
+    var state: StoreState
     var failure: StepLogError?
     var isClosed = false
     let scratch = WriteBuffer(capacity: 4096)
+    /// Runs compactions in the background (docs/FORMAT.md, "Compaction").
+    let compactor = BackgroundCompactor()
 
     /// Opens (or creates) the store in `directory`.
     public static func open(_ directory: String, options: StoreOptions = StoreOptions()) throws -> StepLogStore {
@@ -78,6 +81,7 @@ public final class StepLogStore: @unchecked Sendable {
                 writer = w
                 segments = [w.info]
             }
+            compactor.consider(self)
         }
     }
 
@@ -101,6 +105,7 @@ public final class StepLogStore: @unchecked Sendable {
     /// `padSyncsToSector`, the bytes are first padded to a sector boundary.
     public func sync() throws {
         try locked { try syncLocked() }
+        compactor.noticeRequest(self)
     }
 
     func syncLocked() throws {
@@ -122,6 +127,7 @@ public final class StepLogStore: @unchecked Sendable {
 
     /// Syncs and closes the store, releasing the lock. Later calls throw `.closed`.
     public func close() throws {
+        compactor.stop() // outside the mutex: the compaction takes it to finish
         try locked {
             guard !isClosed else { return }
             defer {
@@ -238,19 +244,21 @@ public final class StepLogStore: @unchecked Sendable {
         return LogPosition(w.info.basePosition + UInt64(offset))
     }
 
-    /// Seals the current segment (synced) and starts the next.
-    func roll() throws -> SegmentWriter {
+    /// Seals the current segment (synced) and starts the next (with `nextHeader`
+    /// when given: a compaction reserving sequences and positions).
+    func roll(nextHeader: SegmentHeader? = nil) throws -> SegmentWriter {
         let old = writer!
         try old.seal()
         segments[segments.count - 1] = old.info
         old.close()
         writer = nil
-        let header = SegmentHeader(sequence: old.info.sequence + 1, basePosition: old.endPosition)
+        let header = nextHeader ?? SegmentHeader(sequence: old.info.sequence + 1, basePosition: old.endPosition)
         let next = try SegmentWriter.create(directory: directory, header: header,
                                             preallocation: options.preallocationSize, limit: Int64(options.segmentSize))
         writer = next
         segments.append(next.info)
         sealed(old.info)
+        compactor.consider(self)
         return next
     }
 

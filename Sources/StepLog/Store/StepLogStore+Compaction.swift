@@ -37,6 +37,7 @@ extension StepLogStore {
     /// a dying process would.
     func abandon() {
         locked {
+            syncer.drain()
             snapshots.wait()
             writer?.stopPreallocating()
             writer?.close()

@@ -33,6 +33,8 @@ public final class StepLogStore: @unchecked Sendable {
     var failure: StepLogError?
     var isClosed = false
     let scratch = WriteBuffer(capacity: 4096)
+    /// Syncs on a thread of its own for `syncInBackground`.
+    let syncer = BackgroundSyncer()
 
     /// Opens (or creates) the store in `directory`.
     public static func open(_ directory: String, options: StoreOptions = StoreOptions()) throws -> StepLogStore {
@@ -82,6 +84,7 @@ public final class StepLogStore: @unchecked Sendable {
     }
 
     deinit {
+        syncer.drain()
         if !isClosed, failure == nil { try? writer?.flush() }
         writer?.close()
         snapshots.wait()
@@ -105,6 +108,7 @@ public final class StepLogStore: @unchecked Sendable {
 
     func syncLocked() throws {
         let w = try writableWriter()
+        try settleBackgroundSyncs(w)
         guard w.hasUnsyncedBytes else { return }
         do {
             if options.padSyncsToSector && !w.padToSector() {
@@ -114,6 +118,7 @@ public final class StepLogStore: @unchecked Sendable {
                 return
             }
             try w.syncAndVouch()
+            syncer.noteDurable(w.endPosition)
             if let failed = snapshots.syncFailure { throw failed }
         } catch {
             throw fail(error)
@@ -124,6 +129,7 @@ public final class StepLogStore: @unchecked Sendable {
     public func close() throws {
         try locked {
             guard !isClosed else { return }
+            syncer.drain()
             defer {
                 isClosed = true
                 writer?.close()
@@ -193,8 +199,15 @@ public final class StepLogStore: @unchecked Sendable {
 
     func releaseLock() { fileLock = nil }
 
-    /// The writer, or the reason there is none.
+    /// The writer, or the reason there is none (a background sync's failure too).
     func writableWriter() throws -> SegmentWriter {
+        let w = try currentWriter()
+        if let failed = syncer.failure { throw fail(failed) }
+        return w
+    }
+
+    /// `writableWriter` without asking the sync thread (once a record, in `append`).
+    private func currentWriter() throws -> SegmentWriter {
         if isClosed { throw StepLogError.closed(path: directory) }
         if let failure { throw failure }
         guard let w = writer else { throw StepLogError.readOnly(path: directory) }
@@ -215,7 +228,7 @@ public final class StepLogStore: @unchecked Sendable {
     /// `segmentSize` (a record never spans segments). The first record after
     /// an acknowledging sync is preceded by its `syncedThrough` record.
     func append(_ encode: (WriteBuffer) -> Void) throws -> LogPosition {
-        var w = try writableWriter()
+        var w = try currentWriter()
         if !w.beginAppend() {
             do { w = try roll() } catch { throw fail(error) }
         }
@@ -241,6 +254,7 @@ public final class StepLogStore: @unchecked Sendable {
     /// Seals the current segment (synced) and starts the next.
     func roll() throws -> SegmentWriter {
         let old = writer!
+        try settleBackgroundSyncs(old)
         try old.seal()
         segments[segments.count - 1] = old.info
         old.close()
@@ -250,6 +264,7 @@ public final class StepLogStore: @unchecked Sendable {
                                             preallocation: options.preallocationSize, limit: Int64(options.segmentSize))
         writer = next
         segments.append(next.info)
+        syncer.noteDurable(next.endPosition)
         sealed(old.info)
         return next
     }

@@ -11,7 +11,9 @@ import Darwin
 /// Durability is explicit: mutations append records and change the in-memory
 /// state at once, and `sync()` makes everything appended before it durable.
 /// A caller acknowledges work (to a user, a server, the next stage) only after
-/// `sync()` returns. After a failed write the store refuses every later
+/// `sync()` returns — or, pipelined, starts the sync with `syncInBackground()`,
+/// writes the next batch, and acknowledges once `waitUntilDurable` returns
+/// for the ticket. After a failed write or sync the store refuses every later
 /// mutation with the same error until it is reopened.
 ///
 /// One process writes a store at a time (enforced by `LOCK`); within the

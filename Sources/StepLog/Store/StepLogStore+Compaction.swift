@@ -38,6 +38,7 @@ extension StepLogStore {
     func abandon() {
         compactor.stop()
         locked {
+            syncer.drain()
             snapshots.wait()
             writer?.stopPreallocating()
             writer?.close()

@@ -24,6 +24,7 @@ from starlette.routing import Match, Route
 
 from . import contract
 from .auth import Authenticator
+from .daily_buckets import DailyBuckets
 from .errors import ApiError, bad_request
 from .log import log
 from .settings import Settings
@@ -72,6 +73,7 @@ class Context:
         self.budget = BodyBudget(settings.max_bodies_in_flight)
         # Kept only while this process sees every write (one worker): see totals_cache.py.
         self.daily_cache = DailyTotalsCache(enabled=settings.workers == 1)
+        self.daily_buckets = DailyBuckets(storage.samples_between, enabled=settings.workers == 1 and settings.daily_buckets)
 
     def user(self, request: Request) -> str:
         return self.auth.user(request.headers.get("authorization"))

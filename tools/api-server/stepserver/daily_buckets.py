@@ -30,13 +30,16 @@ worker. Nothing is persisted: after a restart the days are computed again, by th
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from array import array
 from datetime import date, timedelta
 from itertools import accumulate
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional, Protocol
 from zoneinfo import ZoneInfo
+
+import msgspec
 
 from .contract import SampleFields
 from .log import log
@@ -55,6 +58,28 @@ _MS = 1_000_000
 Sums = tuple[array, array]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
 Day = dict[int, Sums]  # source number -> its sums; only sources with steps that day
 SamplesBetween = Callable[[str, int, int], Iterable[DaySample]]
+FORMAT_VERSION = 1
+
+
+class BucketStore(Protocol):
+    """Where a backend keeps the buckets between runs (storage/embedded_buckets.py, postgres_buckets.py)."""
+
+    def state(self, user: str) -> Optional[str]:
+        """A text that changes with every write of the user's samples."""
+
+    def load(self, user: str) -> Optional[bytes]: ...
+
+    def save(self, user: str, blob: bytes) -> None: ...
+
+
+class _Saved(msgspec.Struct, array_like=True):
+    """A user's buckets as saved: the storage's state then, the sources, and per UTC day, per source
+    (an index into sources), the raw and merged prefix sums (little-endian int64, 97 each)."""
+
+    version: int
+    state: str
+    sources: list[tuple[str, Optional[str]]]
+    days: list[tuple[int, list[tuple[int, bytes, bytes]]]]
 
 
 class _User:
@@ -72,8 +97,9 @@ class DailyBuckets:
     """Thread-safe. `samples_between(user, start_ns, end_ns)` is the storage's (live samples overlapping)."""
 
     def __init__(self, samples_between: SamplesBetween, enabled: bool = True, background: bool = True,
-                 settle_s: float = SETTLE_S) -> None:
+                 settle_s: float = SETTLE_S, store: Optional[BucketStore] = None) -> None:
         self.samples_between = samples_between
+        self.store = store
         self.enabled = enabled
         self.background = background
         self.settle_s = settle_s
@@ -102,6 +128,7 @@ class DailyBuckets:
         """A write may have changed these runs of UTC days (days since 1970, inclusive)."""
         if not self.enabled:
             return
+        self._user(user)
         now = time.monotonic()
         with self._lock:
             entry = self._entry(user)
@@ -119,6 +146,7 @@ class DailyBuckets:
         dropped, and those that were present are queued again."""
         if not self.enabled:
             return
+        self._user(user)
         now = time.monotonic()
         with self._lock:
             entry = self._entry(user)
@@ -130,10 +158,79 @@ class DailyBuckets:
             self._wake()
 
     def _entry(self, user: str) -> _User:
+        """Caller holds the lock (and, for a user not used yet since the start, called _user first)."""
         entry = self._users.get(user)
         if entry is None:
             entry = self._users[user] = _User()
         return entry
+
+    def _user(self, user: str) -> None:
+        """A user first used since the start gets the buckets saved at the last stop, if nothing was
+        written since; read without the lock, so another thread that made the user meanwhile wins."""
+        if self.store is None or user in self._users:
+            return
+        days = self._load(user)
+        with self._lock:
+            if user not in self._users:
+                self._users[user] = _User()
+                self._users[user].days = days
+
+    def _load(self, user: str) -> dict[int, Day]:
+        try:
+            blob = self.store.load(user)
+            if blob is None:
+                return {}
+            saved = _decode(blob)
+            if saved.version != FORMAT_VERSION or saved.state != self.store.state(user):
+                return {}
+            numbers = [self._source_number(key) for key in saved.sources]
+            days: dict[int, Day] = {}
+            for day, sources in saved.days:
+                buckets: Day = {}
+                for index, raw_bytes, merged_bytes in sources:
+                    raw_sums, merged_sums = array("q"), array("q")
+                    raw_sums.frombytes(raw_bytes)
+                    merged_sums.frombytes(merged_bytes)
+                    if BIG_ENDIAN:
+                        raw_sums.byteswap()
+                        merged_sums.byteswap()
+                    if len(raw_sums) != SLOTS + 1 or len(merged_sums) != SLOTS + 1:
+                        raise ValueError(f"day {day}: {len(raw_sums)} sums, not {SLOTS + 1}")
+                    buckets[numbers[index]] = (raw_sums, merged_sums)
+                days[day] = buckets
+            return days
+        except Exception as error:  # noqa: BLE001 - computed again from the samples
+            line = (str(error).splitlines() or [type(error).__name__])[0]
+            log(f"daily buckets: the saved buckets of {user} are not used ({type(error).__name__}: {line}); "
+                "they are computed again from the samples")
+            return {}
+
+    def save(self) -> None:
+        """Saves every user's current days (the server has stopped taking requests); a user's days that
+        are not current are left out and computed again after the next start."""
+        if self.store is None or not self.enabled:
+            return
+        self.close()
+        with self._lock:
+            users = list(self._users.items())
+        for user, entry in users:
+            with entry.compute_lock, self._lock:
+                days = dict(entry.days)
+            try:
+                state = self.store.state(user)
+                if state is None:
+                    continue
+                numbers = sorted({number for buckets in days.values() for number in buckets})
+                index = {number: k for k, number in enumerate(numbers)}
+                saved = _Saved(FORMAT_VERSION, state, [self._sources[number] for number in numbers],
+                               [(day, [(index[number], _little(raw_sums), _little(merged_sums))
+                                       for number, (raw_sums, merged_sums) in buckets.items()])
+                                for day, buckets in sorted(days.items())])
+                self.store.save(user, _encoder.encode(saved))
+            except Exception as error:  # noqa: BLE001 - the next start computes them again
+                line = (str(error).splitlines() or [type(error).__name__])[0]
+                log(f"daily buckets: saving {user}'s failed ({type(error).__name__}: {line}); the next start "
+                    "computes them from the samples")
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -174,6 +271,7 @@ class DailyBuckets:
 
     def _current_days(self, user: str, first_day: int, last_day: int) -> dict[int, Day]:
         """The buckets of the UTC days first_day..last_day, computing those not present."""
+        self._user(user)
         with self._lock:
             entry = self._entry(user)
             days = {day: found for day in range(first_day, last_day + 1) if (found := entry.days.get(day)) is not None}
@@ -304,6 +402,19 @@ class DailyBuckets:
         with self._lock:
             self._closed = True
             self._lock.notify_all()
+
+
+BIG_ENDIAN = sys.byteorder == "big"
+_encoder = msgspec.msgpack.Encoder()
+
+
+def _little(sums: array) -> bytes:
+    if BIG_ENDIAN:
+        sums = array("q", sums)
+        sums.byteswap()
+    return sums.tobytes()
+
+_decode = msgspec.msgpack.Decoder(_Saved).decode
 
 
 def _runs(days: list[int], longest: int) -> Iterator[tuple[int, int]]:

@@ -237,3 +237,56 @@ def test_disabled_buckets_answer_nothing_and_keep_nothing():
     buckets.touch_days("u", [(0, 10)])
     assert buckets.rows("u", ZoneInfo("UTC"), date(2026, 3, 1), date(2026, 3, 1)) is None
     assert buckets.idle() and store.reads == 0
+
+
+class MemoryBucketStore:
+    """A BucketStore in memory; its state is a counter the test bumps for a write made elsewhere."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+        self.writes = 0
+
+    def state(self, user: str):
+        return str(self.writes)
+
+    def load(self, user: str):
+        return self.blobs.get(user)
+
+    def save(self, user: str, blob: bytes) -> None:
+        self.blobs[user] = blob
+
+
+def test_saved_buckets_are_used_after_a_restart_only_while_nothing_was_written():
+    rng = random.Random(11)
+    store = Store()
+    for n in range(300):
+        store.samples[f"s{n}"] = random_sample(rng)
+    kept = MemoryBucketStore()
+    zone, first, last = "Australia/Eucla", date(2026, 3, 1), date(2026, 3, 21)
+    before = DailyBuckets(store.between, background=False, store=kept)
+    assert before.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last)
+    before.touch_days("u", [(BASE_MS // DAY_MS + 3, BASE_MS // DAY_MS + 3)])  # one day not current at the stop
+    before.save()
+    reads = store.reads
+    after = DailyBuckets(store.between, background=False, store=kept)
+    assert after.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last)
+    assert store.reads == reads + 1  # only the day that was not current
+    # A write while stopped (the state differs): nothing saved is used.
+    kept.writes += 1
+    store.samples["new"] = (BASE_MS + 10 * DAY_MS, BASE_MS + 10 * DAY_MS + 60_000, 4321, "com.example.band", None)
+    again = DailyBuckets(store.between, background=False, store=kept)
+    assert again.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last)
+    assert store.reads > reads + 1
+
+
+def test_damaged_saved_buckets_are_computed_again(capfd):
+    store = Store()
+    store.samples["a"] = (BASE_MS, BASE_MS + 60_000, 10, "com.example.band", None)
+    kept = MemoryBucketStore()
+    before = DailyBuckets(store.between, background=False, store=kept)
+    before.rows("u", ZoneInfo("UTC"), date(2026, 3, 1), date(2026, 3, 1))
+    before.save()
+    kept.blobs["u"] = kept.blobs["u"][:-5]
+    after = DailyBuckets(store.between, background=False, store=kept)
+    assert after.rows("u", ZoneInfo("UTC"), date(2026, 3, 1), date(2026, 3, 1))[0]["raw"] == 10
+    assert "the saved buckets of u are not used" in capfd.readouterr().err

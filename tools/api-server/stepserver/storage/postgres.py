@@ -6,6 +6,7 @@ serves many users unchanged.
   samples          the current live version of each (user_name, id); a deletion removes the row
   sample_versions  every version saved, in the order received (GET /steps?versions=all)
   tokens           API tokens (hashes only)
+  daily_buckets    the daily totals' buckets, saved when the server stops (postgres_buckets.py)
 A save is one statement: the request's samples as arrays (unnest), upserted with ON CONFLICT … DO
 UPDATE … WHERE the content differs, the written rows copied into sample_versions, in one transaction.
 Rows are locked in id order, so concurrent requests that share ids cannot deadlock. Every SQL statement
@@ -76,6 +77,13 @@ MIGRATIONS: list[str] = [
         source_device_name text,
         received_at text NOT NULL,
         PRIMARY KEY (user_name, seq)
+    );
+    """,
+    # 2: the daily buckets kept between runs (postgres_buckets.py)
+    """
+    CREATE TABLE daily_buckets (
+        user_name text PRIMARY KEY,
+        data bytea NOT NULL
     );
     """,
 ]

@@ -77,15 +77,17 @@ def routes(context: Context) -> list:
             user = context.user(request)
             ids = contract.parse_deletions(body)
             body.clear()
+            buckets = context.daily_buckets
+            removed: Optional[list[str]] = [] if buckets.enabled else None
             try:
-                deleted = storage.delete_ids(user, ids, utc_text(now_ns)) if ids else 0
+                deleted = storage.delete_ids(user, ids, utc_text(now_ns), removed) if ids else 0
             except BaseException:
                 context.daily_cache.invalidate_user(user)
-                context.daily_buckets.touch_all(user)
+                buckets.touch_all(user)
                 raise
             if deleted:
                 context.daily_cache.invalidate_user(user)
-                context.daily_buckets.touch_all(user)
+                buckets.touch_samples(user, [], removed or [])
             return deleted
 
         deleted = await context.read_json_body(request, handle)

@@ -344,7 +344,7 @@ class UserLog:
             self.size += written
             return len(fresh)
 
-    def delete_ids(self, ids: list[str], received_at: str) -> int:
+    def delete_ids(self, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
             doomed = [sample_id for sample_id in dict.fromkeys(ids) if sample_id in self.current]
@@ -352,6 +352,10 @@ class UserLog:
                 return 0
             lines = [DELETION_PREFIX + b'"' + sample_id.encode() + b'"' + suffix for sample_id in doomed]
             self._append([b"".join(lines)])
+            if removed is not None:
+                for line in _read_lines(self.fd, array("q", sorted(self.current[i] >> 64 for i in doomed)), self.size):
+                    old = decode_stored_sample(line)
+                    removed += (old.startDate, old.endDate)
             offset = self.size
             for sample_id, line in zip(doomed, lines):
                 self._apply_deletion(sample_id, offset)
@@ -645,8 +649,8 @@ class EmbeddedStorage:
     def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         return self._write(user, lambda user_log: user_log.save(samples, received_at, replaced))
 
-    def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
-        return self._write(user, lambda user_log: user_log.delete_ids(ids, received_at))
+    def delete_ids(self, user: str, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
+        return self._write(user, lambda user_log: user_log.delete_ids(ids, received_at, removed))
 
     def delete_all(self, user: str) -> None:
         self._writable()

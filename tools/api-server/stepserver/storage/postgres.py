@@ -243,10 +243,17 @@ class PostgresStorage:
             replaced += (first, last)
         return saved
 
-    def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
+    def delete_ids(self, user: str, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
         unique = sorted(set(ids))
-        return self._run(lambda c: c.execute(
-            "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[])", (user, unique)).rowcount)
+        if removed is None:
+            return self._run(lambda c: c.execute(
+                "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[])", (user, unique)).rowcount)
+        rows = self._run(lambda c: c.execute(
+            "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[]) RETURNING start_date, end_date",
+            (user, unique)).fetchall())
+        for start, end in rows:
+            removed += (start, end)
+        return len(rows)
 
     def delete_all(self, user: str) -> None:
         def work(connection: psycopg.Connection) -> None:

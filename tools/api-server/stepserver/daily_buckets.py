@@ -13,7 +13,7 @@ sums over the day's 96 buckets of its raw and its merged steps (97 integers each
 difference per UTC day it overlaps. A UTC day is present only while it is current.
 
 Writes: after a save or a deletion is durable and visible (or failed: it may have committed), the route
-calls `touch` with the UTC days the write may have changed (or `touch_all`). Touching drops those days
+calls `touch_samples` with what the write changed (or `touch_all`). Touching drops the UTC days
 and queues them for the background worker, which recomputes a day once no write has touched it for
 SETTLE_S (a bulk upload touches each day a few times in a row), RUN_DAYS days a time, from the samples
 overlapping them (the storage's time index). A read computes the days of its range that are not
@@ -23,9 +23,11 @@ Races: a per-user write counter; touching a day records the counter. A computati
 before it reads any sample and keeps a day only if no write touched it since; computations of one user
 run one at a time (its compute lock), so an older result never replaces a newer one.
 
+Restarts: `save` (when the server stops) hands the current days to the backend's BucketStore with the
+storage's state; a user first used after the start gets them back only if that state is unchanged.
+
 Only correct while every write to the user's data goes through this process (as totals_cache.py): one
-worker. Nothing is persisted: after a restart the days are computed again, by the first read of a range
-(what a read cost before buckets) or by the worker once a write touches them.
+worker.
 """
 
 from __future__ import annotations
@@ -116,14 +118,16 @@ class DailyBuckets:
 
     def touch_samples(self, user: str, samples: list[SampleFields], replaced: list[str]) -> None:
         """A save of these samples is durable and visible; `replaced` holds startDate, endDate text
-        pairs spanning the versions it replaced (Storage.save). A date-time text's own date (its first
-        ten characters) is its UTC date with Z, that or the day before with an offset east (+HH:MM),
-        that or the day after with one west (-HH:MM, offsets are under 24 hours)."""
+        pairs spanning the versions it replaced or deleted (Storage.save, delete_ids). A date-time
+        text's own date (its first ten characters) is its UTC date with Z, that or the day before with
+        an offset east (+HH:MM), that or the day after with one west (-HH:MM, offsets are under 24
+        hours). A replaced pair may be the least and greatest texts of several versions (PostgreSQL),
+        each with its own offset: it is widened by a day on both sides."""
         if not self.enabled:
             return
         pairs = {(sample.startDate[:10], sample.startDate[-6], sample.endDate[:10], sample.endDate[-6])
                  for sample in samples}
-        pairs.update((start[:10], start[-6], end[:10], end[-6]) for start, end in zip(replaced[::2], replaced[1::2]))
+        pairs.update((start[:10], "+", end[:10], "-") for start, end in zip(replaced[::2], replaced[1::2]))
         self.touch_days(user, [(_text_day(start) - (east == "+"), _text_day(end) + (west == "-"))
                                for start, east, end, west in pairs])
 

@@ -38,6 +38,7 @@ import time
 from array import array
 from datetime import date, timedelta
 from itertools import accumulate
+from operator import attrgetter
 from typing import Callable, Iterable, Iterator, Optional, Protocol
 from zoneinfo import ZoneInfo
 
@@ -55,6 +56,9 @@ RUN_DAYS = 16  # UTC days the worker computes at a time (about 13,000 samples at
 READ_RUN_DAYS = 31  # UTC days a read computes at a time (bounds the samples it holds)
 SETTLE_S = 1.0  # the worker leaves a day alone until no write has touched it for this long
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+COMPACT_SPAN_DAYS = 7  # a request's samples within this many dates are touched as one span
+_start_text = attrgetter("startDate")
+_end_text = attrgetter("endDate")
 _MS = 1_000_000
 
 Sums = tuple[array, array]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
@@ -125,8 +129,16 @@ class DailyBuckets:
         each with its own offset: it is widened by a day on both sides."""
         if not self.enabled:
             return
-        pairs = {(sample.startDate[:10], sample.startDate[-6], sample.endDate[:10], sample.endDate[-6])
-                 for sample in samples}
+        pairs: set[tuple[str, str, str, str]] = set()
+        if samples:
+            # Usually a request's samples lie within a few days: one span from the least start text
+            # to the greatest end text (four passes in C); otherwise a span per distinct pair of dates.
+            least, greatest = min(map(_start_text, samples))[:10], max(map(_end_text, samples))[:10]
+            if _text_day(greatest) - _text_day(least) <= COMPACT_SPAN_DAYS:
+                pairs.add((least, "+", greatest, "-"))
+            else:
+                pairs.update((sample.startDate[:10], sample.startDate[-6], sample.endDate[:10], sample.endDate[-6])
+                             for sample in samples)
         pairs.update((start[:10], "+", end[:10], "-") for start, end in zip(replaced[::2], replaced[1::2]))
         self.touch_days(user, [(_text_day(start) - (east == "+"), _text_day(end) + (west == "-"))
                                for start, east, end, west in pairs])

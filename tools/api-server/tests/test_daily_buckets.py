@@ -290,3 +290,24 @@ def test_damaged_saved_buckets_are_computed_again(capfd):
     after = DailyBuckets(store.between, background=False, store=kept)
     assert after.rows("u", ZoneInfo("UTC"), date(2026, 3, 1), date(2026, 3, 1))[0]["raw"] == 10
     assert "the saved buckets of u are not used" in capfd.readouterr().err
+
+
+def test_a_request_spanning_months_touches_each_of_its_dates_not_the_months_between():
+    store = Store()
+    reads = []
+    buckets = DailyBuckets(lambda user, start, end: reads.append((start, end)) or store.between(user, start, end),
+                           background=False)
+    zone, first, last = "UTC", date(2026, 1, 1), date(2026, 4, 30)
+    buckets.rows("u", ZoneInfo(zone), first, last)
+    batch = [SampleFields(id="jan", startDate="2026-01-10T23:00:00-05:00", endDate="2026-01-10T23:30:00-05:00", count=40,
+                          sourceBundleId="com.example.band", sourceDeviceName=None),
+             SampleFields(id="apr", startDate="2026-04-20T00:30:00+09:00", endDate="2026-04-20T01:00:00+09:00", count=9,
+                          sourceBundleId="com.example.band", sourceDeviceName=None)]
+    for sample in batch:
+        start = int(datetime.fromisoformat(sample.startDate).timestamp() * 1000)
+        end = int(datetime.fromisoformat(sample.endDate).timestamp() * 1000)
+        store.samples[sample.id] = (start, end, sample.count, sample.sourceBundleId, None)
+    buckets.touch_samples("u", batch, [])
+    reads.clear()
+    assert buckets.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last)
+    assert sum((end - start) // (DAY_MS * _MS) for start, end in reads) == 4  # 01-10..01-11 and 04-19..04-20

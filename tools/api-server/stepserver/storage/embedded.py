@@ -350,12 +350,12 @@ class UserLog:
             doomed = [sample_id for sample_id in dict.fromkeys(ids) if sample_id in self.current]
             if not doomed:
                 return 0
-            lines = [DELETION_PREFIX + b'"' + sample_id.encode() + b'"' + suffix for sample_id in doomed]
-            self._append([b"".join(lines)])
-            if removed is not None:
+            if removed is not None:  # read before writing: a failed read leaves nothing half applied
                 for line in _read_lines(self.fd, array("q", sorted(self.current[i] >> 64 for i in doomed)), self.size):
                     old = decode_stored_sample(line)
                     removed += (old.startDate, old.endDate)
+            lines = [DELETION_PREFIX + b'"' + sample_id.encode() + b'"' + suffix for sample_id in doomed]
+            self._append([b"".join(lines)])
             offset = self.size
             for sample_id, line in zip(doomed, lines):
                 self._apply_deletion(sample_id, offset)

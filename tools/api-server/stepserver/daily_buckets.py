@@ -39,7 +39,7 @@ from array import array
 from datetime import date, timedelta
 from itertools import accumulate
 from operator import attrgetter
-from typing import Callable, Iterable, Iterator, Optional, Protocol
+from typing import Callable, Iterable, Iterator, Optional, Protocol, Sequence
 from zoneinfo import ZoneInfo
 
 import msgspec
@@ -61,10 +61,10 @@ _start_text = attrgetter("startDate")
 _end_text = attrgetter("endDate")
 _MS = 1_000_000
 
-Sums = tuple[array, array]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
+Sums = tuple[Sequence[int], Sequence[int]]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
 Day = dict[int, Sums]  # source number -> its sums; only sources with steps that day
 SamplesBetween = Callable[[str, int, int], Iterable[DaySample]]
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class BucketStore(Protocol):
@@ -79,13 +79,17 @@ class BucketStore(Protocol):
 
 
 class _Saved(msgspec.Struct, array_like=True):
-    """A user's buckets as saved: the storage's state then, the sources, and per UTC day, per source
-    (an index into sources), the raw and merged prefix sums (little-endian int64, 97 each)."""
+    """A user's buckets as saved: the storage's state then, the sources, per UTC day the sources (indexes
+    into `sources`) with steps that day, and in `sums`, for each of those (day, source) in that order,
+    the 97 raw then the 97 merged prefix sums, int64 little-endian. One bytes object, read back as
+    slices of one memoryview: loading ten years of three sources is a few milliseconds, not 22,000
+    arrays."""
 
     version: int
     state: str
     sources: list[tuple[str, Optional[str]]]
-    days: list[tuple[int, list[tuple[int, bytes, bytes]]]]
+    days: list[tuple[int, list[int]]]
+    sums: bytes
 
 
 class _User:
@@ -202,20 +206,26 @@ class DailyBuckets:
             saved = _decode(blob)
             if saved.version != FORMAT_VERSION or saved.state != self.store.state(user):
                 return {}
-            numbers = [self._source_number(key) for key in saved.sources]
+            with self._lock:
+                numbers = [self._source_number(key) for key in saved.sources]
+            if BIG_ENDIAN:
+                swapped = array("q")
+                swapped.frombytes(saved.sums)
+                swapped.byteswap()
+                values = memoryview(swapped)
+            else:
+                values = memoryview(saved.sums).cast("q")
+            pairs = sum(len(indexes) for _, indexes in saved.days)
+            if len(values) != pairs * 2 * (SLOTS + 1):
+                raise ValueError(f"{len(values)} sums for {pairs} days and sources, not {pairs * 2 * (SLOTS + 1)}")
             days: dict[int, Day] = {}
-            for day, sources in saved.days:
+            position = 0
+            width = SLOTS + 1
+            for day, indexes in saved.days:
                 buckets: Day = {}
-                for index, raw_bytes, merged_bytes in sources:
-                    raw_sums, merged_sums = array("q"), array("q")
-                    raw_sums.frombytes(raw_bytes)
-                    merged_sums.frombytes(merged_bytes)
-                    if BIG_ENDIAN:
-                        raw_sums.byteswap()
-                        merged_sums.byteswap()
-                    if len(raw_sums) != SLOTS + 1 or len(merged_sums) != SLOTS + 1:
-                        raise ValueError(f"day {day}: {len(raw_sums)} sums, not {SLOTS + 1}")
-                    buckets[numbers[index]] = (raw_sums, merged_sums)
+                for index in indexes:
+                    buckets[numbers[index]] = (values[position : position + width], values[position + width : position + 2 * width])
+                    position += 2 * width
                 days[day] = buckets
             return days
         except Exception as error:  # noqa: BLE001 - computed again from the samples
@@ -241,10 +251,11 @@ class DailyBuckets:
                     continue
                 numbers = sorted({number for buckets in days.values() for number in buckets})
                 index = {number: k for k, number in enumerate(numbers)}
+                ordered = sorted(days.items())
+                sums = b"".join(_little(raw_sums) + _little(merged_sums)
+                                for _, buckets in ordered for raw_sums, merged_sums in buckets.values())
                 saved = _Saved(FORMAT_VERSION, state, [self._sources[number] for number in numbers],
-                               [(day, [(index[number], _little(raw_sums), _little(merged_sums))
-                                       for number, (raw_sums, merged_sums) in buckets.items()])
-                                for day, buckets in sorted(days.items())])
+                               [(day, [index[number] for number in buckets]) for day, buckets in ordered], sums)
                 self.store.save(user, _encoder.encode(saved))
             except Exception as error:  # noqa: BLE001 - the next start computes them again
                 line = (str(error).splitlines() or [type(error).__name__])[0]
@@ -427,11 +438,12 @@ BIG_ENDIAN = sys.byteorder == "big"
 _encoder = msgspec.msgpack.Encoder()
 
 
-def _little(sums: array) -> bytes:
+def _little(sums: Sequence[int]) -> bytes:
     if BIG_ENDIAN:
-        sums = array("q", sums)
-        sums.byteswap()
-    return sums.tobytes()
+        swapped = array("q", sums)
+        swapped.byteswap()
+        return swapped.tobytes()
+    return sums.tobytes()  # an array or a memoryview of int64
 
 _decode = msgspec.msgpack.Decoder(_Saved).decode
 

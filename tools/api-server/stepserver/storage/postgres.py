@@ -85,6 +85,7 @@ MIGRATIONS: list[str] = [
         user_name text PRIMARY KEY,
         data bytea NOT NULL
     );
+    ALTER TABLE daily_buckets ALTER COLUMN data SET STORAGE EXTERNAL;  -- read whole at a start: not compressed
     """,
 ]
 

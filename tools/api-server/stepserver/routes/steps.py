@@ -45,18 +45,22 @@ def routes(context: Context) -> list:
             body.clear()  # the bytes are not needed once parsed: free them before storing
             if not samples:
                 return None
-            # What the replaced versions named is asked for only while rows of the user are kept.
-            replaced: Optional[list[str]] = [] if context.daily_cache.holds(user) else None
-            if replaced is not None:  # taken first: save may empty `samples` (see Storage.save)
-                named = [min(sample.startDate for sample in samples), max(sample.endDate for sample in samples)]
+            # What the replaced versions named is asked for only while daily totals are kept.
+            buckets = context.daily_buckets
+            replaced: Optional[list[str]] = [] if buckets.enabled or context.daily_cache.holds(user) else None
+            # Taken first: save may empty `samples` (see Storage.save).
+            named = [min(sample.startDate for sample in samples), max(sample.endDate for sample in samples)]
+            written_days = buckets.sample_days(samples)
             try:
                 saved = storage.save(user, samples, utc_text(now_ns), replaced)
             except BaseException:
                 # Usually nothing was stored; but a database may have committed before the
                 # connection broke: the totals cache must not keep what the write may have changed.
                 context.daily_cache.invalidate_user(user)
+                buckets.touch_all(user)
                 raise
             if saved:
+                buckets.touch_written(user, written_days, replaced or [])
                 # Without the replaced versions' dates (rows kept since the save began), any day.
                 context.daily_cache.invalidate_dates(
                     user, lambda: touched_dates(named + replaced) if replaced is not None else None)
@@ -76,13 +80,17 @@ def routes(context: Context) -> list:
             user = context.user(request)
             ids = contract.parse_deletions(body)
             body.clear()
+            buckets = context.daily_buckets
+            removed: Optional[list[str]] = [] if buckets.enabled else None
             try:
-                deleted = storage.delete_ids(user, ids, utc_text(now_ns)) if ids else 0
+                deleted = storage.delete_ids(user, ids, utc_text(now_ns), removed) if ids else 0
             except BaseException:
                 context.daily_cache.invalidate_user(user)
+                buckets.touch_all(user)
                 raise
             if deleted:
                 context.daily_cache.invalidate_user(user)
+                buckets.touch_samples(user, [], removed or [])
             return deleted
 
         deleted = await context.read_json_body(request, handle)
@@ -112,6 +120,7 @@ def routes(context: Context) -> list:
                 storage.delete_all(user)
             finally:
                 context.daily_cache.invalidate_user(user)  # even a failed one may have emptied some of it
+                context.daily_buckets.touch_all(user)
 
         await run_in_threadpool(handle)
         return json_response(b'{"deleted":true,"message":"All samples deleted"}')

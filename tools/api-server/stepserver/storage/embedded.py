@@ -464,7 +464,7 @@ class UserLog:
         for start, end, position in aside:
             self._index_dates(start, end, offsets[position])
 
-    def delete_ids(self, ids: list[str], received_at: str) -> int:
+    def delete_ids(self, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
             unique = dict.fromkeys(ids)
@@ -473,6 +473,10 @@ class UserLog:
                 if self.unpublished:
                     self._await_durable(_PendingWrite(self.written, {}, None))
                 return 0
+            if removed is not None:  # read before writing: a failed read leaves nothing half applied
+                for line in _read_lines(self.fd, array("q", sorted(self.current[i] >> 64 for i in doomed)), self.size):
+                    old = decode_stored_sample(line)
+                    removed += (old.startDate, old.endDate)
             lines = [DELETION_PREFIX + b'"' + sample_id.encode() + b'"' + suffix for sample_id in doomed]
             start = self.written
             self._append([b"".join(lines)])
@@ -775,8 +779,8 @@ class EmbeddedStorage:
     def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         return self._write(user, lambda user_log: user_log.save(samples, received_at, replaced))
 
-    def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
-        return self._write(user, lambda user_log: user_log.delete_ids(ids, received_at))
+    def delete_ids(self, user: str, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
+        return self._write(user, lambda user_log: user_log.delete_ids(ids, received_at, removed))
 
     def delete_all(self, user: str) -> None:
         self._writable()

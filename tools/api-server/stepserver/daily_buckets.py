@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 from array import array
+from contextlib import contextmanager
 from datetime import date, timedelta
 from itertools import accumulate
 from operator import attrgetter
@@ -168,35 +169,35 @@ class DailyBuckets:
         """A write may have changed these runs of UTC days (days since 1970, inclusive)."""
         if not self.enabled:
             return
-        self._user(user)
-        now = time.monotonic()
-        with self._lock:
-            entry = self._entry(user)
-            entry.writes += 1
-            writes = entry.writes
-            self._last_write[user] = now
+        with self._write_of(user) as (entry, now):
             for first, last in spans:
                 for day in range(first, last + 1):
-                    entry.touched[day] = writes
+                    entry.touched[day] = entry.writes
                     entry.days.pop(day, None)
                     self._pending[(user, day)] = now
-            self._wake()
 
     def touch_all(self, user: str) -> None:
         """A write may have changed any day of the user (a deletion by id, DELETE /steps): every day is
         dropped, and those that were present are queued again."""
         if not self.enabled:
             return
+        with self._write_of(user) as (entry, now):
+            entry.every_day_touched = entry.writes
+            for day in entry.days:
+                self._pending[(user, day)] = now
+            entry.days = {}
+
+    @contextmanager
+    def _write_of(self, user: str) -> Iterator[tuple[_User, float]]:
+        """A write of `user` (touch_days, touch_all): counted and its time noted, then the user's entry
+        and that time under the lock; the worker is woken after."""
         self._user(user)
         now = time.monotonic()
         with self._lock:
             entry = self._entry(user)
             entry.writes += 1
-            entry.every_day_touched = entry.writes
             self._last_write[user] = now
-            for day in entry.days:
-                self._pending[(user, day)] = now
-            entry.days = {}
+            yield entry, now
             self._wake()
 
     def _entry(self, user: str) -> _User:

@@ -65,6 +65,26 @@ private final class SegmentSyncGate: FileOperationInterposer, @unchecked Sendabl
     func uninstall() { IORecorderRouter.shared.remove(self) }
 }
 
+/// A store in a new directory whose segment syncs wait at a gate (installed
+/// here; the test uninstalls it), with a first batch written and its sync
+/// asked for.
+private struct HeldFirstSync {
+    let tmp = TemporaryDirectory()
+    let dir: String
+    let store: StepLogStore
+    let gate: SegmentSyncGate
+    let first: DurabilityTicket
+
+    init(options: StoreOptions, batch: [StepSample]) throws {
+        dir = tmp.sub("store")
+        store = try StepLogStore.open(dir, options: options)
+        gate = SegmentSyncGate(root: dir, holding: true)
+        gate.install()
+        try store.upsert(batch, fetchedAt: Date())
+        first = try store.syncInBackground()
+    }
+}
+
 /// `syncInBackground` / `waitUntilDurable`: batch k+1 is written while batch
 /// k syncs, and each batch is acknowledged only after its own sync.
 @Suite struct PipelinedSyncTests {
@@ -86,15 +106,9 @@ private final class SegmentSyncGate: FileOperationInterposer, @unchecked Sendabl
     }
 
     @Test func aBatchIsAcknowledgedOnlyAfterItsOwnSyncAndTheNextIsWrittenMeanwhile() throws {
-        let tmp = TemporaryDirectory()
-        let dir = tmp.sub("store")
-        let store = try StepLogStore.open(dir, options: Self.options)
-        let gate = SegmentSyncGate(root: dir, holding: true)
-        gate.install()
-        defer { gate.uninstall() }
-
-        try store.upsert(Self.batch(0), fetchedAt: Date())
-        let first = try store.syncInBackground()
+        let held = try HeldFirstSync(options: Self.options, batch: Self.batch(0))
+        defer { held.gate.uninstall() }
+        let (dir, store, gate, first) = (held.dir, held.store, held.gate, held.first)
         gate.waitUntilEntered(1)
         // Sync 1 is held: the next batch is written and its sync asked for.
         try store.upsert(Self.batch(1), fetchedAt: Date())
@@ -154,15 +168,9 @@ private final class SegmentSyncGate: FileOperationInterposer, @unchecked Sendabl
     }
 
     @Test func aFailedSyncFailsItsBatchAndEveryLaterOne() throws {
-        let tmp = TemporaryDirectory()
-        let dir = tmp.sub("store")
-        let store = try StepLogStore.open(dir, options: Self.options)
-        let gate = SegmentSyncGate(root: dir, holding: true)
-        gate.install()
-        defer { gate.uninstall() }
-
-        try store.upsert(Self.batch(0), fetchedAt: Date())
-        let first = try store.syncInBackground()
+        let held = try HeldFirstSync(options: Self.options, batch: Self.batch(0))
+        defer { held.gate.uninstall() }
+        let (dir, store, gate, first) = (held.dir, held.store, held.gate, held.first)
         gate.release(through: 1)
         try store.waitUntilDurable(first)
 

@@ -4,7 +4,7 @@ durability), from one client and from 8 concurrent clients of different users, o
 the server as it was before the package split (the peer), all in one run. Prints samples/s.
 
 Usage: .venv/bin/python bench_post.py [--requests 200] [--batch 1000] [--clients 8] [--in-flight 1,2,4]
-       [--peer-python PY] [--only embedded,postgres,peer] [--no-daily-buckets] [--daily N]
+       [--peer-python PY] [--only embedded,postgres,peer] [--no-daily-buckets] [--daily N] [--beside MAIN_PY]
 Each server gets a fresh data directory (or database) on a free loopback port and is stopped after.
 Bodies are encoded before the clock starts; each client is its own process with one keep-alive
 connection per request it keeps in flight (http.client). "1 client, N in flight" is one user's
@@ -106,10 +106,12 @@ def process_tree_cpu(pid: int) -> float:
 
 
 LAST_CLIENT_SHARE = [0.0]
+LAST_SERVER_CPU_PER_REQUEST = [0.0]
 
 
 def client_share() -> str:
-    return f"clients {LAST_CLIENT_SHARE[0]:.0%} of the CPU time used"
+    return (f"server {LAST_SERVER_CPU_PER_REQUEST[0] * 1000:.1f} ms of CPU a request, "
+            f"clients {LAST_CLIENT_SHARE[0]:.0%} of the CPU time used")
 
 
 def run_clients(port: int, tokens: list[str], bodies_per_client: list[list[bytes]], in_flight: int = 1,
@@ -129,6 +131,7 @@ def run_clients(port: int, tokens: list[str], bodies_per_client: list[list[bytes
             raise SystemExit("a client failed")
     clients_cpu = sum(cpu for _, _, cpu in results)
     LAST_CLIENT_SHARE[0] = clients_cpu / (clients_cpu + server_cpu) if server_cpu > 0 else 0.0
+    LAST_SERVER_CPU_PER_REQUEST[0] = server_cpu / max(1, sum(len(bodies) for bodies in bodies_per_client))
     return sum(saved for saved, _, _ in results), max(elapsed for _, elapsed, _ in results)
 
 
@@ -165,8 +168,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def create_token(storage: list[str], user: str) -> str:
-    result = subprocess.run([sys.executable, str(MAIN), "tokens", "create", "--user", user, *storage],
+def create_token(storage: list[str], user: str, main_py: Path = MAIN) -> str:
+    result = subprocess.run([sys.executable, str(main_py), "tokens", "create", "--user", user, *storage],
                             capture_output=True, text=True, check=True)
     return result.stdout.strip()
 
@@ -285,6 +288,9 @@ def main() -> int:
     parser.add_argument("--database", default=None,
                         help="a PostgreSQL URL to bench against (default: a throw-away cluster, fsync on)")
     parser.add_argument("--only", default="embedded,postgres,peer")
+    parser.add_argument("--beside", default=None, metavar="MAIN_PY",
+                        help="also measure the embedded and PostgreSQL lanes of another checkout's main.py (e.g. "
+                             "`git archive main tools/api-server` unpacked), labelled beside ours")
     parser.add_argument("--daily", type=int, default=0, metavar="N",
                         help="instead: load N samples (3 sources over 10 years) and time GET /steps/daily for a year")
     parser.add_argument("--no-daily-buckets", action="store_true",
@@ -319,15 +325,20 @@ def main() -> int:
                 print(f"{label}: {len(many)} clients of different users, {depth} in flight each: {saved / elapsed:,.0f} "
                       f"samples/s aggregate ({client_share()})", flush=True)
 
+    servers = [(MAIN, "")]
+    if arguments.beside:
+        servers.append((Path(arguments.beside).resolve(), f" (beside: {arguments.beside})"))
     with tempfile.TemporaryDirectory(prefix="bench-post-") as directory:
-        if "embedded" in wanted:
-            data = Path(directory) / "embedded"
+        for main_py, beside in servers:
+            if "embedded" not in wanted:
+                break
+            data = Path(directory) / ("embedded" + beside.replace(" ", "-"))
             storage = ["--data", str(data)]
-            tokens = [create_token(storage, user) for user in ["single"] + users]
+            tokens = [create_token(storage, user, main_py) for user in ["single"] + users]
             port = free_port()
-            server = Server("embedded", [sys.executable, str(MAIN), "--port", str(port), *storage, *flags], port)
+            server = Server("embedded", [sys.executable, str(main_py), "--port", str(port), *storage, *flags], port)
             try:
-                measure("embedded backend", server, tokens[:1], tokens[1:])
+                measure("embedded backend" + beside, server, tokens[:1], tokens[1:])
             finally:
                 server.stop()
         cluster = None
@@ -337,26 +348,32 @@ def main() -> int:
 
             cluster = PostgresCluster(fsync=True).start()
             arguments.database = cluster.new_database()
-        if "postgres" in wanted:
-            storage = ["--database", arguments.database]
-            tokens = [create_token(storage, user) for user in ["single"] + users]
-            port = free_port()
-            server = Server("postgres", [sys.executable, str(MAIN), "--port", str(port), *storage, *flags], port)
-            try:
-                measure("PostgreSQL backend", server, tokens[:1], tokens[1:])
-            finally:
-                server.stop()
-            port = free_port()
-            server = Server("postgres", [sys.executable, str(MAIN), "--port", str(port), "--workers", "2", *storage], port)
-            try:
-                many = [[payload.replace(b'"id": "U', b'"id": "W') for payload in bodies] for bodies in many]
-                saved, elapsed = run_clients(port, tokens[1:], many, server_pid=server.process.pid)
-                print(f"PostgreSQL backend, --workers 2: {len(many)} clients of different users, 1 in flight each: "
-                      f"{saved / elapsed:,.0f} samples/s aggregate ({client_share()}; PostgreSQL's own processes not counted)", flush=True)
-            finally:
-                server.stop()
-                if cluster is not None:
-                    cluster.destroy()
+        try:
+            for main_py, beside in servers:
+                if "postgres" not in wanted:
+                    break
+                # Each server its own database (a fresh one beside ours when the cluster is ours).
+                database = cluster.new_database() if cluster is not None and beside else arguments.database
+                storage = ["--database", database]
+                tokens = [create_token(storage, user, main_py) for user in ["single"] + users]
+                port = free_port()
+                server = Server("postgres", [sys.executable, str(main_py), "--port", str(port), *storage, *flags], port)
+                try:
+                    measure("PostgreSQL backend" + beside, server, tokens[:1], tokens[1:])
+                finally:
+                    server.stop()
+                port = free_port()
+                server = Server("postgres", [sys.executable, str(main_py), "--port", str(port), "--workers", "2", *storage], port)
+                try:
+                    workers_many = [[payload.replace(b'"id": "U', b'"id": "W') for payload in bodies] for bodies in many]
+                    saved, elapsed = run_clients(port, tokens[1:], workers_many, server_pid=server.process.pid)
+                    print(f"PostgreSQL backend{beside}, --workers 2: {len(many)} clients of different users, 1 in flight each: "
+                          f"{saved / elapsed:,.0f} samples/s aggregate ({client_share()}; PostgreSQL's own processes not counted)", flush=True)
+                finally:
+                    server.stop()
+        finally:
+            if cluster is not None:
+                cluster.destroy()
         if "peer" in wanted and arguments.peer_python:
             peer = Path(directory) / "peer_main.py"
             peer.write_bytes(subprocess.run(["git", "-C", str(HERE), "show", f"{PEER_COMMIT}:tools/api-server/main.py"],

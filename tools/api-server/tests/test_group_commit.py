@@ -185,3 +185,44 @@ def test_a_deletion_behind_a_write_not_yet_durable_deletes_it_after_it(user_log,
     expected = sorted(f"g{n}" for n in range(10) if n not in (1, 2))
     assert sorted(ids_served(user_log)) == expected
     assert sorted(reopened(user_log.path)) == expected
+
+
+def test_a_deletion_asked_for_the_dates_it_removes_reads_them_from_a_write_not_yet_durable(user_log, monkeypatch):
+    # The server asks for the removed versions' dates (daily totals); the ids' current lines are
+    # still in a write waiting for its sync, not yet in the published index.
+    sync = GatedSync(monkeypatch)
+    first = Writer(user_log, samples(0, 10))
+    first.start()
+    until(lambda: sync.started == 1, "the first write's sync")
+    removed: list[str] = []
+    deleted: list = []
+    deleter = threading.Thread(target=lambda: deleted.append(user_log.delete_ids(["g1", "g2"], RECEIVED, removed)))
+    deleter.start()
+    until(lambda: len(user_log.unpublished) == 2, "the deletion waiting")
+    sync.allow(2)
+    first.join(30)
+    deleter.join(30)
+    assert first.result == 10 and deleted == [2]
+    assert removed == ["2026-03-01T10:00:00Z", "2026-03-01T10:05:00Z"] * 2
+    assert sorted(reopened(user_log.path)) == sorted(f"g{n}" for n in range(10) if n not in (1, 2))
+
+
+def test_changed_content_behind_a_write_not_yet_durable_is_a_new_version_and_the_same_content_is_not(user_log, monkeypatch):
+    # A re-posted id's content is compared with its current line read back, here a line of a write
+    # still waiting for its sync.
+    sync = GatedSync(monkeypatch)
+    first = Writer(user_log, samples(0, 20))
+    first.start()
+    until(lambda: sync.started == 1, "the first write's sync")
+    changed = Writer(user_log, samples(0, 10, steps=500) + samples(10, 10))
+    changed.start()
+    until(lambda: len(user_log.unpublished) == 2, "the changed write waiting")
+    sync.allow(2)
+    first.join(30)
+    changed.join(30)
+    assert first.result == 20 and changed.result == 10
+    lines, total = user_log.read(0, 100, True)
+    assert total == 30
+    assert user_log.save(samples(0, 10, steps=500), RECEIVED) == 0
+    served = {line.split(b'"', 4)[3].decode(): line for line in user_log.read(0, 100, False)[0]}
+    assert len(served) == 20 and b'"count":503,' in served["g3"] and b'"count":23,' in served["g13"]

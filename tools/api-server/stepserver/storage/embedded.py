@@ -8,8 +8,8 @@ Layout of the data directory DIR:
       a deletion        {"deleted":"<id>","receivedAt":"…Z"}
   DIR/.probe               rewritten (4 KiB, fdatasync) to learn whether the disk takes writes again
 
-The index of a user (id -> content digest and the offset of its current line, the offsets of live
-samples and of every version) lives in memory and is rebuilt from the JSONL when the server starts:
+The index of a user (id -> the offset of its current line, the offsets of live samples and of
+every version) lives in memory and is rebuilt from the JSONL when the server starts:
 a crash can never leave it out of step with the file. Its cost is about 200 bytes a live id.
 
 Writes are group-committed per user: lines are written under the user's lock, the sync runs without
@@ -53,7 +53,6 @@ MAX_REPORTED_BAD_LINES = 20
 LONG_SAMPLE_DAYS = 3  # the time index: lines whose date texts lie further apart are kept aside
 LOOKBACK_DAYS = LONG_SAMPLE_DAYS + 1
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
-_DIGEST_MASK = (1 << 64) - 1
 DELETION_PREFIX = b'{"deleted":'
 USER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 _USER_RE = re.compile(USER_NAME_PATTERN[1:-1], re.ASCII)
@@ -85,14 +84,21 @@ _start_of = operator.attrgetter("startDate")
 _end_of = operator.attrgetter("endDate")
 _day_of = operator.itemgetter(slice(0, 10))
 WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode, replace, split) holds the GIL briefly
-# Content digests are Python's bytes hash (SipHash with a per-process random key), masked to 64 bits:
-# the index lives only as long as the process, and an attacker who cannot read the key cannot aim
-# a collision.
+_RECEIVED_AT_KEY = b',"receivedAt"'
+
+
+def _content(line: bytes) -> bytes:
+    """A stored sample line's content: the line up to its receivedAt, which is its sample's canonical
+    JSON without the final brace (lines are written as encode(sample) with receivedAt spliced in
+    before that brace; a string cannot hold ',"receivedAt"' unescaped). A line written otherwise
+    (by hand) compares unequal: a re-post of the same content then writes one new version, nothing worse."""
+    cut = line.rfind(_RECEIVED_AT_KEY)
+    return line[:cut] if cut > 0 else line[:-1]
 
 
 class _PendingWrite:
-    """A write whose lines are in the file and not yet known durable: `entries` (id -> offset << 64 |
-    digest, or None for a deletion) tell later writers what it holds; `publish` applies it to the
+    """A write whose lines are in the file and not yet known durable: `entries` (id -> offset of its
+    line, or None for a deletion) tell later writers what it holds; `publish` applies it to the
     index once a sync covers `end`."""
 
     __slots__ = ("end", "entries", "publish", "durable", "failure")
@@ -108,7 +114,8 @@ class _PendingWrite:
 class UserLog:
     """One user's JSONL history and its in-memory index. Every method is thread-safe.
 
-    - `current`: id -> (offset of its current line << 64) | digest of its content, for live ids only.
+    - `current`: id -> offset of its current line, for live ids only (a re-posted id's content is
+      compared with that line, read back).
     - `live`: offsets of the current lines of live ids, in file order; `stale` holds offsets that are
       no longer current (superseded or deleted) and is folded into `live` when a reader needs it.
     - `versions`: offsets of every sample line, in file order (GET /steps?versions=all).
@@ -230,17 +237,11 @@ class UserLog:
         if (record.id is None or record.startDate is None or record.endDate is None or record.count is None
                 or record.sourceBundleId is None):
             return False
-        # The digest is of the sample's canonical JSON without its final brace, which is the line up
-        # to its receivedAt: lines are written as encode(sample) with receivedAt spliced in before the final brace (a
-        # string cannot hold ',"receivedAt"' unescaped). A line written otherwise (by hand) gets
-        # another digest: a re-post of the same content then writes one new version, nothing worse.
-        cut = line.rfind(b',"receivedAt"')
-        content = line[:cut] if cut > 0 else line[:-1]
         known = self.current.get(record.id)
         if known is not None:
-            self.stale.add(known >> 64)
+            self.stale.add(known)
             self.dead_lines += 1
-        self.current[record.id] = (offset << 64) | (hash(content) & _DIGEST_MASK)
+        self.current[record.id] = offset
         self.live.append(offset)
         self.versions.append(offset)
         self._index_dates(record.startDate, record.endDate, offset)
@@ -260,7 +261,7 @@ class UserLog:
         known = self.current.pop(sample_id, None)
         if known is None:
             return False
-        self.stale.add(known >> 64)
+        self.stale.add(known)
         self.dead_lines += 1
         return True
 
@@ -343,7 +344,7 @@ class UserLog:
             self.synced.notify_all()
 
     def _known(self, ids: dict) -> list[Optional[int]]:
-        """Each id's current entry (offset << 64 | digest, None when not live), counting the writes
+        """Each id's current line (its offset, None when not live), counting the writes
         not yet published (a later one wins). Caller holds the lock."""
         known = list(map(self.current.get, ids))
         position: Optional[dict[str, int]] = None
@@ -371,16 +372,15 @@ class UserLog:
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
             known = self._known(batch)
-            # New ids are written; a known id only when its content's digest differs (its canonical
-            # JSON is encoded once for that). The lines of a run of samples come from one encode of
-            # the run as a list, its separators replaced by receivedAt and a newline (the objects are
-            # flat and a string holds no unescaped quote, so '},{"id":' occurs only between them);
-            # runs of WRITE_CHUNK_SAMPLES are written as they are made, so a request never holds all
-            # its lines at once.
+            # New ids are written; a known id only when its content differs from its current line's
+            # (read back, with the lines of the writes not yet durable). The lines of a run of samples
+            # come from one encode of the run as a list, its separators replaced by receivedAt and a
+            # newline (the objects are flat and a string holds no unescaped quote, so '},{"id":'
+            # occurs only between them); runs of WRITE_CHUNK_SAMPLES are written as they are made,
+            # so a request never holds all its lines at once.
+            old_lines: dict[int, bytes] = {}
             if known.count(None) != len(known):
-                encode = _encoder.encode
-                fresh = [k for k, old in enumerate(known)
-                         if old is None or old & _DIGEST_MASK != hash(encode(values[k])[:-1]) & _DIGEST_MASK]
+                fresh, old_lines = self._changed(values, known)
             else:
                 fresh = list(range(len(values)))
             if not fresh:
@@ -388,10 +388,8 @@ class UserLog:
                 if self.unpublished:
                     self._await_durable(_PendingWrite(self.written, {}, None))
                 return 0
-            digests: list[int] = []
             offsets = array("q")
             separator = suffix + b'{"id":'
-            cut = len(suffix) - 1  # a line's content ends where its suffix (without the newline) begins
             one_more = (1).__add__
 
             def chunks() -> Iterator[bytes]:
@@ -403,23 +401,22 @@ class UserLog:
                     lines.pop()
                     if len(lines) != len(run):  # never: a sample's JSON holds no newline
                         raise RuntimeError(f"encoding {len(run)} samples gave {len(lines)} lines")
-                    digests.extend([hash(line[:-cut]) & _DIGEST_MASK for line in lines])
                     offsets.extend(accumulate(map(one_more, map(len, lines[:-1])), initial=position))
                     position += len(chunk)
                     yield chunk
 
             self._append(chunks())
-            superseded = [known[k] >> 64 for k in fresh if known[k] is not None]  # type: ignore[operator]
+            superseded = [known[k] for k in fresh if known[k] is not None]
             if replaced is not None and superseded:
-                for line in _read_lines(self.fd, array("q", sorted(superseded)), self.written):
-                    old = decode_stored_sample(line)
+                for offset in sorted(superseded):  # type: ignore[type-var]
+                    old = decode_stored_sample(old_lines[offset])
                     replaced += (old.startDate, old.endDate)
-            entries = dict(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
-            runs, aside = self._date_runs([values[k] for k in fresh])
+            entries = dict(zip([ids[k] for k in fresh] if len(fresh) < len(ids) else ids, offsets))
+            runs, aside = self._date_runs([values[k] for k in fresh] if len(fresh) < len(values) else values)
             saved = len(fresh)
             # What waits for the sync keeps only what publishing needs (requests in flight together
             # would otherwise each hold their whole working set until then).
-            del batch, ids, values, known, fresh, digests
+            del batch, ids, values, known, fresh, old_lines
             samples.clear()
 
             def publish() -> None:
@@ -432,6 +429,19 @@ class UserLog:
 
             self._await_durable(_PendingWrite(self.written, entries, publish))
             return saved
+
+    def _changed(self, values: list[SampleFields], known: list[Optional[int]]) -> tuple[list[int], dict[int, bytes]]:
+        """The positions of the samples to write (new ids, and known ids whose content differs from
+        their current line), and the current lines read (offset -> line). Caller holds the lock."""
+        present = sorted({offset for offset in known if offset is not None})
+        try:
+            old_lines = dict(zip(present, _read_lines(self.fd, array("q", present), self.written)))
+        except OSError as error:
+            raise _failure(f"reading {self.path}", error) from None
+        encode = _encoder.encode
+        fresh = [k for k, offset in enumerate(known)
+                 if offset is None or _content(old_lines[offset]) != encode(values[k])[:-1]]
+        return fresh, old_lines
 
     @staticmethod
     def _date_runs(samples: list[SampleFields]) -> tuple[list[tuple[int, int, int]], list[tuple[str, str, int]]]:
@@ -468,13 +478,15 @@ class UserLog:
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
             unique = dict.fromkeys(ids)
-            doomed = [sample_id for sample_id, old in zip(unique, self._known(unique)) if old is not None]
+            found = [(sample_id, old) for sample_id, old in zip(unique, self._known(unique)) if old is not None]
+            doomed = [sample_id for sample_id, _ in found]
             if not doomed:
                 if self.unpublished:
                     self._await_durable(_PendingWrite(self.written, {}, None))
                 return 0
             if removed is not None:  # read before writing: a failed read leaves nothing half applied
-                for line in _read_lines(self.fd, array("q", sorted(self.current[i] >> 64 for i in doomed)), self.size):
+                # (A current line may be a write not yet durable: read up to what is written.)
+                for line in _read_lines(self.fd, array("q", sorted(old for _, old in found)), self.written):
                     old = decode_stored_sample(line)
                     removed += (old.startDate, old.endDate)
             lines = [DELETION_PREFIX + b'"' + sample_id.encode() + b'"' + suffix for sample_id in doomed]
@@ -570,7 +582,7 @@ class UserLog:
                 for offset, sample in zip(window, samples):
                     known = current.get(sample.id)
                     # Current, or replaced by a write that came after this read began (read as it was).
-                    if known is not None and (known >> 64 == offset or known >> 64 >= size):
+                    if known is not None and (known == offset or known >= size):
                         kept.append(sample)
                 samples = kept
             yield from _overlapping(samples, start_ns, end_ns)

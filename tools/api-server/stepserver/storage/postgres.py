@@ -7,8 +7,10 @@ serves many users unchanged.
   sample_versions  every version saved, in the order received (GET /steps?versions=all)
   tokens           API tokens (hashes only)
   daily_buckets    the daily totals' buckets, saved when the server stops (postgres_buckets.py)
-A save is one statement: the request's samples as arrays (unnest), upserted with ON CONFLICT … DO
-UPDATE … WHERE the content differs, the written rows copied into sample_versions, in one transaction.
+A save is one transaction: the request's samples are sent with COPY (binary) into the session's
+temporary table incoming_batch (ON COMMIT DELETE ROWS, made when the pool opens a connection), then
+one statement upserts them with ON CONFLICT … DO UPDATE … WHERE the content differs and copies the
+written rows into sample_versions.
 Rows are locked in id order, so concurrent requests that share ids cannot deadlock. Every SQL statement
 takes bound parameters only. An operation that loses its connection (a database restart) is retried
 on a fresh one until RETRY_DEADLINE_S, then answered 503; saves and deletions are idempotent, so a
@@ -17,6 +19,7 @@ retried COMMIT whose first outcome was unknown changes nothing twice.
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from typing import Any, Callable, Iterator, Optional, TypeVar
@@ -89,15 +92,22 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
+# The session's staging table for a save's samples (COPY is the cheapest way in: a third less time
+# than the same rows as arrays through unnest, measured on a loaded 2-core host). Not a schema object:
+# each connection makes its own, and its rows go at every commit.
+_INCOMING_COLUMNS = ["ordinal", "id", "start_date", "end_date", "start_ns", "end_ns", "count", "source_bundle_id",
+                     "source_device_name"]
+_INCOMING_TYPES = ["int4", "text", "text", "text", "int8", "int8", "int4", "text", "text"]
+_CREATE_INCOMING = (
+    "CREATE TEMPORARY TABLE IF NOT EXISTS incoming_batch ("
+    + ", ".join(f"{name} {kind}" for name, kind in zip(_INCOMING_COLUMNS, _INCOMING_TYPES))
+    + ") ON COMMIT DELETE ROWS"
+)
+_COPY_INCOMING = "COPY incoming_batch FROM STDIN (FORMAT BINARY)"
+
 _SAVE = """
 WITH base AS (SELECT nextval('request_seq') * %(per)s AS b),
-incoming AS (
-    SELECT t.* FROM unnest(%(ordinals)b::int4[], %(ids)b::text[], %(starts)b::text[], %(ends)b::text[],
-                           %(start_ns)b::int8[], %(end_ns)b::int8[], %(counts)b::int4[], %(bundles)b::text[],
-                           %(devices)b::text[])
-        AS t(ordinal, id, start_date, end_date, start_ns, end_ns, count, source_bundle_id, source_device_name)
-    ORDER BY t.id
-),
+incoming AS (SELECT t.* FROM incoming_batch t ORDER BY t.id),
 written AS (
     INSERT INTO samples AS s (user_name, id, seq, start_date, end_date, start_ns, end_ns, count,
                               source_bundle_id, source_device_name, received_at)
@@ -133,16 +143,25 @@ SELECT * FROM written
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM versions), min(start_date), max(end_date)
-FROM samples WHERE user_name = %(user)s AND id = ANY(%(ids)b::text[])
+FROM samples WHERE user_name = %(user)s AND id IN (SELECT id FROM incoming_batch)
 """)
 
 _encode = msgspec.json.Encoder().encode
+_id_of = operator.attrgetter("id")
+_start_of = operator.attrgetter("startDate")
+_end_of = operator.attrgetter("endDate")
 
 
 def _is_connection_problem(error: BaseException) -> bool:
     return isinstance(error, (psycopg.OperationalError, psycopg.errors.AdminShutdown, psycopg.errors.CannotConnectNow,
                               psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.SerializationFailure,
                               psycopg.errors.DeadlockDetected))
+
+
+def _configure(connection: psycopg.Connection) -> None:
+    """A connection the pool opens: its session's staging table for saves."""
+    connection.execute(_CREATE_INCOMING)
+    connection.commit()
 
 
 def migrate(connection: psycopg.Connection) -> int:
@@ -179,7 +198,7 @@ class PostgresStorage:
         self.pool = ConnectionPool(
             self.conninfo, min_size=1, max_size=self.pool_size, open=True, name="stepsync",
             kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False},
-            timeout=RETRY_DEADLINE_S, reconnect_timeout=0,
+            timeout=RETRY_DEADLINE_S, reconnect_timeout=0, configure=_configure,
         )
         self._health_lock.acquire()
         self._probe()  # the first answer of /health is a real one
@@ -219,27 +238,27 @@ class PostgresStorage:
                 wait = min(wait * 2, RETRY_MAX_WAIT_S)
 
     def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
-        batch: dict[str, SampleFields] = {}
-        for sample in samples:
-            batch[sample.id] = sample
-        unique = list(batch.values())
-        parameters = {
-            "per": ORDINALS_PER_REQUEST,
-            "user": user,
-            "received": received_at,
-            "ordinals": list(range(len(unique))),
-            "ids": [s.id for s in unique],
-            "starts": [s.startDate for s in unique],
-            "ends": [s.endDate for s in unique],
-            "start_ns": instants([s.startDate for s in unique]),
-            "end_ns": instants([s.endDate for s in unique]),
-            "counts": [s.count for s in unique],
-            "bundles": [s.sourceBundleId for s in unique],
-            "devices": [s.sourceDeviceName for s in unique],
-        }
+        # A repeated id keeps its first position and its last content (dict semantics).
+        unique = list(dict(zip(map(_id_of, samples), samples)).values())
+        starts = instants(list(map(_start_of, unique)))
+        ends = instants(list(map(_end_of, unique)))
+        parameters = {"per": ORDINALS_PER_REQUEST, "user": user, "received": received_at}
+        statement = _SAVE if replaced is None else _SAVE_REPORTING
+
+        def work(connection: psycopg.Connection) -> Any:
+            cursor = connection.cursor()
+            with cursor.copy(_COPY_INCOMING) as copy:
+                copy.set_types(_INCOMING_TYPES)
+                write_row = copy.write_row
+                for ordinal, sample, start_ns, end_ns in zip(range(len(unique)), unique, starts, ends):
+                    write_row((ordinal, sample.id, sample.startDate, sample.endDate, start_ns, end_ns, sample.count,
+                               sample.sourceBundleId, sample.sourceDeviceName))
+            cursor.execute(statement, parameters)
+            return cursor.rowcount if replaced is None else cursor.fetchone()
+
         if replaced is None:
-            return self._run(lambda c: c.execute(_SAVE, parameters).rowcount)
-        saved, first, last = self._run(lambda c: c.execute(_SAVE_REPORTING, parameters).fetchone())
+            return self._run(work)
+        saved, first, last = self._run(work)
         if first is not None:
             replaced += (first, last)
         return saved

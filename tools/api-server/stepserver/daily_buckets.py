@@ -39,14 +39,16 @@ import time
 from array import array
 from contextlib import contextmanager
 from datetime import date, timedelta
-from itertools import accumulate
 from operator import attrgetter
 from typing import Callable, Iterable, Iterator, Optional, Protocol, Sequence
 from zoneinfo import ZoneInfo
 
 import msgspec
+import numpy as np
 
 from .contract import SampleFields
+from .quarter_hour_merge import fits, merge_quarter_hours
+from .sample_columns import SampleColumns
 from .log import log
 from .storage.base import DaySample
 from .totals import DEFAULT_PRIORITY, day_start_ms, merge_between_cuts, source_order_key
@@ -54,9 +56,9 @@ from .totals import DEFAULT_PRIORITY, day_start_ms, merge_between_cuts, source_o
 QUARTER_MS = 900_000
 DAY_MS = 86_400_000
 SLOTS = DAY_MS // QUARTER_MS  # 96 buckets a UTC day
-RUN_DAYS = 16  # UTC days the worker computes at a time (about 13,000 samples at 3M over ten years)
-READ_RUN_DAYS = 31  # UTC days a read computes at a time (bounds the samples it holds)
-SETTLE_S = 1.0  # the worker leaves a user's days alone until no write of theirs has come for this long
+RUN_DAYS = 31  # UTC days the worker computes at a time (about 25,000 samples at 3M over ten years)
+READ_RUN_DAYS = 92  # UTC days a read computes at a time: one range read and one merge each (bounds the samples held)
+SETTLE_S = 0.5  # the worker leaves a day alone until no write has touched it for this long
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 COMPACT_SPAN_DAYS = 7  # a request's samples within this many dates are touched as one span
 _start_text = attrgetter("startDate")
@@ -66,6 +68,7 @@ _MS = 1_000_000
 Sums = tuple[Sequence[int], Sequence[int]]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
 Day = dict[int, Sums]  # source number -> its sums; only sources with steps that day
 SamplesBetween = Callable[[str, int, int], Iterable[DaySample]]
+ColumnsBetween = Callable[[str, int, int], SampleColumns]
 FORMAT_VERSION = 2
 
 
@@ -109,8 +112,10 @@ class DailyBuckets:
     """Thread-safe. `samples_between(user, start_ns, end_ns)` is the storage's (live samples overlapping)."""
 
     def __init__(self, samples_between: SamplesBetween, enabled: bool = True, background: bool = True,
-                 settle_s: float = SETTLE_S, store: Optional[BucketStore] = None) -> None:
+                 settle_s: float = SETTLE_S, store: Optional[BucketStore] = None,
+                 columns_between: Optional[ColumnsBetween] = None) -> None:
         self.samples_between = samples_between
+        self.columns_between = columns_between
         self.store = store
         self.enabled = enabled
         self.background = background
@@ -342,26 +347,42 @@ class DailyBuckets:
         with self._lock:
             writes = entry.writes
         begin, end = first_day * DAY_MS, (last_day + 1) * DAY_MS
-        samples = ((s.start_ns // _MS, s.end_ns // _MS, s.count, s.source_bundle_id, s.source_device_name)
-                   for s in self.samples_between(user, begin * _MS, end * _MS))
-        cuts = list(range(begin, end + 1, QUARTER_MS))
-        order, raw, merged = merge_between_cuts(samples, cuts, DEFAULT_PRIORITY)
+        columns = self.sample_columns(user, begin * _MS, end * _MS)
         computed: dict[int, Day] = {day: {} for day in range(first_day, last_day + 1)}
-        with self._lock:
-            numbers = [self._source_number(key) for key in order]
+        if fits(columns):
+            with self._lock:
+                numbers = [self._source_number(key) for key in columns.sources]
+                ranks = [self._source_keys[number] for number in numbers]
+            order, raw, merged = merge_quarter_hours(columns, begin, end, ranks)
+            numbers = [numbers[index] for index in order]
+        else:  # a count times a duration past int64 (lines older than today's limits): the exact Python merge
+            samples = zip(columns.start.tolist(), columns.end.tolist(), columns.count.tolist(),
+                          (columns.sources[index] for index in columns.source.tolist()))
+            order, raw_lists, merged_lists = merge_between_cuts(((s, e, c, b, d) for s, e, c, (b, d) in samples),
+                                                                list(range(begin, end + 1, QUARTER_MS)), DEFAULT_PRIORITY)
+            raw, merged = np.array(raw_lists, dtype=np.int64), np.array(merged_lists, dtype=np.int64)
+            with self._lock:
+                numbers = [self._source_number(key) for key in order]
+        days = last_day - first_day + 1
         for k, number in enumerate(numbers):
-            raw_k, merged_k = raw[k], merged[k]
-            for d in range(last_day - first_day + 1):
-                low = d * SLOTS
-                raw_sums = array("q", accumulate(raw_k[low : low + SLOTS], initial=0))
-                if raw_sums[-1] > 0:
-                    computed[first_day + d][number] = (raw_sums, array("q", accumulate(merged_k[low : low + SLOTS], initial=0)))
+            # Per UTC day, the prefix sums over its 96 buckets (97 each), one array for the run.
+            raw_sums = _prefix_sums(raw[k].reshape(days, SLOTS))
+            merged_sums = _prefix_sums(merged[k].reshape(days, SLOTS))
+            for d in np.flatnonzero(raw_sums[:, -1] > 0).tolist():
+                computed[first_day + d][number] = (memoryview(raw_sums[d]), memoryview(merged_sums[d]))
         with self._lock:
             if entry.every_day_touched <= writes:
                 for day, buckets in computed.items():
                     if entry.touched.get(day, 0) <= writes:
                         entry.days[day] = buckets
         return computed
+
+    def sample_columns(self, user: str, start_ns: int, end_ns: int) -> SampleColumns:
+        """The live samples overlapping [start_ns, end_ns), as columns: the backend's columnar read when it
+        has one (sample_columns_between), else its samples_between."""
+        if self.columns_between is not None:
+            return self.columns_between(user, start_ns, end_ns)
+        return SampleColumns.from_samples(self.samples_between(user, start_ns, end_ns))
 
     def _source_number(self, key: tuple[str, Optional[str]]) -> int:
         number = self._source_numbers.get(key)
@@ -384,33 +405,51 @@ class DailyBuckets:
 
     def _next_run(self, wait: bool) -> Optional[tuple[str, int, int]]:
         """The next settled run of pending days of one user, taken off the queue (caller holds the
-        lock); with `wait`, waits for one (None once closed), else None when none is settled."""
+        lock); with `wait`, waits for one (None once closed), else None when none is settled.
+
+        A day has settled once no write has touched it for settle_s. An upload in store order (as
+        `stepsync upload` and bench_post.py send) fills days roughly in time order, so the days behind
+        it settle one after another while it goes on: those are computed during the upload, but only
+        RUN_DAYS adjacent ones at a time (a run reads LOOKBACK_DAYS more of the history than it
+        covers: short runs would read most lines several times). Once the user has written nothing for
+        settle_s, any settled run is taken."""
         while not self._closed:
             now = time.monotonic()
             left_least = None
             chosen = None
             for (user, day), touched_at in self._pending.items():
-                left = max(touched_at, self._last_write.get(user, touched_at)) + self.settle_s - now
+                left = touched_at + self.settle_s - now
                 if left <= 0:
-                    chosen = (user, day)
-                    break
+                    first, last = self._settled_run(user, day, now)
+                    if last - first + 1 >= RUN_DAYS or self._last_write.get(user, 0.0) + self.settle_s <= now:
+                        chosen = (user, first, last)
+                        break
+                    left = self._last_write[user] + self.settle_s - now  # the user's quiet, unless more settles first
                 left_least = left if left_least is None else min(left_least, left)
             if chosen is None:
                 if not wait:
                     return None
                 self._lock.wait(left_least)
                 continue
-            user, day = chosen
-            first = last = day
-            settled = lambda d: (user, d) in self._pending  # noqa: E731 (the user is quiet: all their days are)
-            while last - first + 1 < RUN_DAYS and settled(last + 1):
-                last += 1
-            while last - first + 1 < RUN_DAYS and settled(first - 1):
-                first -= 1
+            user, first, last = chosen
             for d in range(first, last + 1):
                 del self._pending[(user, d)]
-            return user, first, last
+            return chosen
         return None
+
+    def _settled_run(self, user: str, day: int, now: float) -> tuple[int, int]:
+        """The run of adjacent settled pending days around `day` (settled itself), at most RUN_DAYS
+        long, earlier days first (caller holds the lock)."""
+        def settled(d: int) -> bool:
+            touched_at = self._pending.get((user, d))
+            return touched_at is not None and touched_at + self.settle_s <= now
+
+        first = last = day
+        while last - first + 1 < RUN_DAYS and settled(first - 1):
+            first -= 1
+        while last - first + 1 < RUN_DAYS and settled(last + 1):
+            last += 1
+        return first, last
 
     def _work(self) -> None:
         while self._run_next(wait=True):
@@ -456,6 +495,13 @@ class DailyBuckets:
 
 BIG_ENDIAN = sys.byteorder == "big"
 _encoder = msgspec.msgpack.Encoder()
+
+
+def _prefix_sums(buckets: np.ndarray) -> np.ndarray:
+    """Rows of buckets -> rows of their prefix sums, a 0 first (int64, C order, so a row is one buffer)."""
+    sums = np.zeros((buckets.shape[0], buckets.shape[1] + 1), dtype=np.int64)
+    np.cumsum(buckets, axis=1, out=sums[:, 1:])
+    return sums
 
 
 def _little(sums: Sequence[int]) -> bytes:

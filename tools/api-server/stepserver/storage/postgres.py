@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ..contract import MAX_DURATION_SECONDS, SampleFields, StoredSample, instants
 from ..errors import StorageUnavailable
 from ..log import log
+from ..sample_columns import SampleColumns
 from .base import DaySample, TokenRecord
 
 RETRY_DEADLINE_S = 20.0
@@ -278,16 +279,22 @@ class PostgresStorage:
         return self._run(work)
 
     def samples_between(self, user: str, start_ns: int, end_ns: int) -> Iterator[DaySample]:
+        for row in self._rows_between(user, start_ns, end_ns):
+            yield DaySample(*row)
+
+    def sample_columns_between(self, user: str, start_ns: int, end_ns: int) -> SampleColumns:
+        """samples_between as columns (the daily buckets)."""
+        return SampleColumns.from_samples(self._rows_between(user, start_ns, end_ns))
+
+    def _rows_between(self, user: str, start_ns: int, end_ns: int) -> list[tuple]:
         # Every stored sample passed the contract (endDate - startDate <= 48 h), so one that reaches
         # start_ns began at most 48 hours before it: the index on start bounds the scan on both sides
         # (without the lower bound it read every earlier sample of the user).
         earliest = start_ns - MAX_DURATION_SECONDS * 1_000_000_000
-        rows = self._run(lambda c: c.execute(
+        return self._run(lambda c: c.execute(
             "SELECT start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
             "WHERE user_name = %s AND start_ns >= %s AND start_ns < %s AND end_ns >= %s",
             (user, earliest, end_ns, start_ns)).fetchall())
-        for row in rows:
-            yield DaySample(*row)
 
     def health(self) -> Optional[str]:
         checked, failure = self._health

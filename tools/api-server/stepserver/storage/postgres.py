@@ -7,6 +7,7 @@ serves many users unchanged.
   sample_versions  every version saved, in the order received (GET /steps?versions=all)
   tokens           API tokens (hashes only)
   daily_buckets    the daily totals' buckets, saved when the server stops (postgres_buckets.py)
+  deletion_counts  per user, how many deletions committed (the saved buckets' state)
 A save is one statement: the request's samples as arrays (unnest), upserted with ON CONFLICT … DO
 UPDATE … WHERE the content differs, the written rows copied into sample_versions, in one transaction.
 Rows are locked in id order, so concurrent requests that share ids cannot deadlock. Every SQL statement
@@ -88,7 +89,18 @@ MIGRATIONS: list[str] = [
     );
     ALTER TABLE daily_buckets ALTER COLUMN data SET STORAGE EXTERNAL;  -- read whole at a start: not compressed
     """,
+    # 3: deletions counted per user, for the saved buckets' state (postgres_buckets.py) without a count(*)
+    """
+    CREATE TABLE deletion_counts (
+        user_name text PRIMARY KEY,
+        deletions bigint NOT NULL
+    );
+    """,
 ]
+
+# Counts a deletion (in its transaction): a saved state of the daily buckets names the count.
+_COUNT_DELETION = """INSERT INTO deletion_counts AS d (user_name, deletions) VALUES (%s, 1)
+ON CONFLICT (user_name) DO UPDATE SET deletions = d.deletions + 1"""
 
 _SAVE = """
 WITH base AS (SELECT nextval('request_seq') * %(per)s AS b),
@@ -247,12 +259,17 @@ class PostgresStorage:
 
     def delete_ids(self, user: str, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
         unique = sorted(set(ids))
+
+        def work(connection: psycopg.Connection) -> list[tuple]:
+            rows = connection.execute("DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[]) "
+                                      "RETURNING start_date, end_date", (user, unique)).fetchall()
+            if rows:
+                connection.execute(_COUNT_DELETION, (user,))
+            return rows
+
+        rows = self._run(work)
         if removed is None:
-            return self._run(lambda c: c.execute(
-                "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[])", (user, unique)).rowcount)
-        rows = self._run(lambda c: c.execute(
-            "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[]) RETURNING start_date, end_date",
-            (user, unique)).fetchall())
+            return len(rows)
         for start, end in rows:
             removed += (start, end)
         return len(rows)
@@ -261,6 +278,7 @@ class PostgresStorage:
         def work(connection: psycopg.Connection) -> None:
             connection.execute("DELETE FROM samples WHERE user_name = %s", (user,))
             connection.execute("DELETE FROM sample_versions WHERE user_name = %s", (user,))
+            connection.execute(_COUNT_DELETION, (user,))
 
         self._run(work)
 

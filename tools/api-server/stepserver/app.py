@@ -90,7 +90,8 @@ class Context:
         self.daily_cache = DailyTotalsCache(enabled=settings.workers == 1)
         self.daily_buckets = DailyBuckets(storage.samples_between, enabled=settings.workers == 1 and settings.daily_buckets,
                                           store=bucket_store(storage),
-                                          columns_between=getattr(storage, "sample_columns_between", None))
+                                          columns_between=getattr(storage, "sample_columns_between", None),
+                                          latest_end_ns=getattr(storage, "latest_end_ns", None))
 
     def user(self, request: Request) -> str:
         return self.auth.user(request.headers.get("authorization"))

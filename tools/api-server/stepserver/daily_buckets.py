@@ -40,7 +40,7 @@ from array import array
 from contextlib import contextmanager
 from datetime import date, timedelta
 from operator import attrgetter
-from typing import Callable, Iterable, Iterator, Optional, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Protocol, Sequence
 from zoneinfo import ZoneInfo
 
 import msgspec
@@ -60,6 +60,9 @@ RUN_DAYS = 31  # UTC days the worker computes at a time (about 25,000 samples at
 READ_RUN_DAYS = 92  # UTC days a read computes at a time: one range read and one merge each (bounds the samples held)
 SETTLE_S = 0.5  # the worker leaves a day alone until no write has touched it for this long
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+HOLD_AHEAD_DAYS = 62  # the most days past the frontier a write holds beyond its own
+WRITING_S = 60.0  # a write not touched this long after before_write saved nothing (or is forgotten)
+HOLD_BEHIND_DAYS = 4  # a computed day is let go (read again if written) once the frontier is this far past it
 COMPACT_SPAN_DAYS = 7  # a request's samples within this many dates are touched as one span
 _start_text = attrgetter("startDate")
 _end_text = attrgetter("endDate")
@@ -98,7 +101,7 @@ class _Saved(msgspec.Struct, array_like=True):
 
 
 class _User:
-    __slots__ = ("days", "touched", "writes", "every_day_touched", "compute_lock")
+    __slots__ = ("days", "touched", "writes", "every_day_touched", "compute_lock", "held", "frontier", "writing")
 
     def __init__(self) -> None:
         self.days: dict[int, Day] = {}  # UTC day -> its buckets, only while current
@@ -106,6 +109,39 @@ class _User:
         self.writes = 0
         self.every_day_touched = 0  # the write counter of the last write that touched every day
         self.compute_lock = threading.Lock()
+        self.held: dict[int, _HeldDay] = {}  # UTC day -> every live sample on it, while an upload fills it
+        self.frontier: Optional[int] = None  # ms: no live sample, stored or being written, ends after it
+        # Writes between before_write and their touch -> (their first day, when they began); one that
+        # saved nothing is never touched: entries older than WRITING_S are dropped.
+        self.writing: dict[int, tuple[int, float]] = {}
+
+
+class _HeldDay:
+    """Every live sample that overlaps one UTC day, held in memory from the writes themselves: the day
+    was empty when its first write began (past the user's frontier), and every write since added its
+    samples here (by id: a sample already held is not added twice). Columns, with global source numbers."""
+
+    __slots__ = ("parts", "ids")
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.ids: set[str] = set()
+
+    def columns(self, sources: list[tuple[str, Optional[str]]]) -> SampleColumns:
+        if not self.parts:
+            return SampleColumns(*(np.empty(0, dtype=np.int64) for _ in range(4)), sources)
+        return SampleColumns(*(np.concatenate([part[n] for part in self.parts]) for n in range(4)), sources)
+
+
+class Written(NamedTuple):
+    """What before_write found of a request's samples, for touch_written after the save: the runs of UTC
+    days they may lie on (sample_days), and, to add to held days, their columns (global source numbers)
+    and ids (None when the request repeats an id: then held days it touches are let go)."""
+
+    spans: list[tuple[int, int]]
+    columns: Optional[SampleColumns] = None
+    ids: Optional[list[str]] = None
+    ticket: int = 0  # its key in the user's `writing`
 
 
 class DailyBuckets:
@@ -113,9 +149,11 @@ class DailyBuckets:
 
     def __init__(self, samples_between: SamplesBetween, enabled: bool = True, background: bool = True,
                  settle_s: float = SETTLE_S, store: Optional[BucketStore] = None,
-                 columns_between: Optional[ColumnsBetween] = None) -> None:
+                 columns_between: Optional[ColumnsBetween] = None,
+                 latest_end_ns: Optional[Callable[[str], Optional[int]]] = None) -> None:
         self.samples_between = samples_between
         self.columns_between = columns_between
+        self.latest_end_ns = latest_end_ns  # the storage's bound on its samples' ends: days past it are held
         self.store = store
         self.enabled = enabled
         self.background = background
@@ -126,12 +164,12 @@ class DailyBuckets:
         self._source_numbers: dict[tuple[str, Optional[str]], int] = {}
         self._source_keys: list[tuple] = []  # source number -> its place in the default priority
         self._pending: dict[tuple[str, int], float] = {}  # (user, UTC day) -> when a write last touched it
-        # user -> when any write of theirs last touched a day: the worker leaves a user's days alone
-        # while that user is writing (an upload in progress), so that recomputing never competes with
-        # the upload for the interpreter; the days are computed once the user has been quiet SETTLE_S.
+        # user -> when any write of theirs last touched a day (the worker takes short runs only once
+        # the user is quiet)
         self._last_write: dict[str, float] = {}
         self._worker: Optional[threading.Thread] = None
         self._closed = False
+        self._tickets = 0
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -159,27 +197,85 @@ class DailyBuckets:
                          for sample in samples)
         return [(_text_day(start) - (east == "+"), _text_day(end) + (west == "-")) for start, east, end, west in pairs]
 
-    def touch_written(self, user: str, days: list[tuple[int, int]], replaced: list[str]) -> None:
-        """A write is durable and visible: it wrote samples on `days` (sample_days) and replaced or
-        deleted versions spanning the startDate, endDate text pairs in `replaced`. A replaced pair
-        may be the least and greatest texts of several versions (PostgreSQL), each with its own
-        offset: it is widened by a day on both sides."""
+    def before_write(self, user: str, samples: list[SampleFields]) -> Written:
+        """Called before a save of these samples (which may empty the list): their days (sample_days)
+        and, when some of those days lie past everything the user has stored or is writing (the
+        frontier: an upload in time order moves into empty days), those days start to be held in
+        memory, so that touch_written adds the samples to them and the worker computes them without
+        reading the storage back."""
+        spans = self.sample_days(samples)
+        if not spans or self.latest_end_ns is None:
+            return Written(spans)
+        self._user(user)
+        with self._lock:
+            entry = self._entry(user)
+            frontier = entry.frontier
+        if frontier is None:  # the storage's bound, once per user and process
+            latest = self.latest_end_ns(user)
+            frontier = -(1 << 62) if latest is None else -(-latest // _MS)
+        columns = SampleColumns.from_texts(list(map(_start_text, samples)), list(map(_end_text, samples)),
+                                           [sample.count for sample in samples], [sample.sourceBundleId for sample in samples],
+                                           [None if sample.sourceDeviceName is msgspec.UNSET else sample.sourceDeviceName
+                                            for sample in samples])
+        ids = [sample.id for sample in samples]
+        with self._lock:
+            numbers = np.array([self._source_number(key) for key in columns.sources], dtype=np.int64)
+            columns = SampleColumns(columns.start, columns.end, columns.count, numbers[columns.source], self._sources)
+            if entry.frontier is not None:
+                frontier = max(frontier, entry.frontier)
+            # Past the frontier as it was before this write: nothing stored, nothing being written.
+            if frontier < 1 << 61:
+                # The days starting after it that this write may touch, and those between (empty, and
+                # a write reaching them later adds to them): at most HOLD_AHEAD_DAYS of those.
+                past = frontier // DAY_MS + 1
+                last_day = max(last for _, last in spans)
+                days = range(past, last_day + 1) if last_day - past < HOLD_AHEAD_DAYS else \
+                    [day for first, last in spans for day in range(max(first, past), last + 1)]
+                for day in days:
+                    if day not in entry.held:
+                        entry.held[day] = _HeldDay()
+            entry.frontier = max(frontier, int(columns.end.max()))
+            self._tickets += 1
+            entry.writing[self._tickets] = (min(first for first, _ in spans), time.monotonic())
+        return Written(spans, columns, ids if len(set(ids)) == len(ids) else None, self._tickets)
+
+    def touch_written(self, user: str, written: "Written | list[tuple[int, int]]", replaced: list[str]) -> None:
+        """A write is durable and visible: it wrote samples on `written`'s days (before_write, or
+        sample_days) and replaced or deleted versions spanning the startDate, endDate text pairs in
+        `replaced`. A replaced pair may be the least and greatest texts of several versions
+        (PostgreSQL), each with its own offset: it is widened by a day on both sides."""
         if not self.enabled:
             return
-        spans = list(days)
+        if not isinstance(written, Written):
+            written = Written(written)
+        spans = list(written.spans)
         spans.extend((_text_day(start[:10]) - 1, _text_day(end[:10]) + 1) for start, end in zip(replaced[::2], replaced[1::2]))
-        self.touch_days(user, spans)
+        if replaced:  # the held days it touches are let go
+            with self._lock:
+                self._entry(user).writing.pop(written.ticket, None)
+            written = Written(written.spans)
+        self.touch_days(user, spans, written)
 
-    def touch_days(self, user: str, spans: Iterable[tuple[int, int]]) -> None:
-        """A write may have changed these runs of UTC days (days since 1970, inclusive)."""
+    def touch_days(self, user: str, spans: Iterable[tuple[int, int]], written: Optional[Written] = None) -> None:
+        """A write may have changed these runs of UTC days (days since 1970, inclusive). With `written`
+        (a write that only added samples), its samples are added to the days held; without, held days
+        are let go (their samples are read from the storage again)."""
         if not self.enabled:
             return
         with self._write_of(user) as (entry, now):
+            if written is not None:
+                entry.writing.pop(written.ticket, None)
             for first, last in spans:
                 for day in range(first, last + 1):
                     entry.touched[day] = entry.writes
                     entry.days.pop(day, None)
                     self._pending[(user, day)] = now
+                    held = entry.held.get(day)
+                    if held is not None:
+                        if written is None or written.ids is None or written.columns is None:
+                            del entry.held[day]
+                        else:
+                            _hold(held, written, day)
 
     def touch_all(self, user: str) -> None:
         """A write may have changed any day of the user (a deletion by id, DELETE /steps): every day is
@@ -191,6 +287,8 @@ class DailyBuckets:
             for day in entry.days:
                 self._pending[(user, day)] = now
             entry.days = {}
+            entry.held = {}
+            entry.writing = {}
 
     @contextmanager
     def _write_of(self, user: str) -> Iterator[tuple[_User, float]]:
@@ -336,18 +434,20 @@ class DailyBuckets:
             with self._lock:  # what another computation added while this one waited
                 days.update((day, found) for day in range(first_day, last_day + 1)
                             if day not in days and (found := entry.days.get(day)) is not None)
-            for run_first, run_last in _runs([day for day in range(first_day, last_day + 1) if day not in days],
-                                             READ_RUN_DAYS):
-                days.update(self._compute(user, entry, run_first, run_last))
+            days.update(self._compute_days(user, entry, [day for day in range(first_day, last_day + 1) if day not in days],
+                                           READ_RUN_DAYS))
         return days
 
     def _compute(self, user: str, entry: _User, first_day: int, last_day: int) -> dict[int, Day]:
         """Computes UTC days first_day..last_day from the samples (caller holds the user's compute lock),
         keeps those no write touched meanwhile, and returns them all (as of when the samples were read)."""
+        begin, end = first_day * DAY_MS, (last_day + 1) * DAY_MS
         with self._lock:
             writes = entry.writes
-        begin, end = first_day * DAY_MS, (last_day + 1) * DAY_MS
-        columns = self.sample_columns(user, begin * _MS, end * _MS)
+            held = entry.held.get(first_day) if first_day == last_day else None
+            columns = held.columns(self._sources) if held is not None else None
+        if columns is None:
+            columns = self.sample_columns(user, begin * _MS, end * _MS)
         computed: dict[int, Day] = {day: {} for day in range(first_day, last_day + 1)}
         if fits(columns):
             with self._lock:
@@ -375,6 +475,31 @@ class DailyBuckets:
                 for day, buckets in computed.items():
                     if entry.touched.get(day, 0) <= writes:
                         entry.days[day] = buckets
+                        # Current now; held no longer once an upload has moved on: HOLD_BEHIND_DAYS
+                        # before the frontier and before the first day of every write under way.
+                        if held is not None and day + HOLD_BEHIND_DAYS < min((entry.frontier or 0) // DAY_MS,
+                                                                             self._first_day_written(entry)):
+                            entry.held.pop(day, None)
+        return computed
+
+    def _first_day_written(self, entry: _User) -> int:
+        """The least first day of the writes under way (caller holds the lock)."""
+        now = time.monotonic()
+        for ticket in [ticket for ticket, (_, began) in entry.writing.items() if now - began > WRITING_S]:
+            del entry.writing[ticket]
+        return min((first for first, _ in entry.writing.values()), default=1 << 62)
+
+    def _compute_days(self, user: str, entry: _User, days: list[int], longest: int) -> dict[int, Day]:
+        """Computes these UTC days (ascending; caller holds the user's compute lock): each held day
+        from memory, the others in runs of at most `longest` from the storage."""
+        with self._lock:
+            held = [day for day in days if day in entry.held]
+        computed: dict[int, Day] = {}
+        for day in held:
+            computed.update(self._compute(user, entry, day, day))
+        held_set = set(held)
+        for run_first, run_last in _runs([day for day in days if day not in held_set], longest):
+            computed.update(self._compute(user, entry, run_first, run_last))
         return computed
 
     def sample_columns(self, user: str, start_ns: int, end_ns: int) -> SampleColumns:
@@ -474,8 +599,7 @@ class DailyBuckets:
             with entry.compute_lock:
                 with self._lock:
                     missing = [day for day in range(first, last + 1) if day not in entry.days]
-                for run_first, run_last in _runs(missing, RUN_DAYS):
-                    self._compute(user, entry, run_first, run_last)
+                self._compute_days(user, entry, missing, RUN_DAYS)
         except Exception as error:  # noqa: BLE001 - a read computes what the worker could not
             line = (str(error).splitlines() or [type(error).__name__])[0]
             log(f"daily buckets: computing {user}'s UTC days {_day_text(first)}..{_day_text(last)} failed "
@@ -495,6 +619,19 @@ class DailyBuckets:
 
 BIG_ENDIAN = sys.byteorder == "big"
 _encoder = msgspec.msgpack.Encoder()
+
+
+def _hold(held: _HeldDay, written: Written, day: int) -> None:
+    """Adds to a held day the written samples that overlap it and are not held yet."""
+    columns = written.columns
+    chosen = np.flatnonzero((columns.end >= day * DAY_MS) & (columns.start < (day + 1) * DAY_MS)).tolist()
+    ids = written.ids
+    if held.ids:  # a write sent again (a retry after a lost answer): what is held already is not added
+        chosen = [index for index in chosen if ids[index] not in held.ids]
+    if not chosen:
+        return
+    held.parts.append((columns.start[chosen], columns.end[chosen], columns.count[chosen], columns.source[chosen]))
+    held.ids.update(ids[index] for index in chosen)
 
 
 def _prefix_sums(buckets: np.ndarray) -> np.ndarray:

@@ -50,7 +50,7 @@ def routes(context: Context) -> list:
             replaced: Optional[list[str]] = [] if buckets.enabled or context.daily_cache.holds(user) else None
             # Taken first: save may empty `samples` (see Storage.save).
             named = [min(sample.startDate for sample in samples), max(sample.endDate for sample in samples)]
-            written_days = buckets.sample_days(samples)
+            written_days = buckets.before_write(user, samples)
             try:
                 saved = storage.save(user, samples, utc_text(now_ns), replaced)
             except BaseException:

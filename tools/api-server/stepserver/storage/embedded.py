@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 import msgspec
 
-from ..contract import SampleFields, decode_stored_sample, instants
+from ..contract import MAX_DURATION_SECONDS, SampleFields, decode_stored_sample, instants
 from ..errors import ApiError, StartupError, StorageUnavailable
 from ..sample_columns import SampleColumns, concatenate, empty_columns
 from ..log import log
@@ -595,6 +595,18 @@ class UserLog:
                 samples = kept
             yield samples
 
+    def latest_end_ns(self) -> Optional[int]:
+        """A bound no live sample ends after (ns), from the time index: the greatest start date named
+        plus two days (a text's date is within a day of its UTC date) plus the longest duration; None
+        when no line was indexed. Lines kept aside (long ones) make it unbounded."""
+        with self.lock:
+            if self.long_lines:
+                return 1 << 62
+            if not self.by_start_date:
+                return None
+            latest = max(self.by_start_date)
+        return (latest - _EPOCH_ORDINAL + 2) * 86_400_000_000_000 + MAX_DURATION_SECONDS * 1_000_000_000
+
     @property
     def live_count(self) -> int:
         return len(self.current)
@@ -843,6 +855,10 @@ class EmbeddedStorage:
         if user_log is None:
             return empty_columns()
         return user_log.sample_columns_between(start_ns, end_ns)
+
+    def latest_end_ns(self, user: str) -> Optional[int]:
+        user_log = self._log(user, create=False)
+        return None if user_log is None else user_log.latest_end_ns()
 
     def health(self) -> Optional[str]:
         return self.probe.status()

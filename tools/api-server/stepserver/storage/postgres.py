@@ -304,6 +304,12 @@ class PostgresStorage:
         """samples_between as columns (the daily buckets)."""
         return SampleColumns.from_samples(self._rows_between(user, start_ns, end_ns))
 
+    def latest_end_ns(self, user: str) -> Optional[int]:
+        """A bound no live sample of the user ends after (ns): the greatest start (its index) plus the
+        longest duration; None when the user has none."""
+        latest = self._run(lambda c: c.execute("SELECT max(start_ns) FROM samples WHERE user_name = %s", (user,)).fetchone()[0])
+        return None if latest is None else latest + MAX_DURATION_SECONDS * 1_000_000_000
+
     def _rows_between(self, user: str, start_ns: int, end_ns: int) -> list[tuple]:
         # Every stored sample passed the contract (endDate - startDate <= 48 h), so one that reaches
         # start_ns began at most 48 hours before it: the index on start bounds the scan on both sides

@@ -12,13 +12,21 @@ What is kept, per user and UTC day (days since 1970): for each source with steps
 sums over the day's 96 buckets of its raw and its merged steps (97 integers each), so a local day is a
 difference per UTC day it overlaps. A UTC day is present only while it is current.
 
-Writes: after a save or a deletion is durable and visible (or failed: it may have committed), the route
-calls `touch_samples` with what the write changed (or `touch_all`). Touching drops the UTC days
-and queues them for the background worker, which recomputes a user's days once no write of that
-user has come for SETTLE_S (during an upload it would compete with the upload for the interpreter:
-measured, it halved POST /steps throughput), RUN_DAYS days a time, from the samples
-overlapping them (the storage's time index). A read computes the days of its range that are not
-present itself, so no answer waits for the worker and none depends on it.
+Writes: before a save the route calls `before_write` (the request's days, and held days: below); after
+the save or a deletion is durable and visible (or failed: it may have committed), `touch_written` /
+`touch_samples` with what the write changed (or `touch_all`). Touching drops the UTC days and queues
+them for the background worker, which recomputes a day once no write has touched it for SETTLE_S,
+RUN_DAYS days a run (while the user still writes, only full runs), each run one columnar read of the
+samples overlapping it (the storage's time index) and one vectorised merge (quarter_hour_merge.py).
+A read computes the days of its range that are not present itself, so no answer waits for the worker
+and none depends on it.
+
+Held days: reading back what an upload just wrote halved POST /steps throughput (measured). Per user,
+a frontier (ms) bounds the ends of every live sample, stored or being written: the storage's bound at
+first, raised by before_write before each save. A day starting after it is empty; a write reaching it
+makes it held, and every write from then on adds the samples overlapping it (by id) to columns in
+memory, from which the worker computes it without a read. A write that replaced or deleted versions,
+or repeated an id, or failed, lets the held days it touches go (read back as any other day).
 
 Races: a per-user write counter; touching a day records the counter. A computation notes the counter
 before it reads any sample and keeps a day only if no write touched it since; computations of one user
@@ -61,11 +69,12 @@ READ_RUN_DAYS = 92  # UTC days a read computes at a time: one range read and one
 SETTLE_S = 0.5  # the worker leaves a day alone until no write has touched it for this long
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 HOLD_AHEAD_DAYS = 62  # the most days past the frontier a write holds beyond its own
-WRITING_S = 60.0  # a write not touched this long after before_write saved nothing (or is forgotten)
+WRITING_S = 10.0  # a write not touched this long after before_write saved nothing (or is forgotten)
 HOLD_BEHIND_DAYS = 4  # a computed day is let go (read again if written) once the frontier is this far past it
 COMPACT_SPAN_DAYS = 7  # a request's samples within this many dates are touched as one span
 _start_text = attrgetter("startDate")
 _end_text = attrgetter("endDate")
+_written_fields = attrgetter("startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName")
 _MS = 1_000_000
 
 Sums = tuple[Sequence[int], Sequence[int]]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
@@ -118,30 +127,46 @@ class _User:
 
 class _HeldDay:
     """Every live sample that overlaps one UTC day, held in memory from the writes themselves: the day
-    was empty when its first write began (past the user's frontier), and every write since added its
-    samples here (by id: a sample already held is not added twice). Columns, with global source numbers."""
+    was empty when its first write began (past the user's frontier), and every write since added the
+    samples of it that overlap the day: columns (global source numbers) and a key per sample (its
+    write's ticket and its place in the write), a part per write. Only writes whose every sample was
+    new are added (touch_written: saved equal to the samples sent, nothing replaced), so a sample is
+    in one write; one spanning two days is in both days' parts, and held_columns keeps one of each key."""
 
-    __slots__ = ("parts", "ids")
+    __slots__ = ("parts",)
 
     def __init__(self) -> None:
-        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        self.ids: set[str] = set()
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def columns(self, sources: list[tuple[str, Optional[str]]]) -> SampleColumns:
-        if not self.parts:
-            return SampleColumns(*(np.empty(0, dtype=np.int64) for _ in range(4)), sources)
-        return SampleColumns(*(np.concatenate([part[n] for part in self.parts]) for n in range(4)), sources)
+    @classmethod
+    def of(cls, parts: list) -> "_HeldDay":
+        day = cls()
+        day.parts = parts
+        return day
+
+
+def held_columns(days: list[_HeldDay], sources: list[tuple[str, Optional[str]]]) -> SampleColumns:
+    """The samples of held days, each id once."""
+    parts = [part for day in days for part in day.parts]
+    if not parts:
+        return SampleColumns(*(np.empty(0, dtype=np.int64) for _ in range(4)), sources)
+    start, end, count, source, keys = (np.concatenate([part[n] for part in parts]) for n in range(5))
+    if len(days) > 1:
+        _, keep = np.unique(keys, return_index=True)
+        if len(keep) < len(keys):
+            start, end, count, source = start[keep], end[keep], count[keep], source[keep]
+    return SampleColumns(start, end, count, source, sources)
 
 
 class Written(NamedTuple):
     """What before_write found of a request's samples, for touch_written after the save: the runs of UTC
     days they may lie on (sample_days), and, to add to held days, their columns (global source numbers)
-    and ids (None when the request repeats an id: then held days it touches are let go)."""
+    and which overlap each day."""
 
     spans: list[tuple[int, int]]
     columns: Optional[SampleColumns] = None
-    ids: Optional[list[str]] = None
     ticket: int = 0  # its key in the user's `writing`
+    by_day: Optional[dict[int, np.ndarray]] = None  # UTC day -> indexes of the samples overlapping it
 
 
 class DailyBuckets:
@@ -206,6 +231,14 @@ class DailyBuckets:
         spans = self.sample_days(samples)
         if not spans or self.latest_end_ns is None:
             return Written(spans)
+        try:
+            return self._begin_write(user, samples, spans)
+        except Exception as error:  # noqa: BLE001 - the write goes on; its days are read back instead
+            line = (str(error).splitlines() or [type(error).__name__])[0]
+            log(f"daily buckets: {user}'s write is not held ({type(error).__name__}: {line}); its days are read back")
+            return Written(spans)
+
+    def _begin_write(self, user: str, samples: list[SampleFields], spans: list[tuple[int, int]]) -> Written:
         self._user(user)
         with self._lock:
             entry = self._entry(user)
@@ -213,13 +246,11 @@ class DailyBuckets:
         if frontier is None:  # the storage's bound, once per user and process
             latest = self.latest_end_ns(user)
             frontier = -(1 << 62) if latest is None else -(-latest // _MS)
-        columns = SampleColumns.from_texts(list(map(_start_text, samples)), list(map(_end_text, samples)),
-                                           [sample.count for sample in samples], [sample.sourceBundleId for sample in samples],
-                                           [None if sample.sourceDeviceName is msgspec.UNSET else sample.sourceDeviceName
-                                            for sample in samples])
-        ids = [sample.id for sample in samples]
+        starts, ends, counts, bundles, devices = zip(*map(_written_fields, samples))  # one C call a sample
+        columns = SampleColumns.from_texts(starts, ends, counts, bundles, devices)
         with self._lock:
-            numbers = np.array([self._source_number(key) for key in columns.sources], dtype=np.int64)
+            numbers = np.array([self._source_number((bundle, None if device is msgspec.UNSET else device))
+                                for bundle, device in columns.sources], dtype=np.int64)
             columns = SampleColumns(columns.start, columns.end, columns.count, numbers[columns.source], self._sources)
             if entry.frontier is not None:
                 frontier = max(frontier, entry.frontier)
@@ -236,24 +267,27 @@ class DailyBuckets:
                         entry.held[day] = _HeldDay()
             entry.frontier = max(frontier, int(columns.end.max()))
             self._tickets += 1
-            entry.writing[self._tickets] = (min(first for first, _ in spans), time.monotonic())
-        return Written(spans, columns, ids if len(set(ids)) == len(ids) else None, self._tickets)
+            ticket = self._tickets
+            entry.writing[ticket] = (min(first for first, _ in spans), time.monotonic())
+        # A repeated id, or a sample sent before, saves fewer than were sent: touch_written lets go.
+        return Written(spans, columns, ticket, _samples_by_day(columns))
 
-    def touch_written(self, user: str, written: "Written | list[tuple[int, int]]", replaced: list[str]) -> None:
+    def touch_written(self, user: str, written: "Written | list[tuple[int, int]]", replaced: list[str],
+                      saved: Optional[int] = None) -> None:
         """A write is durable and visible: it wrote samples on `written`'s days (before_write, or
         sample_days) and replaced or deleted versions spanning the startDate, endDate text pairs in
         `replaced`. A replaced pair may be the least and greatest texts of several versions
-        (PostgreSQL), each with its own offset: it is widened by a day on both sides."""
+        (PostgreSQL), each with its own offset: it is widened by a day on both sides. Its samples are
+        added to held days only if every one was new: `saved` (what the storage wrote) equals them
+        and nothing was replaced; else (a sample sent again) the held days it touches are let go."""
         if not self.enabled:
             return
         if not isinstance(written, Written):
             written = Written(written)
         spans = list(written.spans)
         spans.extend((_text_day(start[:10]) - 1, _text_day(end[:10]) + 1) for start, end in zip(replaced[::2], replaced[1::2]))
-        if replaced:  # the held days it touches are let go
-            with self._lock:
-                self._entry(user).writing.pop(written.ticket, None)
-            written = Written(written.spans)
+        if replaced or written.columns is None or saved != len(written.columns.start):  # held days let go
+            written = Written(written.spans, ticket=written.ticket)
         self.touch_days(user, spans, written)
 
     def touch_days(self, user: str, spans: Iterable[tuple[int, int]], written: Optional[Written] = None) -> None:
@@ -262,20 +296,25 @@ class DailyBuckets:
         are let go (their samples are read from the storage again)."""
         if not self.enabled:
             return
+        days: set[int] = set()
+        for first, last in spans:
+            days.update(range(first, last + 1))
         with self._write_of(user) as (entry, now):
             if written is not None:
                 entry.writing.pop(written.ticket, None)
-            for first, last in spans:
-                for day in range(first, last + 1):
-                    entry.touched[day] = entry.writes
-                    entry.days.pop(day, None)
-                    self._pending[(user, day)] = now
-                    held = entry.held.get(day)
-                    if held is not None:
-                        if written is None or written.ids is None or written.columns is None:
-                            del entry.held[day]
-                        else:
-                            _hold(held, written, day)
+            holding = written is not None and written.by_day is not None
+            for day in days:
+                entry.touched[day] = entry.writes
+                entry.days.pop(day, None)
+                self._pending[(user, day)] = now
+                held = entry.held.get(day)
+                if held is not None:
+                    if not holding:
+                        del entry.held[day]
+                    elif (chosen := written.by_day.get(day)) is not None:
+                        columns = written.columns
+                        held.parts.append((columns.start[chosen], columns.end[chosen], columns.count[chosen],
+                                           columns.source[chosen], (written.ticket << 20) + chosen))
 
     def touch_all(self, user: str) -> None:
         """A write may have changed any day of the user (a deletion by id, DELETE /steps): every day is
@@ -444,10 +483,11 @@ class DailyBuckets:
         begin, end = first_day * DAY_MS, (last_day + 1) * DAY_MS
         with self._lock:
             writes = entry.writes
-            held = entry.held.get(first_day) if first_day == last_day else None
-            columns = held.columns(self._sources) if held is not None else None
-        if columns is None:
-            columns = self.sample_columns(user, begin * _MS, end * _MS)
+            held = [entry.held.get(day) for day in range(first_day, last_day + 1)]
+            # Held days: their parts as they are now (a part never changes once added).
+            held = [_HeldDay.of(list(day.parts)) for day in held] if all(day is not None for day in held) else None
+        columns = held_columns(held, self._sources) if held is not None else \
+            self.sample_columns(user, begin * _MS, end * _MS)
         computed: dict[int, Day] = {day: {} for day in range(first_day, last_day + 1)}
         if fits(columns):
             with self._lock:
@@ -490,15 +530,14 @@ class DailyBuckets:
         return min((first for first, _ in entry.writing.values()), default=1 << 62)
 
     def _compute_days(self, user: str, entry: _User, days: list[int], longest: int) -> dict[int, Day]:
-        """Computes these UTC days (ascending; caller holds the user's compute lock): each held day
-        from memory, the others in runs of at most `longest` from the storage."""
+        """Computes these UTC days (ascending; caller holds the user's compute lock) in runs of at most
+        `longest`: runs of held days from memory, the others from the storage."""
         with self._lock:
-            held = [day for day in days if day in entry.held]
+            held = {day for day in days if day in entry.held}
         computed: dict[int, Day] = {}
-        for day in held:
-            computed.update(self._compute(user, entry, day, day))
-        held_set = set(held)
-        for run_first, run_last in _runs([day for day in days if day not in held_set], longest):
+        for run_first, run_last in _runs([day for day in days if day in held], longest):
+            computed.update(self._compute(user, entry, run_first, run_last))
+        for run_first, run_last in _runs([day for day in days if day not in held], longest):
             computed.update(self._compute(user, entry, run_first, run_last))
         return computed
 
@@ -621,17 +660,17 @@ BIG_ENDIAN = sys.byteorder == "big"
 _encoder = msgspec.msgpack.Encoder()
 
 
-def _hold(held: _HeldDay, written: Written, day: int) -> None:
-    """Adds to a held day the written samples that overlap it and are not held yet."""
-    columns = written.columns
-    chosen = np.flatnonzero((columns.end >= day * DAY_MS) & (columns.start < (day + 1) * DAY_MS)).tolist()
-    ids = written.ids
-    if held.ids:  # a write sent again (a retry after a lost answer): what is held already is not added
-        chosen = [index for index in chosen if ids[index] not in held.ids]
-    if not chosen:
-        return
-    held.parts.append((columns.start[chosen], columns.end[chosen], columns.count[chosen], columns.source[chosen]))
-    held.ids.update(ids[index] for index in chosen)
+def _samples_by_day(columns: SampleColumns) -> dict[int, np.ndarray]:
+    """UTC day -> the indexes of the samples that overlap it (end >= its start, start < its end)."""
+    first = columns.start // DAY_MS
+    spans = columns.end // DAY_MS - first + 1
+    owner = np.repeat(np.arange(len(first)), spans)
+    day = first[owner] + (np.arange(len(owner)) - np.repeat(np.cumsum(spans) - spans, spans))
+    order = np.argsort(day, kind="stable")
+    day, owner = day[order], owner[order]
+    distinct, starts = np.unique(day, return_index=True)
+    bounds = starts.tolist() + [len(day)]
+    return {d: owner[bounds[k] : bounds[k + 1]] for k, d in enumerate(distinct.tolist())}
 
 
 def _prefix_sums(buckets: np.ndarray) -> np.ndarray:

@@ -20,6 +20,10 @@ from .storage.base import DaySample
 
 _MS = 1_000_000
 _ZERO = ord("0")
+LONGEST_DATE_TEXT = 35  # YYYY-MM-DDTHH:MM:SS.fffffffff+HH:MM (contract.DATE_PATTERN)
+_DIGIT_COLUMNS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]  # YYYY-MM-DDTHH:MM:SS
+_YEAR_WEIGHTS = np.array([1000, 100, 10, 1], dtype=np.int64)
+_PAIR_WEIGHTS = np.array([10, 1], dtype=np.int64)
 
 
 class SampleColumns(NamedTuple):
@@ -48,7 +52,8 @@ class SampleColumns(NamedTuple):
         """From stored fields: date-time texts, counts, bundle ids and device names (None when absent)."""
         if not starts:
             return empty_columns()
-        return cls(instants_ms(starts), instants_ms(ends), np.array(counts, dtype=np.int64), *_source_indexes(bundles, devices))
+        both = instants_ms(tuple(starts) + tuple(ends))  # one parse for both
+        return cls(both[: len(starts)], both[len(starts) :], np.array(counts, dtype=np.int64), *_source_indexes(bundles, devices))
 
     def where(self, keep: np.ndarray) -> "SampleColumns":
         return SampleColumns(self.start[keep], self.end[keep], self.count[keep], self.source[keep], self.sources)
@@ -85,12 +90,17 @@ def _source_indexes(bundles: Sequence[str], devices: Sequence[Optional[str]]) ->
 def instants_ms(texts: Sequence[str]) -> np.ndarray:
     """Milliseconds since 1970 UTC (floored) of date-time texts the contract took."""
     count = len(texts)
-    width = max(map(len, texts))
+    # The usual case, every text YYYY-MM-DDTHH:MM:SSZ: one string of them all. A contract text has a Z
+    # only at its end, so a Z at every 20th place means every text is 20 long.
+    joined = "".join(texts)
+    if len(joined) == 20 * count and joined.isascii():
+        matrix = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(count, 20)
+        if (matrix[:, 19] == ord("Z")).all():
+            return _seconds(matrix, count) * 1000
+    width = LONGEST_DATE_TEXT + 1  # a longer text (not one the contract takes) shows as a byte past it
     try:
         matrix = np.array(texts, dtype=f"S{width}").view(np.uint8).reshape(count, width)
     except UnicodeEncodeError:  # not a date the contract takes; instant_ns says what is wrong
-        return np.array([instant_ns(text) // _MS for text in texts], dtype=np.int64)
-    if width < 20:
         return np.array([instant_ns(text) // _MS for text in texts], dtype=np.int64)
 
     def number(*columns: int) -> np.ndarray:
@@ -99,13 +109,11 @@ def instants_ms(texts: Sequence[str]) -> np.ndarray:
             value = value * 10 + (matrix[:, column].astype(np.int64) - _ZERO)
         return value
 
-    year, month, day = number(0, 1, 2, 3), number(5, 6), number(8, 9)
-    seconds = _days_since_1970(year, month, day) * 86400 + number(11, 12) * 3600 + number(14, 15) * 60 + number(17, 18)
+    seconds = _seconds(matrix, count)
     marker = matrix[:, 19]
-    utc = marker == ord("Z")
-    plain = utc if width == 20 else utc & (matrix[:, 20] == 0)
-    if width >= 25:
-        offset_form = ((marker == ord("+")) | (marker == ord("-"))) & (matrix[:, 25] == 0 if width > 25 else True)
+    plain = (marker == ord("Z")) & (matrix[:, 20] == 0)
+    offset_form = ((marker == ord("+")) | (marker == ord("-"))) & (matrix[:, 25] == 0)
+    if offset_form.any():
         offset = number(20, 21) * 3600 + number(23, 24) * 60
         seconds = np.where(offset_form, seconds - np.where(marker == ord("+"), offset, -offset), seconds)
         plain = plain | offset_form
@@ -113,6 +121,14 @@ def instants_ms(texts: Sequence[str]) -> np.ndarray:
     for index in np.flatnonzero(~plain).tolist():  # a fraction of a second: the contract's parser
         result[index] = instant_ns(texts[index]) // _MS
     return result
+
+
+def _seconds(matrix: np.ndarray, count: int) -> np.ndarray:
+    """Seconds since 1970 of the YYYY-MM-DDTHH:MM:SS at the start of each row (as UTC)."""
+    digits = matrix[:, _DIGIT_COLUMNS].astype(np.int64) - _ZERO
+    year = digits[:, :4] @ _YEAR_WEIGHTS
+    month, day, hour, minute, second = (digits[:, 4:].reshape(count, 5, 2) @ _PAIR_WEIGHTS).T
+    return _days_since_1970(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
 
 
 def _days_since_1970(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:

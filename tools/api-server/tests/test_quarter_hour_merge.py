@@ -98,6 +98,10 @@ def test_date_texts_parse_as_the_contract_parses_them():
     rng.shuffle(texts)
     assert instants_ms(texts).tolist() == [instant_ns(text) // 1_000_000 for text in texts]
     assert instants_ms(texts[:1]).tolist() == [instant_ns(texts[0]) // 1_000_000]
+    utc = [text for text in texts if len(text) == 20]  # the one-string path
+    assert instants_ms(utc).tolist() == [instant_ns(text) // 1_000_000 for text in utc]
+    mixed = ["2026-03-29T01:30:00.5Z", "2026-03-29T01:30:00.123+01:00"]  # the general path
+    assert instants_ms(mixed).tolist() == [instant_ns(text) // 1_000_000 for text in mixed]
 
 
 def test_columns_from_several_reads_number_their_sources_as_one():

@@ -60,7 +60,7 @@ def routes(context: Context) -> list:
                 buckets.touch_all(user)
                 raise
             if saved:
-                buckets.touch_written(user, written_days, replaced or [])
+                buckets.touch_written(user, written_days, replaced or [], saved)
                 # Without the replaced versions' dates (rows kept since the save began), any day.
                 context.daily_cache.invalidate_dates(
                     user, lambda: touched_dates(named + replaced) if replaced is not None else None)

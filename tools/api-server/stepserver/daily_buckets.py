@@ -24,9 +24,10 @@ and none depends on it.
 Held days: reading back what an upload just wrote halved POST /steps throughput (measured). Per user,
 a frontier (ms) bounds the ends of every live sample, stored or being written: the storage's bound at
 first, raised by before_write before each save. A day starting after it is empty; a write reaching it
-makes it held, and every write from then on adds the samples overlapping it (by id) to columns in
-memory, from which the worker computes it without a read. A write that replaced or deleted versions,
-or repeated an id, or failed, lets the held days it touches go (read back as any other day).
+makes it held, and every write from then on whose every sample was new (saved as many as sent,
+nothing replaced) adds the samples overlapping it to columns in memory, from which the worker computes
+it without a read. Any other write (a batch sent again, a repeated id, a replacement, a deletion, a
+failure) lets the held days it touches go (read back as any other day).
 
 Races: a per-user write counter; touching a day records the counter. A computation notes the counter
 before it reads any sample and keeps a day only if no write touched it since; computations of one user

@@ -195,9 +195,25 @@ def daily_bodies(total: int) -> list[bytes]:
     return bodies
 
 
+def load_rate(backend: str, storage: list[str], flags: list[str], bodies: list[bytes]) -> float:
+    """POST rate of the daily load into a fresh store (the peer of the load with buckets)."""
+    token = create_token(storage, "daily")
+    port = free_port()
+    server = Server(backend, [sys.executable, str(MAIN), *storage, *flags, "--port", str(port)], port)
+    try:
+        saved, loading = run_clients(port, [token], [bodies], in_flight=2)
+    finally:
+        server.stop()
+    return saved / loading
+
+
 def bench_daily(total: int, wanted: list[str], server_flags: list[str]) -> int:
+    """The load, then the year's query in the four cases. Unless the servers run --no-daily-buckets, each
+    backend is first loaded the same way into a fresh store with --no-daily-buckets: the POST rate
+    without buckets, measured in the same run, beside the rate with them."""
     bodies = daily_bodies(total)
-    buckets = "without daily buckets" if "--no-daily-buckets" in server_flags else "with daily buckets"
+    without = "--no-daily-buckets" in server_flags
+    buckets = "without daily buckets" if without else "with daily buckets"
     with tempfile.TemporaryDirectory(prefix="bench-daily-") as directory:
         for backend in ("embedded", "postgres"):
             if backend not in wanted:
@@ -205,12 +221,15 @@ def bench_daily(total: int, wanted: list[str], server_flags: list[str]) -> int:
             cluster = None
             if backend == "embedded":
                 storage = ["--data", str(Path(directory) / "embedded")]
+                peer_storage = ["--data", str(Path(directory) / "embedded-peer")]
             else:
                 sys.path.insert(0, str(HERE / "tests"))
                 from postgres_cluster import PostgresCluster
 
                 cluster = PostgresCluster(fsync=True).start()
                 storage = ["--database", cluster.new_database()]
+                peer_storage = ["--database", cluster.new_database()]
+            peer_rate = None if without else load_rate(backend, peer_storage, [*server_flags, "--no-daily-buckets"], bodies)
             token = create_token(storage, "daily")
             command = [sys.executable, str(MAIN), *storage, *server_flags]
             port = free_port()
@@ -259,8 +278,11 @@ def bench_daily(total: int, wanted: list[str], server_flags: list[str]) -> int:
                 restarted = get_year()
                 post_one(10)
                 restarted_post = get_year()
+                rate = saved / loading
+                peer = "" if peer_rate is None else (f", {peer_rate:,.0f} samples/s without buckets in the same run "
+                                                     f"({rate / peer_rate - 1:+.0%})")
                 print(f"GET /steps/daily, one year (Europe/Paris) of {saved:,} samples (3 sources, 10 years), {backend}, {buckets}: "
-                      f"loaded by POST at {saved / loading:,.0f} samples/s (1,000 a request, 2 in flight); "
+                      f"loaded by POST at {rate:,.0f} samples/s (1,000 a request, 2 in flight{peer}); "
                       f"first query right after the load {cold * 1000:,.0f} ms; again {warm[2] * 1000:,.0f} ms (median of 5, "
                       f"{warm[0] * 1000:,.0f}–{warm[-1] * 1000:,.0f}); after a POST touching one day {touched[1] * 1000:,.0f} ms "
                       f"(median of 3); after a restart (stop {stopped:,.1f} s, start {started:,.1f} s) {restarted * 1000:,.0f} ms, "

@@ -89,7 +89,9 @@ class Context:
         # Kept only while this process sees every write (one worker): see totals_cache.py.
         self.daily_cache = DailyTotalsCache(enabled=settings.workers == 1)
         self.daily_buckets = DailyBuckets(storage.samples_between, enabled=settings.workers == 1 and settings.daily_buckets,
-                                          store=bucket_store(storage))
+                                          store=bucket_store(storage),
+                                          columns_between=getattr(storage, "sample_columns_between", None),
+                                          latest_end_ns=getattr(storage, "latest_end_ns", None))
 
     def user(self, request: Request) -> str:
         return self.auth.user(request.headers.get("authorization"))

@@ -12,13 +12,22 @@ What is kept, per user and UTC day (days since 1970): for each source with steps
 sums over the day's 96 buckets of its raw and its merged steps (97 integers each), so a local day is a
 difference per UTC day it overlaps. A UTC day is present only while it is current.
 
-Writes: after a save or a deletion is durable and visible (or failed: it may have committed), the route
-calls `touch_samples` with what the write changed (or `touch_all`). Touching drops the UTC days
-and queues them for the background worker, which recomputes a user's days once no write of that
-user has come for SETTLE_S (during an upload it would compete with the upload for the interpreter:
-measured, it halved POST /steps throughput), RUN_DAYS days a time, from the samples
-overlapping them (the storage's time index). A read computes the days of its range that are not
-present itself, so no answer waits for the worker and none depends on it.
+Writes: before a save the route calls `before_write` (the request's days, and held days: below); after
+the save or a deletion is durable and visible (or failed: it may have committed), `touch_written` /
+`touch_samples` with what the write changed (or `touch_all`). Touching drops the UTC days and queues
+them for the background worker, which recomputes a day once no write has touched it for SETTLE_S,
+RUN_DAYS days a run (while the user still writes, only full runs), each run one columnar read of the
+samples overlapping it (the storage's time index) and one vectorised merge (quarter_hour_merge.py).
+A read computes the days of its range that are not present itself, so no answer waits for the worker
+and none depends on it.
+
+Held days: reading back what an upload just wrote halved POST /steps throughput (measured). Per user,
+a frontier (ms) bounds the ends of every live sample, stored or being written: the storage's bound at
+first, raised by before_write before each save. A day starting after it is empty; a write reaching it
+makes it held, and every write from then on whose every sample was new (saved as many as sent,
+nothing replaced) adds the samples overlapping it to columns in memory, from which the worker computes
+it without a read. Any other write (a batch sent again, a repeated id, a replacement, a deletion, a
+failure) lets the held days it touches go (read back as any other day).
 
 Races: a per-user write counter; touching a day records the counter. A computation notes the counter
 before it reads any sample and keeps a day only if no write touched it since; computations of one user
@@ -39,14 +48,16 @@ import time
 from array import array
 from contextlib import contextmanager
 from datetime import date, timedelta
-from itertools import accumulate
 from operator import attrgetter
-from typing import Callable, Iterable, Iterator, Optional, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Protocol, Sequence
 from zoneinfo import ZoneInfo
 
 import msgspec
+import numpy as np
 
 from .contract import SampleFields
+from .quarter_hour_merge import fits, merge_quarter_hours
+from .sample_columns import SampleColumns
 from .log import log
 from .storage.base import DaySample
 from .totals import DEFAULT_PRIORITY, day_start_ms, merge_between_cuts, source_order_key
@@ -54,18 +65,23 @@ from .totals import DEFAULT_PRIORITY, day_start_ms, merge_between_cuts, source_o
 QUARTER_MS = 900_000
 DAY_MS = 86_400_000
 SLOTS = DAY_MS // QUARTER_MS  # 96 buckets a UTC day
-RUN_DAYS = 16  # UTC days the worker computes at a time (about 13,000 samples at 3M over ten years)
-READ_RUN_DAYS = 31  # UTC days a read computes at a time (bounds the samples it holds)
-SETTLE_S = 1.0  # the worker leaves a user's days alone until no write of theirs has come for this long
+RUN_DAYS = 31  # UTC days the worker computes at a time (about 25,000 samples at 3M over ten years)
+READ_RUN_DAYS = 92  # UTC days a read computes at a time: one range read and one merge each (bounds the samples held)
+SETTLE_S = 0.5  # the worker leaves a day alone until no write has touched it for this long
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+HOLD_AHEAD_DAYS = 62  # the most days past the frontier a write holds beyond its own
+WRITING_S = 10.0  # a write not touched this long after before_write saved nothing (or is forgotten)
+HOLD_BEHIND_DAYS = 4  # a computed day is let go (read again if written) once the frontier is this far past it
 COMPACT_SPAN_DAYS = 7  # a request's samples within this many dates are touched as one span
 _start_text = attrgetter("startDate")
 _end_text = attrgetter("endDate")
+_written_fields = attrgetter("startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName")
 _MS = 1_000_000
 
 Sums = tuple[Sequence[int], Sequence[int]]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
 Day = dict[int, Sums]  # source number -> its sums; only sources with steps that day
 SamplesBetween = Callable[[str, int, int], Iterable[DaySample]]
+ColumnsBetween = Callable[[str, int, int], SampleColumns]
 FORMAT_VERSION = 2
 
 
@@ -95,7 +111,7 @@ class _Saved(msgspec.Struct, array_like=True):
 
 
 class _User:
-    __slots__ = ("days", "touched", "writes", "every_day_touched", "compute_lock")
+    __slots__ = ("days", "touched", "writes", "every_day_touched", "compute_lock", "held", "frontier", "writing")
 
     def __init__(self) -> None:
         self.days: dict[int, Day] = {}  # UTC day -> its buckets, only while current
@@ -103,14 +119,67 @@ class _User:
         self.writes = 0
         self.every_day_touched = 0  # the write counter of the last write that touched every day
         self.compute_lock = threading.Lock()
+        self.held: dict[int, _HeldDay] = {}  # UTC day -> every live sample on it, while an upload fills it
+        self.frontier: Optional[int] = None  # ms: no live sample, stored or being written, ends after it
+        # Writes between before_write and their touch -> (their first day, when they began); one that
+        # saved nothing is never touched: entries older than WRITING_S are dropped.
+        self.writing: dict[int, tuple[int, float]] = {}
+
+
+class _HeldDay:
+    """Every live sample that overlaps one UTC day, held in memory from the writes themselves: the day
+    was empty when its first write began (past the user's frontier), and every write since added the
+    samples of it that overlap the day: columns (global source numbers) and a key per sample (its
+    write's ticket and its place in the write), a part per write. Only writes whose every sample was
+    new are added (touch_written: saved equal to the samples sent, nothing replaced), so a sample is
+    in one write; one spanning two days is in both days' parts, and held_columns keeps one of each key."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    @classmethod
+    def of(cls, parts: list) -> "_HeldDay":
+        day = cls()
+        day.parts = parts
+        return day
+
+
+def held_columns(days: list[_HeldDay], sources: list[tuple[str, Optional[str]]]) -> SampleColumns:
+    """The samples of held days, each id once."""
+    parts = [part for day in days for part in day.parts]
+    if not parts:
+        return SampleColumns(*(np.empty(0, dtype=np.int64) for _ in range(4)), sources)
+    start, end, count, source, keys = (np.concatenate([part[n] for part in parts]) for n in range(5))
+    if len(days) > 1:
+        _, keep = np.unique(keys, return_index=True)
+        if len(keep) < len(keys):
+            start, end, count, source = start[keep], end[keep], count[keep], source[keep]
+    return SampleColumns(start, end, count, source, sources)
+
+
+class Written(NamedTuple):
+    """What before_write found of a request's samples, for touch_written after the save: the runs of UTC
+    days they may lie on (sample_days), and, to add to held days, their columns (global source numbers)
+    and which overlap each day."""
+
+    spans: list[tuple[int, int]]
+    columns: Optional[SampleColumns] = None
+    ticket: int = 0  # its key in the user's `writing`
+    by_day: Optional[dict[int, np.ndarray]] = None  # UTC day -> indexes of the samples overlapping it
 
 
 class DailyBuckets:
     """Thread-safe. `samples_between(user, start_ns, end_ns)` is the storage's (live samples overlapping)."""
 
     def __init__(self, samples_between: SamplesBetween, enabled: bool = True, background: bool = True,
-                 settle_s: float = SETTLE_S, store: Optional[BucketStore] = None) -> None:
+                 settle_s: float = SETTLE_S, store: Optional[BucketStore] = None,
+                 columns_between: Optional[ColumnsBetween] = None,
+                 latest_end_ns: Optional[Callable[[str], Optional[int]]] = None) -> None:
         self.samples_between = samples_between
+        self.columns_between = columns_between
+        self.latest_end_ns = latest_end_ns  # the storage's bound on its samples' ends: days past it are held
         self.store = store
         self.enabled = enabled
         self.background = background
@@ -121,12 +190,12 @@ class DailyBuckets:
         self._source_numbers: dict[tuple[str, Optional[str]], int] = {}
         self._source_keys: list[tuple] = []  # source number -> its place in the default priority
         self._pending: dict[tuple[str, int], float] = {}  # (user, UTC day) -> when a write last touched it
-        # user -> when any write of theirs last touched a day: the worker leaves a user's days alone
-        # while that user is writing (an upload in progress), so that recomputing never competes with
-        # the upload for the interpreter; the days are computed once the user has been quiet SETTLE_S.
+        # user -> when any write of theirs last touched a day (the worker takes short runs only once
+        # the user is quiet)
         self._last_write: dict[str, float] = {}
         self._worker: Optional[threading.Thread] = None
         self._closed = False
+        self._tickets = 0
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -154,27 +223,99 @@ class DailyBuckets:
                          for sample in samples)
         return [(_text_day(start) - (east == "+"), _text_day(end) + (west == "-")) for start, east, end, west in pairs]
 
-    def touch_written(self, user: str, days: list[tuple[int, int]], replaced: list[str]) -> None:
-        """A write is durable and visible: it wrote samples on `days` (sample_days) and replaced or
-        deleted versions spanning the startDate, endDate text pairs in `replaced`. A replaced pair
-        may be the least and greatest texts of several versions (PostgreSQL), each with its own
-        offset: it is widened by a day on both sides."""
-        if not self.enabled:
-            return
-        spans = list(days)
-        spans.extend((_text_day(start[:10]) - 1, _text_day(end[:10]) + 1) for start, end in zip(replaced[::2], replaced[1::2]))
-        self.touch_days(user, spans)
+    def before_write(self, user: str, samples: list[SampleFields]) -> Written:
+        """Called before a save of these samples (which may empty the list): their days (sample_days)
+        and, when some of those days lie past everything the user has stored or is writing (the
+        frontier: an upload in time order moves into empty days), those days start to be held in
+        memory, so that touch_written adds the samples to them and the worker computes them without
+        reading the storage back."""
+        spans = self.sample_days(samples)
+        if not spans or self.latest_end_ns is None:
+            return Written(spans)
+        try:
+            return self._begin_write(user, samples, spans)
+        except Exception as error:  # noqa: BLE001 - the write goes on; its days are read back instead
+            line = (str(error).splitlines() or [type(error).__name__])[0]
+            log(f"daily buckets: {user}'s write is not held ({type(error).__name__}: {line}); its days are read back")
+            return Written(spans)
 
-    def touch_days(self, user: str, spans: Iterable[tuple[int, int]]) -> None:
-        """A write may have changed these runs of UTC days (days since 1970, inclusive)."""
+    def _begin_write(self, user: str, samples: list[SampleFields], spans: list[tuple[int, int]]) -> Written:
+        self._user(user)
+        with self._lock:
+            entry = self._entry(user)
+            frontier = entry.frontier
+        if frontier is None:  # the storage's bound, once per user and process
+            latest = self.latest_end_ns(user)
+            frontier = -(1 << 62) if latest is None else -(-latest // _MS)
+        starts, ends, counts, bundles, devices = zip(*map(_written_fields, samples))  # one C call a sample
+        columns = SampleColumns.from_texts(starts, ends, counts, bundles, devices)
+        with self._lock:
+            numbers = np.array([self._source_number((bundle, None if device is msgspec.UNSET else device))
+                                for bundle, device in columns.sources], dtype=np.int64)
+            columns = SampleColumns(columns.start, columns.end, columns.count, numbers[columns.source], self._sources)
+            if entry.frontier is not None:
+                frontier = max(frontier, entry.frontier)
+            # Past the frontier as it was before this write: nothing stored, nothing being written.
+            if frontier < 1 << 61:
+                # The days starting after it that this write may touch, and those between (empty, and
+                # a write reaching them later adds to them): at most HOLD_AHEAD_DAYS of those.
+                past = frontier // DAY_MS + 1
+                last_day = max(last for _, last in spans)
+                days = range(past, last_day + 1) if last_day - past < HOLD_AHEAD_DAYS else \
+                    [day for first, last in spans for day in range(max(first, past), last + 1)]
+                for day in days:
+                    if day not in entry.held:
+                        entry.held[day] = _HeldDay()
+            entry.frontier = max(frontier, int(columns.end.max()))
+            self._tickets += 1
+            ticket = self._tickets
+            entry.writing[ticket] = (min(first for first, _ in spans), time.monotonic())
+        # A repeated id, or a sample sent before, saves fewer than were sent: touch_written lets go.
+        return Written(spans, columns, ticket, _samples_by_day(columns))
+
+    def touch_written(self, user: str, written: "Written | list[tuple[int, int]]", replaced: list[str],
+                      saved: Optional[int] = None) -> None:
+        """A write is durable and visible: it wrote samples on `written`'s days (before_write, or
+        sample_days) and replaced or deleted versions spanning the startDate, endDate text pairs in
+        `replaced`. A replaced pair may be the least and greatest texts of several versions
+        (PostgreSQL), each with its own offset: it is widened by a day on both sides. Its samples are
+        added to held days only if every one was new: `saved` (what the storage wrote) equals them
+        and nothing was replaced; else (a sample sent again) the held days it touches are let go."""
         if not self.enabled:
             return
+        if not isinstance(written, Written):
+            written = Written(written)
+        spans = list(written.spans)
+        spans.extend((_text_day(start[:10]) - 1, _text_day(end[:10]) + 1) for start, end in zip(replaced[::2], replaced[1::2]))
+        if replaced or written.columns is None or saved != len(written.columns.start):  # held days let go
+            written = Written(written.spans, ticket=written.ticket)
+        self.touch_days(user, spans, written)
+
+    def touch_days(self, user: str, spans: Iterable[tuple[int, int]], written: Optional[Written] = None) -> None:
+        """A write may have changed these runs of UTC days (days since 1970, inclusive). With `written`
+        (a write that only added samples), its samples are added to the days held; without, held days
+        are let go (their samples are read from the storage again)."""
+        if not self.enabled:
+            return
+        days: set[int] = set()
+        for first, last in spans:
+            days.update(range(first, last + 1))
         with self._write_of(user) as (entry, now):
-            for first, last in spans:
-                for day in range(first, last + 1):
-                    entry.touched[day] = entry.writes
-                    entry.days.pop(day, None)
-                    self._pending[(user, day)] = now
+            if written is not None:
+                entry.writing.pop(written.ticket, None)
+            holding = written is not None and written.by_day is not None
+            for day in days:
+                entry.touched[day] = entry.writes
+                entry.days.pop(day, None)
+                self._pending[(user, day)] = now
+                held = entry.held.get(day)
+                if held is not None:
+                    if not holding:
+                        del entry.held[day]
+                    elif (chosen := written.by_day.get(day)) is not None:
+                        columns = written.columns
+                        held.parts.append((columns.start[chosen], columns.end[chosen], columns.count[chosen],
+                                           columns.source[chosen], (written.ticket << 20) + chosen))
 
     def touch_all(self, user: str) -> None:
         """A write may have changed any day of the user (a deletion by id, DELETE /steps): every day is
@@ -186,6 +327,8 @@ class DailyBuckets:
             for day in entry.days:
                 self._pending[(user, day)] = now
             entry.days = {}
+            entry.held = {}
+            entry.writing = {}
 
     @contextmanager
     def _write_of(self, user: str) -> Iterator[tuple[_User, float]]:
@@ -331,37 +474,80 @@ class DailyBuckets:
             with self._lock:  # what another computation added while this one waited
                 days.update((day, found) for day in range(first_day, last_day + 1)
                             if day not in days and (found := entry.days.get(day)) is not None)
-            for run_first, run_last in _runs([day for day in range(first_day, last_day + 1) if day not in days],
-                                             READ_RUN_DAYS):
-                days.update(self._compute(user, entry, run_first, run_last))
+            days.update(self._compute_days(user, entry, [day for day in range(first_day, last_day + 1) if day not in days],
+                                           READ_RUN_DAYS))
         return days
 
     def _compute(self, user: str, entry: _User, first_day: int, last_day: int) -> dict[int, Day]:
         """Computes UTC days first_day..last_day from the samples (caller holds the user's compute lock),
         keeps those no write touched meanwhile, and returns them all (as of when the samples were read)."""
+        begin, end = first_day * DAY_MS, (last_day + 1) * DAY_MS
         with self._lock:
             writes = entry.writes
-        begin, end = first_day * DAY_MS, (last_day + 1) * DAY_MS
-        samples = ((s.start_ns // _MS, s.end_ns // _MS, s.count, s.source_bundle_id, s.source_device_name)
-                   for s in self.samples_between(user, begin * _MS, end * _MS))
-        cuts = list(range(begin, end + 1, QUARTER_MS))
-        order, raw, merged = merge_between_cuts(samples, cuts, DEFAULT_PRIORITY)
+            held = [entry.held.get(day) for day in range(first_day, last_day + 1)]
+            # Held days: their parts as they are now (a part never changes once added).
+            held = [_HeldDay.of(list(day.parts)) for day in held] if all(day is not None for day in held) else None
+        columns = held_columns(held, self._sources) if held is not None else \
+            self.sample_columns(user, begin * _MS, end * _MS)
         computed: dict[int, Day] = {day: {} for day in range(first_day, last_day + 1)}
-        with self._lock:
-            numbers = [self._source_number(key) for key in order]
+        if fits(columns):
+            with self._lock:
+                numbers = [self._source_number(key) for key in columns.sources]
+                ranks = [self._source_keys[number] for number in numbers]
+            order, raw, merged = merge_quarter_hours(columns, begin, end, ranks)
+            numbers = [numbers[index] for index in order]
+        else:  # a count times a duration past int64 (lines older than today's limits): the exact Python merge
+            samples = zip(columns.start.tolist(), columns.end.tolist(), columns.count.tolist(),
+                          (columns.sources[index] for index in columns.source.tolist()))
+            order, raw_lists, merged_lists = merge_between_cuts(((s, e, c, b, d) for s, e, c, (b, d) in samples),
+                                                                list(range(begin, end + 1, QUARTER_MS)), DEFAULT_PRIORITY)
+            raw, merged = np.array(raw_lists, dtype=np.int64), np.array(merged_lists, dtype=np.int64)
+            with self._lock:
+                numbers = [self._source_number(key) for key in order]
+        days = last_day - first_day + 1
         for k, number in enumerate(numbers):
-            raw_k, merged_k = raw[k], merged[k]
-            for d in range(last_day - first_day + 1):
-                low = d * SLOTS
-                raw_sums = array("q", accumulate(raw_k[low : low + SLOTS], initial=0))
-                if raw_sums[-1] > 0:
-                    computed[first_day + d][number] = (raw_sums, array("q", accumulate(merged_k[low : low + SLOTS], initial=0)))
+            # Per UTC day, the prefix sums over its 96 buckets (97 each), one array for the run.
+            raw_sums = _prefix_sums(raw[k].reshape(days, SLOTS))
+            merged_sums = _prefix_sums(merged[k].reshape(days, SLOTS))
+            for d in np.flatnonzero(raw_sums[:, -1] > 0).tolist():
+                computed[first_day + d][number] = (memoryview(raw_sums[d]), memoryview(merged_sums[d]))
         with self._lock:
             if entry.every_day_touched <= writes:
                 for day, buckets in computed.items():
                     if entry.touched.get(day, 0) <= writes:
                         entry.days[day] = buckets
+                        # Current now; held no longer once an upload has moved on: HOLD_BEHIND_DAYS
+                        # before the frontier and before the first day of every write under way.
+                        if held is not None and day + HOLD_BEHIND_DAYS < min((entry.frontier or 0) // DAY_MS,
+                                                                             self._first_day_written(entry)):
+                            entry.held.pop(day, None)
         return computed
+
+    def _first_day_written(self, entry: _User) -> int:
+        """The least first day of the writes under way (caller holds the lock)."""
+        now = time.monotonic()
+        for ticket in [ticket for ticket, (_, began) in entry.writing.items() if now - began > WRITING_S]:
+            del entry.writing[ticket]
+        return min((first for first, _ in entry.writing.values()), default=1 << 62)
+
+    def _compute_days(self, user: str, entry: _User, days: list[int], longest: int) -> dict[int, Day]:
+        """Computes these UTC days (ascending; caller holds the user's compute lock) in runs of at most
+        `longest`: runs of held days from memory, the others from the storage."""
+        with self._lock:
+            held = {day for day in days if day in entry.held}
+        computed: dict[int, Day] = {}
+        for run_first, run_last in _runs([day for day in days if day in held], longest):
+            computed.update(self._compute(user, entry, run_first, run_last))
+        for run_first, run_last in _runs([day for day in days if day not in held], longest):
+            computed.update(self._compute(user, entry, run_first, run_last))
+        return computed
+
+    def sample_columns(self, user: str, start_ns: int, end_ns: int) -> SampleColumns:
+        """The live samples overlapping [start_ns, end_ns), as columns: the backend's columnar read when it
+        has one (sample_columns_between), else its samples_between."""
+        if self.columns_between is not None:
+            return self.columns_between(user, start_ns, end_ns)
+        return SampleColumns.from_samples(self.samples_between(user, start_ns, end_ns))
 
     def _source_number(self, key: tuple[str, Optional[str]]) -> int:
         number = self._source_numbers.get(key)
@@ -384,33 +570,51 @@ class DailyBuckets:
 
     def _next_run(self, wait: bool) -> Optional[tuple[str, int, int]]:
         """The next settled run of pending days of one user, taken off the queue (caller holds the
-        lock); with `wait`, waits for one (None once closed), else None when none is settled."""
+        lock); with `wait`, waits for one (None once closed), else None when none is settled.
+
+        A day has settled once no write has touched it for settle_s. An upload in store order (as
+        `stepsync upload` and bench_post.py send) fills days roughly in time order, so the days behind
+        it settle one after another while it goes on: those are computed during the upload, but only
+        RUN_DAYS adjacent ones at a time (a run reads LOOKBACK_DAYS more of the history than it
+        covers: short runs would read most lines several times). Once the user has written nothing for
+        settle_s, any settled run is taken."""
         while not self._closed:
             now = time.monotonic()
             left_least = None
             chosen = None
             for (user, day), touched_at in self._pending.items():
-                left = max(touched_at, self._last_write.get(user, touched_at)) + self.settle_s - now
+                left = touched_at + self.settle_s - now
                 if left <= 0:
-                    chosen = (user, day)
-                    break
+                    first, last = self._settled_run(user, day, now)
+                    if last - first + 1 >= RUN_DAYS or self._last_write.get(user, 0.0) + self.settle_s <= now:
+                        chosen = (user, first, last)
+                        break
+                    left = self._last_write[user] + self.settle_s - now  # the user's quiet, unless more settles first
                 left_least = left if left_least is None else min(left_least, left)
             if chosen is None:
                 if not wait:
                     return None
                 self._lock.wait(left_least)
                 continue
-            user, day = chosen
-            first = last = day
-            settled = lambda d: (user, d) in self._pending  # noqa: E731 (the user is quiet: all their days are)
-            while last - first + 1 < RUN_DAYS and settled(last + 1):
-                last += 1
-            while last - first + 1 < RUN_DAYS and settled(first - 1):
-                first -= 1
+            user, first, last = chosen
             for d in range(first, last + 1):
                 del self._pending[(user, d)]
-            return user, first, last
+            return chosen
         return None
+
+    def _settled_run(self, user: str, day: int, now: float) -> tuple[int, int]:
+        """The run of adjacent settled pending days around `day` (settled itself), at most RUN_DAYS
+        long, earlier days first (caller holds the lock)."""
+        def settled(d: int) -> bool:
+            touched_at = self._pending.get((user, d))
+            return touched_at is not None and touched_at + self.settle_s <= now
+
+        first = last = day
+        while last - first + 1 < RUN_DAYS and settled(first - 1):
+            first -= 1
+        while last - first + 1 < RUN_DAYS and settled(last + 1):
+            last += 1
+        return first, last
 
     def _work(self) -> None:
         while self._run_next(wait=True):
@@ -435,8 +639,7 @@ class DailyBuckets:
             with entry.compute_lock:
                 with self._lock:
                     missing = [day for day in range(first, last + 1) if day not in entry.days]
-                for run_first, run_last in _runs(missing, RUN_DAYS):
-                    self._compute(user, entry, run_first, run_last)
+                self._compute_days(user, entry, missing, RUN_DAYS)
         except Exception as error:  # noqa: BLE001 - a read computes what the worker could not
             line = (str(error).splitlines() or [type(error).__name__])[0]
             log(f"daily buckets: computing {user}'s UTC days {_day_text(first)}..{_day_text(last)} failed "
@@ -456,6 +659,26 @@ class DailyBuckets:
 
 BIG_ENDIAN = sys.byteorder == "big"
 _encoder = msgspec.msgpack.Encoder()
+
+
+def _samples_by_day(columns: SampleColumns) -> dict[int, np.ndarray]:
+    """UTC day -> the indexes of the samples that overlap it (end >= its start, start < its end)."""
+    first = columns.start // DAY_MS
+    spans = columns.end // DAY_MS - first + 1
+    owner = np.repeat(np.arange(len(first)), spans)
+    day = first[owner] + (np.arange(len(owner)) - np.repeat(np.cumsum(spans) - spans, spans))
+    order = np.argsort(day, kind="stable")
+    day, owner = day[order], owner[order]
+    distinct, starts = np.unique(day, return_index=True)
+    bounds = starts.tolist() + [len(day)]
+    return {d: owner[bounds[k] : bounds[k + 1]] for k, d in enumerate(distinct.tolist())}
+
+
+def _prefix_sums(buckets: np.ndarray) -> np.ndarray:
+    """Rows of buckets -> rows of their prefix sums, a 0 first (int64, C order, so a row is one buffer)."""
+    sums = np.zeros((buckets.shape[0], buckets.shape[1] + 1), dtype=np.int64)
+    np.cumsum(buckets, axis=1, out=sums[:, 1:])
+    return sums
 
 
 def _little(sums: Sequence[int]) -> bytes:

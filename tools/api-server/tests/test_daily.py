@@ -268,7 +268,8 @@ def test_hand_written_lines_outside_the_time_index_are_counted(embedded_server):
 def test_daily_buckets_saved_at_a_stop_serve_after_the_start_unless_written_since(server):
     """The buckets are saved when the server stops and used after it starts (the answer equals the
     merge); on the embedded backend a line added by hand while stopped changes the history, so the
-    saved buckets are not used and the line counts."""
+    saved buckets are not used and the line counts; on PostgreSQL a deletion or a save made by another
+    process while stopped changes the state (greatest version seq, deletion count) the same way."""
     samples = [make_sample(n, count=100) for n in range(20)]
     server.post(samples)
     params = {"tz": "Asia/Kathmandu", "from": "2023-12-31", "to": "2024-01-02"}
@@ -287,3 +288,23 @@ def test_daily_buckets_saved_at_a_stop_serve_after_the_start_unless_written_sinc
             handle.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
         server.start()
         assert sum(row["raw"] for row in daily(server, **params).json()["days"]) == 2007
+    else:  # PostgreSQL: a deletion, then a save, by another process while this one is stopped
+        from stepserver.contract import SampleFields
+        from stepserver.storage.postgres import PostgresStorage
+
+        for change, expected in (("delete", 1900), ("save", 1907)):
+            assert server.stop() == 0
+            other = PostgresStorage(server.database, pool_size=1)
+            other.open()
+            try:
+                if change == "delete":
+                    assert other.delete_ids("alice", [samples[3]["id"]], "2024-01-20T15:00:00Z") == 1
+                else:
+                    other.save("alice", [SampleFields(id="by-another", startDate="2024-01-01T12:00:00Z", count=7,
+                                                      endDate="2024-01-01T12:10:00Z", sourceBundleId="by another",
+                                                      sourceDeviceName=None)],
+                               "2024-01-20T15:00:00Z")
+            finally:
+                other.close()
+            server.start()
+            assert sum(row["raw"] for row in daily(server, **params).json()["days"]) == expected, change

@@ -37,12 +37,14 @@ class Store:
     def __init__(self) -> None:
         self.samples: dict[str, tuple[int, int, int, str, object]] = {}  # id -> (start_ms, end_ms, count, bundle, device)
         self.reads = 0
+        self.read_samples = 0
         self.during_read = None  # called once while a read is under way (a write landing then)
 
     def between(self, user: str, start_ns: int, end_ns: int):
         self.reads += 1
         found = [DaySample(s * _MS, e * _MS, c, b, d) for s, e, c, b, d in list(self.samples.values())
                  if e * _MS >= start_ns and s * _MS < end_ns]
+        self.read_samples += len(found)
         if self.during_read is not None:
             hook, self.during_read = self.during_read, None
             hook()
@@ -311,3 +313,119 @@ def test_a_request_spanning_months_touches_each_of_its_dates_not_the_months_betw
     reads.clear()
     assert buckets.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last)
     assert sum((end - start) // (DAY_MS * _MS) for start, end in reads) == 4  # 01-10..01-11 and 04-19..04-20
+
+
+def text_of(ms: int, rng: random.Random) -> str:
+    """A date-time text of whole second ms // 1000, in UTC or at a random offset (what clients send)."""
+    moment = datetime.fromtimestamp(ms // 1000, timezone.utc)
+    minutes = rng.choice([0, 0, 60, -300, 345, 840, -720])
+    if minutes == 0:
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    local = moment + timedelta(minutes=minutes)
+    return local.strftime("%Y-%m-%dT%H:%M:%S") + f"{'+' if minutes > 0 else '-'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def fields(sample_id: str, sample: tuple, rng: random.Random) -> SampleFields:
+    start, end, count, bundle, device = sample
+    return SampleFields(id=sample_id, startDate=text_of(start, rng), endDate=text_of(end, rng), count=count,
+                        sourceBundleId=bundle, sourceDeviceName=device)
+
+
+class FrontierStore(Store):
+    """Store with the bound a backend gives DailyBuckets (latest_end_ns) and a write that may be split
+    around other writes: begin (before_write), save (visible), finish (touch_written)."""
+
+    def latest_end_ns(self, user: str):
+        return max((end for _, end, _, _, _ in self.samples.values()), default=None) and \
+            max(end for _, end, _, _, _ in self.samples.values()) * _MS
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_an_upload_in_time_order_is_computed_from_the_writes_without_reading_back(seed):
+    """An upload in time order (1,000-sample-like batches, two in flight: a write's steps interleave
+    with the next one's), some batches sent twice (a retry), with the worker running between: the
+    days past what was stored are held from the writes and computed without a read of samples; a
+    rewrite of a sample with new content, a deletion, and a write into an earlier day let the days go
+    and they are read again; every answer equals the merge of what is live."""
+    rng = random.Random(500 + seed)
+    store = FrontierStore()
+    for n in range(50):  # what was there before the upload: the first days
+        store.samples[f"old{n}"] = random_sample(rng, days=2)
+    buckets = DailyBuckets(store.between, background=False, settle_s=0.0, latest_end_ns=store.latest_end_ns)
+    position = BASE_MS + 8 * DAY_MS  # past every end of those (under 48 hours after day 2), a text's date and a day
+    batches = []
+    for b in range(30):
+        batch = {}
+        for n in range(rng.choice([5, 40, 120])):
+            start = position + rng.randrange(0, 1800_000, 1000)
+            end = start + rng.choice([0, rng.randrange(1, 600) * 1000, rng.randrange(1, 30) * 3_600_000])
+            batch[f"b{b}-{n}"] = (start, end, rng.randrange(0, 3000)) + rng.choice(SOURCES)
+            position += rng.choice([60_000, 900_000, 3_600_000])
+        batches.append(batch)
+    in_flight = []
+    zones = rng.sample(ZONES, 2)
+    read_before = store.read_samples
+    # The last batch sent again (its answer was lost) with a few more samples: only those are saved, so
+    # its days are let go and read back.
+    again = dict(batches[-1], **{f"again{n}": (position + n * 60_000, position + n * 60_000 + 30_000, 9, *SOURCES[0])
+                                 for n in range(3)})
+    for b, batch in enumerate(batches + [again]):
+        written = buckets.before_write("u", [fields(sample_id, sample, rng) for sample_id, sample in batch.items()])
+        in_flight.append((batch, written))
+        if len(in_flight) == 2 or b == len(batches):
+            if rng.random() < 0.5:
+                in_flight.reverse()  # the later write finished first
+            for done, done_written in in_flight:
+                saved = sum(store.samples.get(sample_id) != sample for sample_id, sample in done.items())
+                store.samples.update(done)
+                if saved:  # as the route: a write that saved nothing touches nothing
+                    buckets.touch_written("u", done_written, [], saved)
+            in_flight = []
+        if rng.random() < 0.3:
+            buckets.run_settled()
+    buckets.run_settled()
+    # The days were held, not read back, but for those the retry touched.
+    uploaded = sum(map(len, batches))
+    assert 0 < store.read_samples - read_before <= uploaded // 10 + 3 * len(again), (store.read_samples - read_before, uploaded)
+    for zone in zones:
+        first, last = date(2026, 2, 28), date(2026, 3, 1) + timedelta(days=(position - BASE_MS) // DAY_MS + 1)
+        assert buckets.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last), zone
+    reads = store.reads
+
+    # Changes the held days cannot follow: each lets its days go, and they are read again.
+    sample_id = rng.choice(sorted(batches[-1]))
+    moved = store.samples[sample_id][:2] + (store.samples[sample_id][2] + 1,) + store.samples[sample_id][3:]
+    new_version = fields(sample_id, moved, rng)
+    written = buckets.before_write("u", [new_version])
+    old = store.samples[sample_id]
+    store.samples[sample_id] = moved
+    buckets.touch_written("u", written, [text_of(old[0], rng), text_of(old[1], rng)], 1)
+    doomed = rng.choice(sorted(batches[-2]))
+    removed = store.samples.pop(doomed)
+    buckets.touch_samples("u", [], [text_of(removed[0], rng), text_of(removed[1], rng)])
+    earlier = (BASE_MS + 3_600_000, BASE_MS + 3_700_000, 5, "com.example.band", None)
+    written = buckets.before_write("u", [fields("earlier", earlier, rng)])
+    store.samples["earlier"] = earlier
+    buckets.touch_written("u", written, [], 1)
+    buckets.run_settled()
+    for zone in zones:
+        first, last = date(2026, 2, 28), date(2026, 3, 1) + timedelta(days=(position - BASE_MS) // DAY_MS + 1)
+        assert buckets.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last), zone
+    assert store.reads > reads
+
+
+def test_a_failed_write_lets_every_held_day_go():
+    """A write that failed (it may have committed) touches every day: nothing held is trusted."""
+    rng = random.Random(9)
+    store = FrontierStore()
+    buckets = DailyBuckets(store.between, background=False, settle_s=0.0, latest_end_ns=store.latest_end_ns)
+    sample = (BASE_MS + 600_000, BASE_MS + 900_000, 40, "com.example.band", None)
+    written = buckets.before_write("u", [fields("a", sample, rng)])
+    store.samples["a"] = sample
+    buckets.touch_written("u", written, [], 1)
+    hidden = (BASE_MS + 1_000_000, BASE_MS + 1_100_000, 2, "com.example.band", None)
+    buckets.before_write("u", [fields("b", hidden, rng)])
+    store.samples["b"] = hidden  # committed, though the request failed
+    buckets.touch_all("u")
+    buckets.run_settled()
+    assert buckets.rows("u", ZoneInfo("UTC"), date(2026, 3, 1), date(2026, 3, 1))[0]["raw"] == 42

@@ -54,7 +54,7 @@ def routes(context: Context) -> list:
             replaced: Optional[list[str]] = [] if buckets.enabled or context.daily_cache.holds(user) else None
             # Taken first: save may empty `samples` (see Storage.save).
             named = [min(map(_start_of, samples)), max(map(_end_of, samples))]
-            written_days = buckets.sample_days(samples)
+            written_days = buckets.before_write(user, samples)
             try:
                 saved = storage.save(user, samples, utc_text(now_ns), replaced)
             except BaseException:
@@ -64,7 +64,7 @@ def routes(context: Context) -> list:
                 buckets.touch_all(user)
                 raise
             if saved:
-                buckets.touch_written(user, written_days, replaced or [])
+                buckets.touch_written(user, written_days, replaced or [], saved)
                 # Without the replaced versions' dates (rows kept since the save began), any day.
                 context.daily_cache.invalidate_dates(
                     user, lambda: touched_dates(named + replaced) if replaced is not None else None)

@@ -35,8 +35,9 @@ from typing import Callable, Iterable, Iterator, Optional
 
 import msgspec
 
-from ..contract import SampleFields, decode_stored_sample, instants
+from ..contract import MAX_DURATION_SECONDS, SampleFields, decode_stored_sample, instants
 from ..errors import ApiError, StartupError, StorageUnavailable
+from ..sample_columns import SampleColumns, concatenate, empty_columns
 from ..log import log
 from .base import DaySample, TokenRecord
 from .files import lock_owner, make_directories, pread_exact, pwrite_all, sync_directory, sync_file
@@ -49,6 +50,7 @@ PROBE_BACKOFF_MAX_S = 5.0
 HEALTHY_PROBE_INTERVAL_S = 2.0
 READ_WINDOW_BYTES = 256 * 1024
 LINE_GUESS_BYTES = 8 * 1024
+DENSE_LINE_BYTES = 1024  # _read_line_block reads a stretch in one go when its lines average at most this
 MAX_REPORTED_BAD_LINES = 20
 LONG_SAMPLE_DAYS = 3  # the time index: lines whose date texts lie further apart are kept aside
 LOOKBACK_DAYS = LONG_SAMPLE_DAYS + 1
@@ -82,6 +84,9 @@ _encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample 
 _id_of = operator.attrgetter("id")
 _start_of = operator.attrgetter("startDate")
 _end_of = operator.attrgetter("endDate")
+_count_of = operator.attrgetter("count")
+_bundle_of = operator.attrgetter("sourceBundleId")
+_device_of = operator.attrgetter("sourceDeviceName")
 _day_of = operator.itemgetter(slice(0, 10))
 WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode, replace, split) holds the GIL briefly
 _RECEIVED_AT_KEY = b',"receivedAt"'
@@ -547,7 +552,22 @@ class UserLog:
                 return lines, total
 
     def samples_between(self, start_ns: int, end_ns: int) -> Iterator[DaySample]:
-        """The live samples that overlap [start_ns, end_ns) (for the daily totals): the lines whose
+        """The live samples that overlap [start_ns, end_ns) (for the daily totals)."""
+        for samples in self._current_lines_between(start_ns, end_ns):
+            yield from _overlapping(samples, start_ns, end_ns)
+
+    def sample_columns_between(self, start_ns: int, end_ns: int) -> SampleColumns:
+        """samples_between as columns (the daily buckets): no object per sample beyond the decoded line."""
+        parts = []
+        for samples in self._current_lines_between(start_ns, end_ns):
+            columns = SampleColumns.from_texts(list(map(_start_of, samples)), list(map(_end_of, samples)),
+                                               list(map(_count_of, samples)), list(map(_bundle_of, samples)),
+                                               list(map(_device_of, samples)))
+            parts.append(columns.where((columns.end >= start_ns // 1_000_000) & (columns.start < -(-end_ns // 1_000_000))))
+        return concatenate(parts)
+
+    def _current_lines_between(self, start_ns: int, end_ns: int) -> Iterator[list["_StoredLine"]]:
+        """Lists of the current lines that may overlap [start_ns, end_ns): the lines whose
         startDate names a date from LOOKBACK_DAYS before the UTC date of start_ns to the day after
         that of end_ns (a date-time's own date is within a day of its UTC date; a sample of the
         index spans at most LONG_SAMPLE_DAYS of them), and the long ones; of those, the current
@@ -570,13 +590,13 @@ class UserLog:
         candidates = array("q", sorted(candidates))
         for position in range(0, len(candidates), 10_000):
             window = candidates[position : position + 10_000]
-            lines = _read_lines(self.fd, window, size)
+            block = _read_line_block(self.fd, window, size)
             if generation != self.generation:
                 return
             try:  # one call for the window's lines (they were checked when written or read at open)
-                samples = _line_decoder.decode_lines(b"\n".join(lines) + b"\n")
+                samples = _line_decoder.decode_lines(block)
             except (msgspec.DecodeError, msgspec.ValidationError):
-                samples = [decode_stored_sample(line) for line in lines]
+                samples = [decode_stored_sample(line) for line in block.split(b"\n")[:-1]]
             if not every_line_current:
                 kept = []
                 for offset, sample in zip(window, samples):
@@ -585,7 +605,19 @@ class UserLog:
                     if known is not None and (known == offset or known >= size):
                         kept.append(sample)
                 samples = kept
-            yield from _overlapping(samples, start_ns, end_ns)
+            yield samples
+
+    def latest_end_ns(self) -> Optional[int]:
+        """A bound no live sample ends after (ns), from the time index: the greatest start date named
+        plus two days (a text's date is within a day of its UTC date) plus the longest duration; None
+        when no line was indexed. Lines kept aside (long ones) make it unbounded."""
+        with self.lock:
+            if self.long_lines:
+                return 1 << 62
+            if not self.by_start_date:
+                return None
+            latest = max(self.by_start_date)
+        return (latest - _EPOCH_ORDINAL + 2) * 86_400_000_000_000 + MAX_DURATION_SECONDS * 1_000_000_000
 
     @property
     def live_count(self) -> int:
@@ -596,6 +628,20 @@ class UserLog:
             if self.fd >= 0:
                 os.close(self.fd)
                 self.fd = -1
+
+
+def _read_line_block(fd: int, offsets: array, size: int) -> bytes:
+    """The lines that start at these ascending offsets, each with its newline, as one bytes object:
+    one read when they are all the lines of a stretch of the file (samples written together, the usual
+    case of a range of dates), else line by line (_read_lines)."""
+    count = len(offsets)
+    if count and offsets[-1] - offsets[0] <= count * DENSE_LINE_BYTES:
+        start = offsets[0]
+        data = pread_exact(fd, min(size, offsets[-1] + LINE_GUESS_BYTES) - start, start)
+        last = data.find(b"\n", offsets[-1] - start)
+        if last >= 0 and data.count(b"\n", 0, last + 1) == count:  # count lines there, count of them wanted
+            return data[: last + 1]
+    return b"".join([line + b"\n" for line in _read_lines(fd, offsets, size)])
 
 
 def _read_lines(fd: int, offsets: array, size: int) -> list[bytes]:
@@ -815,6 +861,16 @@ class EmbeddedStorage:
         if user_log is None:
             return iter(())
         return user_log.samples_between(start_ns, end_ns)
+
+    def sample_columns_between(self, user: str, start_ns: int, end_ns: int) -> SampleColumns:
+        user_log = self._log(user, create=False)
+        if user_log is None:
+            return empty_columns()
+        return user_log.sample_columns_between(start_ns, end_ns)
+
+    def latest_end_ns(self, user: str) -> Optional[int]:
+        user_log = self._log(user, create=False)
+        return None if user_log is None else user_log.latest_end_ns()
 
     def health(self) -> Optional[str]:
         return self.probe.status()

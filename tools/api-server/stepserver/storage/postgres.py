@@ -7,6 +7,7 @@ serves many users unchanged.
   sample_versions  every version saved, in the order received (GET /steps?versions=all)
   tokens           API tokens (hashes only)
   daily_buckets    the daily totals' buckets, saved when the server stops (postgres_buckets.py)
+  deletion_counts  per user, how many deletions committed (the saved buckets' state)
 A save is one transaction: the request's samples are sent with COPY (binary) into the session's
 temporary table incoming_batch (ON COMMIT DELETE ROWS, made when the pool opens a connection), then
 one statement upserts them with ON CONFLICT … DO UPDATE … WHERE the content differs and copies the
@@ -31,6 +32,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ..contract import MAX_DURATION_SECONDS, SampleFields, StoredSample, instants
 from ..errors import StorageUnavailable
 from ..log import log
+from ..sample_columns import SampleColumns
 from .base import DaySample, TokenRecord
 
 RETRY_DEADLINE_S = 20.0
@@ -90,6 +92,13 @@ MIGRATIONS: list[str] = [
     );
     ALTER TABLE daily_buckets ALTER COLUMN data SET STORAGE EXTERNAL;  -- read whole at a start: not compressed
     """,
+    # 3: deletions counted per user, for the saved buckets' state (postgres_buckets.py) without a count(*)
+    """
+    CREATE TABLE deletion_counts (
+        user_name text PRIMARY KEY,
+        deletions bigint NOT NULL
+    );
+    """,
 ]
 
 # The session's staging table for a save's samples (COPY is the cheapest way in: a third less time
@@ -104,6 +113,10 @@ _CREATE_INCOMING = (
     + ") ON COMMIT DELETE ROWS"
 )
 _COPY_INCOMING = "COPY incoming_batch FROM STDIN (FORMAT BINARY)"
+
+# Counts a deletion (in its transaction): a saved state of the daily buckets names the count.
+_COUNT_DELETION = """INSERT INTO deletion_counts AS d (user_name, deletions) VALUES (%s, 1)
+ON CONFLICT (user_name) DO UPDATE SET deletions = d.deletions + 1"""
 
 _SAVE = """
 WITH base AS (SELECT nextval('request_seq') * %(per)s AS b),
@@ -265,12 +278,17 @@ class PostgresStorage:
 
     def delete_ids(self, user: str, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
         unique = sorted(set(ids))
+
+        def work(connection: psycopg.Connection) -> list[tuple]:
+            rows = connection.execute("DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[]) "
+                                      "RETURNING start_date, end_date", (user, unique)).fetchall()
+            if rows:
+                connection.execute(_COUNT_DELETION, (user,))
+            return rows
+
+        rows = self._run(work)
         if removed is None:
-            return self._run(lambda c: c.execute(
-                "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[])", (user, unique)).rowcount)
-        rows = self._run(lambda c: c.execute(
-            "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[]) RETURNING start_date, end_date",
-            (user, unique)).fetchall())
+            return len(rows)
         for start, end in rows:
             removed += (start, end)
         return len(rows)
@@ -279,6 +297,7 @@ class PostgresStorage:
         def work(connection: psycopg.Connection) -> None:
             connection.execute("DELETE FROM samples WHERE user_name = %s", (user,))
             connection.execute("DELETE FROM sample_versions WHERE user_name = %s", (user,))
+            connection.execute(_COUNT_DELETION, (user,))
 
         self._run(work)
 
@@ -297,16 +316,28 @@ class PostgresStorage:
         return self._run(work)
 
     def samples_between(self, user: str, start_ns: int, end_ns: int) -> Iterator[DaySample]:
+        for row in self._rows_between(user, start_ns, end_ns):
+            yield DaySample(*row)
+
+    def sample_columns_between(self, user: str, start_ns: int, end_ns: int) -> SampleColumns:
+        """samples_between as columns (the daily buckets)."""
+        return SampleColumns.from_samples(self._rows_between(user, start_ns, end_ns))
+
+    def latest_end_ns(self, user: str) -> Optional[int]:
+        """A bound no live sample of the user ends after (ns): the greatest start (its index) plus the
+        longest duration; None when the user has none."""
+        latest = self._run(lambda c: c.execute("SELECT max(start_ns) FROM samples WHERE user_name = %s", (user,)).fetchone()[0])
+        return None if latest is None else latest + MAX_DURATION_SECONDS * 1_000_000_000
+
+    def _rows_between(self, user: str, start_ns: int, end_ns: int) -> list[tuple]:
         # Every stored sample passed the contract (endDate - startDate <= 48 h), so one that reaches
         # start_ns began at most 48 hours before it: the index on start bounds the scan on both sides
         # (without the lower bound it read every earlier sample of the user).
         earliest = start_ns - MAX_DURATION_SECONDS * 1_000_000_000
-        rows = self._run(lambda c: c.execute(
+        return self._run(lambda c: c.execute(
             "SELECT start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
             "WHERE user_name = %s AND start_ns >= %s AND start_ns < %s AND end_ns >= %s",
             (user, earliest, end_ns, start_ns)).fetchall())
-        for row in rows:
-            yield DaySample(*row)
 
     def health(self) -> Optional[str]:
         checked, failure = self._health

@@ -1,0 +1,141 @@
+"""Samples as columns (numpy arrays) for the daily buckets' vectorised merge (quarter_hour_merge.py):
+built from a backend's stored fields in a few C passes instead of one Python object per sample, which
+was most of the time a run of days took (a year of 300,000 samples: seconds of DaySample tuples and
+per-sample date parsing).
+
+Date texts are those the contract took (contract.DATE_PATTERN): the usual shapes, YYYY-MM-DDTHH:MM:SSZ
+and YYYY-MM-DDTHH:MM:SS+HH:MM (or -HH:MM), are read as digits from a byte matrix; any other (a
+fraction of a second) through contract.instant_ns. Instants are whole milliseconds, floored, as the
+store keeps them.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from .contract import instant_ns
+from .storage.base import DaySample
+
+_MS = 1_000_000
+_ZERO = ord("0")
+LONGEST_DATE_TEXT = 35  # YYYY-MM-DDTHH:MM:SS.fffffffff+HH:MM (contract.DATE_PATTERN)
+_DIGIT_COLUMNS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]  # YYYY-MM-DDTHH:MM:SS
+_YEAR_WEIGHTS = np.array([1000, 100, 10, 1], dtype=np.int64)
+_PAIR_WEIGHTS = np.array([10, 1], dtype=np.int64)
+
+
+class SampleColumns(NamedTuple):
+    """Samples as columns: start and end in ms since 1970 UTC, count (int64 arrays), and `source`,
+    an index (int64 array) into `sources`, the (bundle id, device name) pairs."""
+
+    start: np.ndarray
+    end: np.ndarray
+    count: np.ndarray
+    source: np.ndarray
+    sources: list[tuple[str, Optional[str]]]
+
+    @classmethod
+    def from_samples(cls, samples: Iterable[DaySample]) -> "SampleColumns":
+        """From DaySample values (a backend without a columnar read; the tests' in-memory store)."""
+        listed = list(samples)
+        if not listed:
+            return empty_columns()
+        starts, ends, counts, bundles, devices = zip(*listed)
+        return cls(np.array(starts, dtype=np.int64) // _MS, np.array(ends, dtype=np.int64) // _MS,
+                   np.array(counts, dtype=np.int64), *_source_indexes(bundles, devices))
+
+    @classmethod
+    def from_texts(cls, starts: Sequence[str], ends: Sequence[str], counts: Sequence[int], bundles: Sequence[str],
+                   devices: Sequence[Optional[str]]) -> "SampleColumns":
+        """From stored fields: date-time texts, counts, bundle ids and device names (None when absent)."""
+        if not starts:
+            return empty_columns()
+        both = instants_ms(tuple(starts) + tuple(ends))  # one parse for both
+        return cls(both[: len(starts)], both[len(starts) :], np.array(counts, dtype=np.int64), *_source_indexes(bundles, devices))
+
+    def where(self, keep: np.ndarray) -> "SampleColumns":
+        return SampleColumns(self.start[keep], self.end[keep], self.count[keep], self.source[keep], self.sources)
+
+
+def empty_columns() -> SampleColumns:
+    nothing = np.empty(0, dtype=np.int64)
+    return SampleColumns(nothing, nothing, nothing, nothing, [])
+
+
+def concatenate(parts: list[SampleColumns]) -> SampleColumns:
+    """One SampleColumns from several (their sources renumbered into one list)."""
+    parts = [part for part in parts if len(part.start)]
+    if not parts:
+        return empty_columns()
+    if len(parts) == 1:
+        return parts[0]
+    numbers: dict[tuple[str, Optional[str]], int] = {}
+    renumbered = []
+    for part in parts:
+        mapping = np.array([numbers.setdefault(key, len(numbers)) for key in part.sources], dtype=np.int64)
+        renumbered.append(mapping[part.source])
+    return SampleColumns(np.concatenate([part.start for part in parts]), np.concatenate([part.end for part in parts]),
+                         np.concatenate([part.count for part in parts]), np.concatenate(renumbered), list(numbers))
+
+
+def _source_indexes(bundles: Sequence[str], devices: Sequence[Optional[str]]) -> tuple[np.ndarray, list]:
+    keys = list(zip(bundles, devices))
+    sources = list(dict.fromkeys(keys))  # a few distinct ones, in order of first appearance
+    numbers = {key: number for number, key in enumerate(sources)}
+    return np.fromiter(map(numbers.__getitem__, keys), dtype=np.int64, count=len(keys)), sources
+
+
+def instants_ms(texts: Sequence[str]) -> np.ndarray:
+    """Milliseconds since 1970 UTC (floored) of date-time texts the contract took."""
+    count = len(texts)
+    # The usual case, every text YYYY-MM-DDTHH:MM:SSZ: one string of them all. A contract text has a Z
+    # only at its end, so a Z at every 20th place means every text is 20 long.
+    joined = "".join(texts)
+    if len(joined) == 20 * count and joined.isascii():
+        matrix = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(count, 20)
+        if (matrix[:, 19] == ord("Z")).all():
+            return _seconds(matrix, count) * 1000
+    width = LONGEST_DATE_TEXT + 1  # a longer text (not one the contract takes) shows as a byte past it
+    try:
+        matrix = np.array(texts, dtype=f"S{width}").view(np.uint8).reshape(count, width)
+    except UnicodeEncodeError:  # not a date the contract takes; instant_ns says what is wrong
+        return np.array([instant_ns(text) // _MS for text in texts], dtype=np.int64)
+
+    def number(*columns: int) -> np.ndarray:
+        value = matrix[:, columns[0]].astype(np.int64) - _ZERO
+        for column in columns[1:]:
+            value = value * 10 + (matrix[:, column].astype(np.int64) - _ZERO)
+        return value
+
+    seconds = _seconds(matrix, count)
+    marker = matrix[:, 19]
+    plain = (marker == ord("Z")) & (matrix[:, 20] == 0)
+    offset_form = ((marker == ord("+")) | (marker == ord("-"))) & (matrix[:, 25] == 0)
+    if offset_form.any():
+        offset = number(20, 21) * 3600 + number(23, 24) * 60
+        seconds = np.where(offset_form, seconds - np.where(marker == ord("+"), offset, -offset), seconds)
+        plain = plain | offset_form
+    result = seconds * 1000
+    for index in np.flatnonzero(~plain).tolist():  # a fraction of a second: the contract's parser
+        result[index] = instant_ns(texts[index]) // _MS
+    return result
+
+
+def _seconds(matrix: np.ndarray, count: int) -> np.ndarray:
+    """Seconds since 1970 of the YYYY-MM-DDTHH:MM:SS at the start of each row (as UTC)."""
+    digits = matrix[:, _DIGIT_COLUMNS].astype(np.int64) - _ZERO
+    year = digits[:, :4] @ _YEAR_WEIGHTS
+    month, day, hour, minute, second = (digits[:, 4:].reshape(count, 5, 2) @ _PAIR_WEIGHTS).T
+    return _days_since_1970(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+
+
+def _days_since_1970(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:
+    """Days from 1970-01-01 of proleptic Gregorian dates (H. Hinnant's days_from_civil)."""
+    year = year - (month <= 2)
+    era = year // 400
+    year_of_era = year - era * 400
+    day_of_year = (153 * (month + np.where(month > 2, -3, 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * 146097 + day_of_era - 719468

@@ -136,8 +136,9 @@ private func Glibc_or_Darwin_kill(_ pid: Int32, _ signal: Int32) -> Int32 { Darw
 #endif
 
 /// Runs a program to completion; returns its exit code and output lines.
-public func runProgram(_ executable: String, _ arguments: [String], mergeStandardError: Bool = false) throws -> (code: Int32, lines: [String]) {
-    let child = try ChildProcess(executable, arguments, mergeStandardError: mergeStandardError)
+public func runProgram(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                       mergeStandardError: Bool = false) throws -> (code: Int32, lines: [String]) {
+    let child = try ChildProcess(executable, arguments, environment: environment, mergeStandardError: mergeStandardError)
     var lines: [String] = []
     while let line = child.readLine() { lines.append(line) }
     return (child.wait(), lines)

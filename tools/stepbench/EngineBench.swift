@@ -22,6 +22,8 @@ struct EngineBench {
     /// Batch k+1 written while batch k syncs (`syncInBackground`, each batch
     /// acknowledged after its own sync); `--no-pipeline`: upsert, then `sync()`.
     var pipelined = true
+    /// `StoreOptions.preallocationSize` (`--preallocation BYTES`; 0 turns it off).
+    var preallocation = StoreOptions().preallocationSize
     /// The compiled tools/bench-peers/engine_peers (RocksDB, LevelDB, LMDB), run beside StepLog.
     var peersProgram: String?
 
@@ -75,6 +77,7 @@ struct EngineBench {
         changed.reserveCapacity(n / 10)
         var options = StoreOptions()
         options.padSyncsToSector = padding
+        options.preallocationSize = preallocation
         // The delete phase leaves the store mostly dead: a background compaction
         // would start mid-measurement and change the deletes/s and disk figures
         // (compaction has its own section).

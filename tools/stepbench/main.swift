@@ -4,7 +4,7 @@ import Foundation
 import StepLog
 
 let usage = """
-    usage: stepbench engine [--n N[,N…]] [--dir DIR] [--no-peer] [--no-padding] [--no-pipeline] [--peers ENGINE_PEERS] [--json]
+    usage: stepbench engine [--n N[,N…]] [--dir DIR] [--no-peer] [--no-padding] [--no-pipeline] [--preallocation BYTES] [--peers ENGINE_PEERS] [--json]
            stepbench open DIR [--no-snapshots] [--repeat K] [--json]
            stepbench snapshots DIR [--json]
            stepbench compact [--n N] [--dir DIR] [--keep]
@@ -40,6 +40,7 @@ do {
             case "--no-peer": bench.runPeer = false
             case "--no-padding": bench.padding = false
             case "--no-pipeline": bench.pipelined = false
+            case "--preallocation": i += 1; bench.preallocation = Int(arguments[i]) ?? bench.preallocation
             case "--peers": i += 1; bench.peersProgram = arguments[i]
             case "--json": bench.json = true
             case "--keep": bench.keep = true

@@ -57,7 +57,7 @@ enum IngestCommand {
         // reported before a long export read; a new one is created only once
         // the source has been read, so a mistyped --source leaves nothing behind.
         func openStore() throws -> StepLogStore {
-            let store = try StepLogStore.open(storePath)
+            let store = try StepLogStore.open(storePath, options: try TestCompactionKnob.apply(to: StoreOptions()))
             if let torn = store.openReport.tornTail {
                 err.line("stepsync ingest: recovered from an interrupted write: dropped \(torn.bytesDropped) bytes at the end of \(torn.segment)")
             }

@@ -66,7 +66,7 @@ enum UploadCommand {
         let err = StepSyncTool.err
         let trap = SignalTrap { _ in err.line("\nstepsync upload: stopping after the batch in flight (again to quit at once)") }
 
-        let store = try StepLogStore.open(storePath, options: StoreOptions(createIfMissing: false))
+        let store = try StepLogStore.open(storePath, options: try TestCompactionKnob.apply(to: StoreOptions(createIfMissing: false)))
         defer { try? store.close() }
         if let torn = store.openReport.tornTail {
             err.line("stepsync upload: recovered from an interrupted write: dropped \(torn.bytesDropped) bytes at the end of \(torn.segment)")

@@ -72,7 +72,8 @@ final class BackgroundCompactor: @unchecked Sendable {
             Self.lowerPriority()
             var answer: String
             do {
-                let report = try store.compactInBackground()
+                let observer = store.options.onBackgroundCompactionStep
+                let report = try store.compactInBackground(stop: observer.map { observe in { step in observe(step) } })
                 answer = "ok \(report.before.bytes) \(report.after.bytes) \(report.seconds)"
                 lock.withLock { finishedCount += 1; lastError = nil; lastReport = report }
             } catch {

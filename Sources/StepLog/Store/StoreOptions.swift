@@ -38,6 +38,11 @@ public struct StoreOptions: Sendable {
     /// 0 turns it off (`steplog compact` still compacts).
     public var compactionDeadBytes: Int64 = 256 << 20
     public var compactionDeadFraction = 0.5
+    /// Called on the compaction's thread at each step of a compaction the
+    /// store runs in the background (`CompactionStep`), before the step's
+    /// work goes on: tests and the tools' test knob use it to tell when one
+    /// runs (stepsync's `STEPSYNC_TEST_COMPACTION`). Must not use the store.
+    public var onBackgroundCompactionStep: (@Sendable (CompactionStep) -> Void)?
     /// Bytes of index per band when applying snapshots (see
     /// `ReplayPipeline.applySnapshots`); tests make it tiny to get many bands.
     var snapshotBandBytes = ReplayPipeline.defaultBandBytes

@@ -27,8 +27,11 @@ public struct FetchSummary: Sendable, Equatable {
 /// samples → upsert into the store in batches of 1,000 → sync → record the
 /// interval `fetched`.
 ///
-/// An interval is recorded fetched only after a sync made all its samples
-/// durable; its status record becomes durable with the next sync. Killed at any
+/// Syncs are pipelined (`StepLogStore.syncInBackground`): batch k+1 is
+/// written while the disk makes batch k durable. An interval is recorded
+/// fetched only after a sync made all its samples durable (its batch's
+/// ticket, or a later one); its status record becomes durable with a later
+/// sync. Killed at any
 /// point, the next run fetches again from the first interval not recorded
 /// fetched, and the upsert makes the repeat write nothing. Batches fill across
 /// intervals (most hold a few hundred samples), so a sync covers 1,000 samples.
@@ -70,27 +73,45 @@ public final class FetchService {
             defer { seconds += Date().timeIntervalSince(t) }
             return try body()
         }
+        /// The batch whose sync runs, and the intervals it completes.
+        var syncing: (ticket: DurabilityTicket, complete: [SyncInterval])?
+
+        /// Waits for the running sync and records the intervals it completes
+        /// (their records join the next sync).
+        func settle() throws {
+            guard let (ticket, done) = syncing else { return }
+            syncing = nil
+            try timed(&summary.storeSeconds) {
+                try store.waitUntilDurable(ticket)
+                guard !done.isEmpty else { return }
+                try store.recordIntervals(done.map { var i = $0; i.status = .fetched; return i })
+            }
+            summary.intervalsFetched += done.count
+            onProgress?(FetchProgress(intervalsFetched: summary.intervalsFetched, intervalsTotal: pending.count,
+                                      samples: summary.samplesSeen, seconds: Date().timeIntervalSince(started)))
+        }
+        /// Writes the batch and starts its sync, then settles the one before.
         func writeBatch() throws {
             if !batch.isEmpty {
                 summary.samples += try timed(&summary.storeSeconds) { try store.upsert(batch, fetchedAt: now()) }
                 summary.batches += 1
                 batch.removeAll(keepingCapacity: true)
             }
-            try timed(&summary.storeSeconds) {
-                try store.sync()
-                guard !complete.isEmpty else { return }
-                try store.recordIntervals(complete.map { var i = $0; i.status = .fetched; return i })
-            }
-            summary.intervalsFetched += complete.count
+            let ticket = try timed(&summary.storeSeconds) { try store.syncInBackground() }
+            try settle()
+            syncing = (ticket, complete)
             complete.removeAll(keepingCapacity: true)
-            onProgress?(FetchProgress(intervalsFetched: summary.intervalsFetched, intervalsTotal: pending.count,
-                                      samples: summary.samplesSeen, seconds: Date().timeIntervalSince(started)))
+        }
+        /// Everything written durable, every completed interval recorded and synced.
+        func finish() throws {
+            try writeBatch()
+            try settle()
+            try timed(&summary.storeSeconds) { try store.sync() }
         }
 
         for interval in pending {
             if stop?.isRequested == true {
-                try writeBatch()
-                try timed(&summary.storeSeconds) { try store.sync() }
+                try finish()
                 throw StoppedByRequest(stage: "fetching")
             }
             let t = Date()
@@ -112,8 +133,7 @@ public final class FetchService {
             }
             complete.append(interval)
         }
-        try writeBatch()
-        try timed(&summary.storeSeconds) { try store.sync() }
+        try finish()
         summary.seconds = Date().timeIntervalSince(started)
         return summary
     }

@@ -9,7 +9,8 @@ import StepLog
 public struct CrashWorkload: Sendable {
     public enum Kind: String, CaseIterable, Sendable {
         /// Ingest into a fresh store: upserts, changed versions, marks synced,
-        /// deletions and their acknowledgements, intervals; a sync per batch.
+        /// deletions and their acknowledgements, intervals; a sync per batch,
+        /// pipelined as ingest's (`syncInBackground`).
         case ingest
         /// The same, resuming a store whose newest segment ends in torn bytes.
         case resumeTorn = "resume-torn"
@@ -139,15 +140,30 @@ public struct CrashWorkload: Sendable {
         }
     }
 
+    /// Batches the way `stepsync ingest` writes them: pipelined, batch b+1
+    /// written while batch b syncs (`syncInBackground`), batch b acknowledged
+    /// once its ticket is durable.
     private func batches(_ directory: String, upTo end: Int, log: ExpectationLog,
                          acknowledge: (ExpectationLog.Mark) -> Void) throws {
         let store = try StepLogStore.open(directory, options: options)
         var closed = false
         defer { if !closed { try? store.close() } }
         var b = store.layeringRanges.count
+        var syncing: (ticket: DurabilityTicket, mark: ExpectationLog.Mark)?
         while b < end {
-            try batch(b, store: store, log: log, markSynced: true, acknowledge: acknowledge)
+            try write(b, store: store, log: log, markSynced: true)
+            let ticket = try store.syncInBackground()
+            let mark = log.pendingMark(ranges: b + 1)
+            if let (previous, covered) = syncing {
+                try store.waitUntilDurable(previous)
+                acknowledge(log.settle(covered))
+            }
+            syncing = (ticket, mark)
             b += 1
+        }
+        if let (last, covered) = syncing {
+            try store.waitUntilDurable(last)
+            acknowledge(log.settle(covered))
         }
         closed = true
         try store.close()
@@ -168,8 +184,18 @@ public struct CrashWorkload: Sendable {
                           sourceDeviceName: n % 3 == 0 ? nil : "Apple Watch")
     }
 
+    /// Batch `b`, synced and acknowledged.
     private func batch(_ b: Int, store: StepLogStore, log: ExpectationLog, markSynced: Bool,
                        acknowledge: (ExpectationLog.Mark) -> Void) throws {
+        try write(b, store: store, log: log, markSynced: markSynced)
+        try store.sync()
+        acknowledge(log.mark(ranges: b + 1))
+    }
+
+    /// Batch `b`'s records, noted in `log`, not synced: upserts (a changed
+    /// version of an earlier sample among them), marks synced, deletions and
+    /// their acknowledgements, an interval, and last its layering range.
+    private func write(_ b: Int, store: StepLogStore, log: ExpectationLog, markSynced: Bool) throws {
         var samples = (0..<batchSize).map { Self.sample(b * batchSize + $0, version: 0) }
         if b >= 2 { samples.append(Self.sample((b - 2) * batchSize + b % batchSize, version: b)) }
         // A re-run (after a failure) re-upserts what may already be stored:
@@ -199,8 +225,6 @@ public struct CrashWorkload: Sendable {
                                                 startMilliseconds: Int64(b % 5), endMilliseconds: Int64(b % 5) + 1,
                                                 stepCount: Int64(b), status: .fetched)])
         try store.recordLayeringRange(LayeringRange(startMilliseconds: Int64(b), endMilliseconds: Int64(b) + 1))
-        try store.sync()
-        acknowledge(log.mark(ranges: b + 1))
     }
 }
 

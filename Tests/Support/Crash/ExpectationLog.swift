@@ -54,6 +54,21 @@ public final class ExpectationLog: @unchecked Sendable {
         }
     }
 
+    /// A mark for what a sync running now covers (`syncInBackground`):
+    /// everything noted so far. It becomes the last mark only once that sync
+    /// is waited for (`settle`).
+    public func pendingMark(ranges: Int) -> Mark {
+        lock.withLock { Mark(sequence: sequence, ranges: ranges) }
+    }
+
+    /// The pending mark's sync returned: it is the acknowledgement in force.
+    public func settle(_ mark: Mark) -> Mark {
+        lock.withLock {
+            lastMark = mark
+            return mark
+        }
+    }
+
     /// Every sample the mark constrains, with the states it may be found in.
     public func constraints(at mark: Mark) -> [(UUID, Set<State>)] {
         lock.withLock {

@@ -69,9 +69,12 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
     private var _injected = 0
     /// Files with data (non-zero bytes) written since their last successful sync.
     private var dirtyData: Set<String> = []
-    /// The thread that set the fault (the workload's): a segment sync from
-    /// any other thread is the preallocator's.
-    private var workloadThread: pthread_t?
+    /// Per thread, the file its last write went to and whether that write was
+    /// all zeros: a sync of that file from that thread is a preallocator's
+    /// (it writes a fill of zeros, then syncs, on its own queue). A segment
+    /// sync from any other thread — the writer's, or the store's sync thread
+    /// (`syncInBackground`) — is the writer's.
+    private var lastWrite: [UInt: (path: String, zeros: Bool)] = [:]
 
     public init(root: String, acknowledged: ExpectationLog.Mark?) {
         self.root = root
@@ -93,7 +96,6 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
     public func setFault(_ fault: Fault?) {
         lock.withLock {
             _fault = fault
-            workloadThread = pthread_self()
         }
     }
 
@@ -118,12 +120,34 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
             code = perform()
         }
         switch recorded {
-        case .write(let path, _, let bytes) where code == 0 && bytes.contains(where: { $0 != 0 }): dirtyData.insert(path)
-        case .sync(let path) where code == 0: dirtyData.remove(path)
+        case .write(let path, _, let bytes):
+            let zeros = !bytes.contains { $0 != 0 }
+            lastWrite[Self.thread] = (path, zeros)
+            if code == 0 && !zeros { dirtyData.insert(path) }
+        case .sync(let path):
+            lastWrite[Self.thread] = nil
+            if code == 0 { dirtyData.remove(path) }
         default: break
         }
         _events.append(.operation(recorded, result: code))
         return code
+    }
+
+    /// The calling thread, as a key. (A dispatch worker thread serves many
+    /// queues: a sync forgets the thread's last write, see `intercept`.)
+    private static var thread: UInt {
+        #if canImport(Glibc)
+        return UInt(pthread_self())
+        #else
+        return UInt(bitPattern: Int(bitPattern: pthread_self()))
+        #endif
+    }
+
+    /// True when this thread's last write was zeros to `path`: the sync is a
+    /// preallocator's fill's (under `lock`).
+    private func isFillSync(_ path: String) -> Bool {
+        guard let last = lastWrite[Self.thread] else { return false }
+        return last.path == path && last.zeros
     }
 
     private func matches(_ fault: Fault, _ operation: RecordedOperation) -> Bool {
@@ -135,14 +159,13 @@ public final class IORecorder: FileOperationInterposer, @unchecked Sendable {
         case .nth:
             return _count == fault.at || (fault.persistent && _count > fault.at)
         case .preallocationSync:
-            // The fill runs on the preallocator's queue, the writer on the workload's thread.
-            guard case .sync(let path) = operation, path.hasSuffix(".log"), dirtyData.contains(path),
-                  let workloadThread else { return false }
-            return pthread_equal(pthread_self(), workloadThread) == 0
+            guard case .sync(let path) = operation, path.hasSuffix(".log"), dirtyData.contains(path) else { return false }
+            return isFillSync(path)
         case .writerSync:
-            guard case .sync(let path) = operation, path.hasSuffix(".log"), dirtyData.contains(path),
-                  case .write(let written, _, let bytes)? = previous, written == path else { return false }
-            return bytes.contains { $0 != 0 }
+            // The writer syncs on its own thread (`sync()`) or on the store's
+            // sync thread (`syncInBackground`): any segment sync but a fill's.
+            guard case .sync(let path) = operation, path.hasSuffix(".log"), dirtyData.contains(path) else { return false }
+            return !isFillSync(path)
         case .snapshotSync:
             guard case .sync(let path) = operation else { return false }
             return path.hasSuffix(".hint.tmp")

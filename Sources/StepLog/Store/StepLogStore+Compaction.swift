@@ -87,7 +87,7 @@ extension StepLogStore {
                 for r in groupRecords {
                     let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
                     before.records += 1
-                    guard state.isLive(type: r.type, payload: payload, at: r.position) else {
+                    guard try state.isLive(type: r.type, payload: payload, at: r.position) else {
                         if Self.isSyncMark(r.type) { before.syncMarkBytes += Int64(FormatConstants.recordHeaderSize + r.length) }
                         continue
                     }
@@ -95,7 +95,7 @@ extension StepLogStore {
                     frame.removeAll()
                     if r.type == RecordType.samplesRejected.rawValue, case .success(let list) = RejectionPayload.decode(payload) {
                         // Only the entries that still apply: a record can outlive some of its samples' versions.
-                        let current = list.filter { state.isRejectionCurrent(UUIDBytes($0.id), recordedAt: r.position) }
+                        let current = try list.filter { try state.isRejectionCurrent(UUIDBytes($0.id), recordedAt: r.position) }
                         rejectionPayload.removeAll()
                         RejectionPayload.appendPayload(current, to: rejectionPayload)
                         frame.append(UInt32(rejectionPayload.count))
@@ -108,7 +108,7 @@ extension StepLogStore {
                         frame.append(UInt32(0))
                         frame.append(payload)
                     }
-                    if r.type == RecordType.sampleUpsert.rawValue, state.index.find(SamplePayload.uuid(payload))?.isSynced == true {
+                    if r.type == RecordType.sampleUpsert.rawValue, state.index.entry(SamplePayload.uuid(payload), at: r.position)?.isSynced == true {
                         // Fold the synced marker into the version: the same bytes with the flag set.
                         let at = FormatConstants.recordHeaderSize + SamplePayload.flagsOffset
                         frame.set(frame.bytes[at] | FormatConstants.sampleFlagSynced, at: at)
@@ -202,12 +202,12 @@ extension StepLogStore {
             }
             try scan(from: .zero) { position, type, payload in
                 let size = Int64(FormatConstants.recordHeaderSize + payload.count)
-                let live = state.isLive(type: type, payload: payload, at: position)
+                let live = try state.isLive(type: type, payload: payload, at: position)
                 f.records += 1
                 if Self.isSyncMark(type) { f.syncMarkBytes += size }
                 // A rejection record's entries that no longer apply are dead bytes (compaction leaves them out).
                 let liveSize = !live ? 0 : type == RecordType.samplesRejected.rawValue
-                    ? Int64(FormatConstants.recordHeaderSize + state.liveRejectionPayloadSize(payload, at: position)) : size
+                    ? Int64(FormatConstants.recordHeaderSize + (try state.liveRejectionPayloadSize(payload, at: position))) : size
                 if live {
                     f.liveRecords += 1
                     f.liveBytes += liveSize

@@ -9,16 +9,34 @@ import Darwin
 /// being opened or verified (`SampleIndex.keyAt`), before there is a store
 /// to read records through.
 ///
-/// Reads only the record's header and the UUID that starts both payloads;
-/// the record was checked when it was replayed, or when the snapshot that
-/// named it was built.
+/// Each segment is mapped read-only on its first read, so a confirmation is
+/// a memory load from the page cache rather than a system call (opening a
+/// store confirms one per re-upserted sample in the newest segment). Reads
+/// only the record's type and the UUID that starts both payloads; the record
+/// was checked when it was replayed, or when the snapshot naming it was built.
 final class SegmentKeyReader {
     private let segments: [SegmentInfo]
-    private let files = SegmentFileCache()
-    private var buffer = [UInt8](repeating: 0, count: FormatConstants.recordHeaderSize + 16)
+    private var mappings: [Int: (base: UnsafeMutableRawPointer, size: Int)] = [:]
 
-    /// `segments` in log order (ascending base positions).
+    /// `segments` in log order (ascending base positions), as they are on disk.
     init(segments: [SegmentInfo]) { self.segments = segments }
+
+    deinit {
+        for m in mappings.values { munmap(m.base, m.size) }
+    }
+
+    private func mapping(_ i: Int) throws -> (base: UnsafeMutableRawPointer, size: Int) {
+        if let m = mappings[i] { return m }
+        let segment = segments[i]
+        let fd = try FileDescriptor.open(segment.path, O_RDONLY)
+        defer { fd.close() }
+        let size = Int(try fd.size())
+        guard size > 0, let base = mmap(nil, size, PROT_READ, MAP_SHARED, fd.rawValue, 0), base != MAP_FAILED else {
+            throw StepLogError.io(operation: "mmap", path: segment.path, errno: errno)
+        }
+        mappings[i] = (base, size)
+        return (base, size)
+    }
 
     func key(at position: LogPosition) throws -> UUIDBytes {
         var lo = 0, hi = segments.count - 1
@@ -29,16 +47,14 @@ final class SegmentKeyReader {
         guard !segments.isEmpty, segments[lo].basePosition <= position.rawValue else {
             throw StepLogError.corruption(path: "", offset: Int64(position.rawValue), reason: "no segment holds log position \(position.rawValue)")
         }
-        let segment = segments[lo]
-        let offset = Int64(position.rawValue - segment.basePosition)
-        let fd = try files.descriptor(for: segment)
-        let count = buffer.count
-        let n = try buffer.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: count, at: offset) }
-        let type = buffer[4]
-        guard n == count, type == RecordType.sampleUpsert.rawValue || type == RecordType.sampleDeleted.rawValue else {
-            throw StepLogError.corruption(path: segment.path, offset: offset,
-                                          reason: "the index points at \(n < count ? "the end of the segment" : "a record of type \(type)"), not a sample or tombstone")
+        let m = try mapping(lo)
+        let offset = Int(position.rawValue - segments[lo].basePosition)
+        let end = offset + FormatConstants.recordHeaderSize + 16
+        let type = end <= m.size ? m.base.load(fromByteOffset: offset + 4, as: UInt8.self) : 0
+        guard type == RecordType.sampleUpsert.rawValue || type == RecordType.sampleDeleted.rawValue else {
+            throw StepLogError.corruption(path: segments[lo].path, offset: Int64(offset),
+                                          reason: "the index points at \(end > m.size ? "the end of the segment" : "a record of type \(type)"), not a sample or tombstone")
         }
-        return buffer.withUnsafeBytes { UUIDBytes(loadingFrom: $0, at: FormatConstants.recordHeaderSize) }
+        return UUIDBytes(loadingFrom: UnsafeRawBufferPointer(start: m.base, count: m.size), at: offset + FormatConstants.recordHeaderSize)
     }
 }

@@ -378,11 +378,12 @@ public final class SampleIndex {
     /// Bytes allocated for slots (the figure "index bytes per key" divides).
     public var memoryBytes: Int { capacity * Self.slotSize }
 
-    /// Re-sizes the table for 80% load when it is more than half as large
-    /// again as that (after a rebuild that reserved for more keys than it
-    /// found). Walks in hash order, so it is nearly sequential.
+    /// Re-sizes the table for 80% load when it is more than an eighth larger
+    /// than that (after a rebuild that reserved for more keys than it found:
+    /// opening guesses one per 80 bytes of the newest segment, and re-upserts
+    /// add none). Walks in hash order, so it is nearly sequential.
     public func shrinkToFit() {
         let target = Self.capacity(for: count)
-        if target < capacity - capacity / 3 { rehash(toCapacity: target) }
+        if target < capacity - capacity / 8 { rehash(toCapacity: target) }
     }
 }

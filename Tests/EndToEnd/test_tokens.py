@@ -39,6 +39,20 @@ def test_a_wrong_token_is_refused_once_without_retries(token_server, tmp_path):
     assert status(store)["syncedSamples"] == 0
 
 
+def test_a_wrong_token_is_refused_even_with_nothing_to_upload(token_server, tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=3)
+    assert upload(store, token_server.url, env=TOKEN_ENV).returncode == 0
+    assert status(store)["unsyncedSamples"] == 0
+    wrong = "sst_" + "B" * 43
+    result = upload(store, token_server.url, env={"STEPSYNC_TOKEN": wrong})
+    assert result.returncode == 1
+    assert result.stderr.startswith("stepsync upload: the server refused the token"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert wrong not in result.stderr + result.stdout
+    assert "upload complete" not in result.stdout
+
+
 def test_a_token_file_with_a_trailing_newline_works_and_the_token_is_never_printed(token_server, tmp_path):
     store = tmp_path / "store"
     ingest(store, days=20)

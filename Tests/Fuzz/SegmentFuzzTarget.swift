@@ -119,19 +119,9 @@ private func checkVouching(_ file: [UInt8], at offset: Int, damage: Int64) {
     }
 }
 
-/// Seeds: the segment of a small store holding every record type, as is, with
-/// its header block folded (mode 4), and cut inside its last record.
+/// Seeds: see FuzzSeedStore.writeSegmentSeeds.
 @_cdecl("LLVMFuzzerInitialize")
 public func initializeSegmentFuzz(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
-    FuzzSeeds.writeIfRequested { dir in
-        let store = fuzzScratchDirectory + "/segment-seeds"
-        try FuzzSeedStore.write(to: store, samples: 12)
-        guard let path = try FuzzSeedStore.segmentPaths(in: store).last else { return }
-        let file = fuzzReadFile(path)
-        FuzzSeeds.write([0] + file, named: "store-segment", in: dir)
-        let folded = Array(file[0..<FormatConstants.segmentHeaderSize]) + file[FormatConstants.dataStartV2...]
-        FuzzSeeds.write([4] + folded, named: "store-segment-folded", in: dir)
-        FuzzSeeds.write([4] + folded.dropLast(5), named: "store-segment-folded-torn", in: dir)
-    }
+    FuzzSeeds.writeIfRequested { dir in try FuzzSeedStore.writeSegmentSeeds(in: dir) }
     return 0
 }

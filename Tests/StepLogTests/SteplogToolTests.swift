@@ -135,8 +135,40 @@ import Testing
         #expect(r.code == 1 && r.lines.count == 1 && r.lines[0].contains("no such directory"))
         let dir = tmp.sub("store")
         let holder = try StepLogStore.open(dir)
-        let locked = try run(["compact", dir])
+        let locked = try run(["compact", dir, "--wait", "0"]) // 0: do not ask the holder
         #expect(locked.code == 1 && locked.lines.last?.contains("store is locked by pid \(getpid())") == true)
+        // Asked, a holder that never syncs does not answer: one line, nothing left behind.
+        let unanswered = try run(["compact", dir, "--wait", "0.3"])
+        #expect(unanswered.code == 1 && unanswered.lines.last?.contains("did not answer the compaction request") == true)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/" + StepLogStore.compactionRequestFileName))
+        try holder.close()
+    }
+
+    /// `steplog compact` on a store another process holds asks that process,
+    /// which compacts in its background at its next sync and answers.
+    @Test func compactAsksTheProcessHoldingTheStore() throws {
+        let tmp = TemporaryDirectory()
+        let dir = tmp.sub("store")
+        try sealedStore(dir)
+        var options = StoreOptions()
+        options.segmentSize = 16 << 10
+        let holder = try StepLogStore.open(dir, options: options)
+        let expected = try StoreDigest.of(holder)
+        let done = FirstError()
+        let writer = Thread {
+            // The holder keeps syncing (an ingest would), as nothing else happens.
+            while done.first == nil {
+                do { try holder.sync() } catch { done.record(error) }
+            }
+        }
+        writer.start()
+        let r = try run(["compact", dir, "--wait", "60", "--json"])
+        done.record(CancellationError())
+        holder.waitForBackgroundCompaction()
+        #expect(r.code == 0, "\(r.lines)")
+        #expect(r.lines.last?.contains("\"compactedBy\":\"pid \(getpid())\"") == true, "\(r.lines)")
+        #expect(holder.backgroundCompactions == 1)
+        #expect(try StoreDigest.of(holder) == expected)
         try holder.close()
     }
 

@@ -65,6 +65,16 @@ import Testing
         return (r.code, r.lines.joined(separator: "\n"))
     }
 
+    /// Runs an ingest that must be refused: exit status 1, the store's files
+    /// byte for byte as before. Returns the last line printed (the error).
+    func refusedIngest(_ args: [String], store: String) throws -> String {
+        let before = try storeFiles(store)
+        let refused = try runMerged(args)
+        #expect(refused.code == 1)
+        #expect(try storeFiles(store) == before)
+        return try #require(refused.text.split(separator: "\n").last.map(String.init))
+    }
+
     func json(_ line: String) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
     }
@@ -129,12 +139,8 @@ import Testing
         let mar = try Self.write(dir, "march.xml", Self.march(), date: Self.marchDate)
         let store = dir.path + "/store"
         #expect(try run(["ingest", "--store", store, "--source", mar]).code == 0)
-        let before = try storeFiles(store)
-        let refused = try runMerged(["ingest", "--store", store, "--source", jan])
-        #expect(refused.code == 1)
-        let errorLine = try #require(refused.text.split(separator: "\n").last.map(String.init))
+        let errorLine = try refusedIngest(["ingest", "--store", store, "--source", jan], store: store)
         #expect(errorLine == "stepsync ingest: \(jan): export is older than the last one imported (ExportDate 2021-03-10T16:00:00Z, last imported 2021-05-10T15:00:00Z); nothing was stored (--keep-deleted imports it without deletions)")
-        #expect(try storeFiles(store) == before)
         // --keep-deleted takes it additively: January's samples come back beside March's.
         let kept = try run(["ingest", "--store", store, "--source", jan, "--keep-deleted"])
         #expect(kept.code == 0 && kept.lines.contains("  6 new, 0 changed, 0 deleted"), "\(kept.lines)")
@@ -151,11 +157,8 @@ import Testing
         let store = dir.path + "/store"
         #expect(try run(["ingest", "--store", store, "--source", jan]).code == 0)
         let before = try storeFiles(store)
-        let refused = try runMerged(["ingest", "--store", store, "--source", partial])
-        #expect(refused.code == 1)
-        let errorLine = try #require(refused.text.split(separator: "\n").last.map(String.init))
+        let errorLine = try refusedIngest(["ingest", "--store", store, "--source", partial], store: store)
         #expect(errorLine == "stepsync ingest: \(partial): would delete 24 of the 206 stored export samples with no replacement (11.7%, more than 5%); nothing was stored. If this export is complete and yours, run again with --allow-deletions")
-        #expect(try storeFiles(store) == before)
         #expect(try runMerged(["ingest", "--store", store, "--source", partial, "--keep-deleted", "--allow-deletions"]).code == 2)
         #expect(try storeFiles(store) == before)
 

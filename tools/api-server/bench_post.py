@@ -3,11 +3,14 @@
 durability), from one client and from 8 concurrent clients of different users, on each backend and on
 the server as it was before the package split (the peer), all in one run. Prints samples/s.
 
-Usage: .venv/bin/python bench_post.py [--requests 200] [--batch 1000] [--clients 8] [--peer-python PY]
-       [--only embedded,postgres,peer]
+Usage: .venv/bin/python bench_post.py [--requests 200] [--batch 1000] [--clients 8] [--in-flight 1,2,4]
+       [--peer-python PY] [--only embedded,postgres,peer] [--no-daily-buckets] [--daily N]
 Each server gets a fresh data directory (or database) on a free loopback port and is stopped after.
 Bodies are encoded before the clock starts; each client is its own process with one keep-alive
-connection (http.client), so the client side costs little of the machine's two cores.
+connection per request it keeps in flight (http.client). "1 client, N in flight" is one user's
+process with N requests outstanding at a time (the way `stepsync upload` may pipeline), every 200
+meaning that request's samples are durable. Each line also says what share of the CPU time used
+during it the clients took (client and server share the machine's cores).
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ def client(port: int, token: str, bodies: list[bytes], start_at: float, result, 
         connection.close()
 
     lanes = [threading.Thread(target=send, args=(lane,)) for lane in range(in_flight)]
+    cpu = os.times()
+    cpu_before = cpu.user + cpu.system
     while time.time() < start_at:
         time.sleep(0.001)
     began = time.perf_counter()
@@ -78,31 +83,62 @@ def client(port: int, token: str, bodies: list[bytes], start_at: float, result, 
         lane.join()
     if failures:
         raise SystemExit(failures[0])
-    result.put((sum(saved), time.perf_counter() - began))
+    cpu = os.times()
+    result.put((sum(saved), time.perf_counter() - began, cpu.user + cpu.system - cpu_before))
 
 
-def run_clients(port: int, tokens: list[str], bodies_per_client: list[list[bytes]], in_flight: int = 1) -> tuple[int, float]:
+def process_tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and its children so far (Linux /proc; 0 elsewhere)."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    pids = [pid]
+    try:
+        pids += [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return 0.0
+    for each in pids:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+LAST_CLIENT_SHARE = [0.0]
+
+
+def client_share() -> str:
+    return f"clients {LAST_CLIENT_SHARE[0]:.0%} of the CPU time used"
+
+
+def run_clients(port: int, tokens: list[str], bodies_per_client: list[list[bytes]], in_flight: int = 1,
+                server_pid: int = 0) -> tuple[int, float]:
     queue = multiprocessing.Queue()
     start_at = time.time() + 0.5
     processes = [multiprocessing.Process(target=client, args=(port, token, bodies, start_at, queue, in_flight))
                  for token, bodies in zip(tokens, bodies_per_client)]
     for process in processes:
         process.start()
+    server_before = process_tree_cpu(server_pid) if server_pid else 0.0
     results = [queue.get(timeout=600) for _ in processes]
+    server_cpu = process_tree_cpu(server_pid) - server_before if server_pid else 0.0
     for process in processes:
         process.join()
         if process.exitcode != 0:
             raise SystemExit("a client failed")
-    return sum(saved for saved, _ in results), max(elapsed for _, elapsed in results)
+    clients_cpu = sum(cpu for _, _, cpu in results)
+    LAST_CLIENT_SHARE[0] = clients_cpu / (clients_cpu + server_cpu) if server_cpu > 0 else 0.0
+    return sum(saved for saved, _, _ in results), max(elapsed for _, elapsed, _ in results)
 
 
 class Server:
-    def __init__(self, label: str, command: list[str], port: int, env=None) -> None:
+    def __init__(self, label: str, command: list[str], port: int, env=None, start_s: float = 60) -> None:
         self.label = label
         self.port = port
         self.log = tempfile.NamedTemporaryFile(prefix="bench-server-", suffix=".log", delete=False)
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + start_s
         while True:
             try:
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -156,8 +192,9 @@ def daily_bodies(total: int) -> list[bytes]:
     return bodies
 
 
-def bench_daily(total: int, wanted: list[str]) -> int:
+def bench_daily(total: int, wanted: list[str], server_flags: list[str]) -> int:
     bodies = daily_bodies(total)
+    buckets = "without daily buckets" if "--no-daily-buckets" in server_flags else "with daily buckets"
     with tempfile.TemporaryDirectory(prefix="bench-daily-") as directory:
         for backend in ("embedded", "postgres"):
             if backend not in wanted:
@@ -172,31 +209,33 @@ def bench_daily(total: int, wanted: list[str]) -> int:
                 cluster = PostgresCluster(fsync=True).start()
                 storage = ["--database", cluster.new_database()]
             token = create_token(storage, "daily")
+            command = [sys.executable, str(MAIN), *storage, *server_flags]
             port = free_port()
-            server = Server(backend, [sys.executable, str(MAIN), "--port", str(port), *storage], port)
+            server = Server(backend, command + ["--port", str(port)], port)
+            headers = {"Authorization": f"Bearer {token}"}
+            connection = None
+
+            def get_year() -> float:
+                began = time.perf_counter()
+                connection.request("GET", "/steps/daily?tz=Europe/Paris&from=2025-07-01&to=2026-06-30", headers=headers)
+                response = connection.getresponse()
+                document = json.loads(response.read())
+                elapsed = time.perf_counter() - began
+                assert response.status == 200 and len(document["days"]) == 365, document
+                return elapsed
+
+            def post_one(n: int) -> None:
+                sample = {"id": f"X{n}", "startDate": "2026-03-15T10:00:00Z", "endDate": "2026-03-15T10:05:00Z",
+                          "count": 100 + n, "sourceBundleId": "com.apple.health.P", "sourceDeviceName": "iPhone"}
+                connection.request("POST", "/steps", body=json.dumps({"samples": [sample]}),
+                                   headers={**headers, "Content-Type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                assert response.status == 200
+
             try:
-                saved, _ = run_clients(port, [token], [bodies], in_flight=2)
+                saved, loading = run_clients(port, [token], [bodies], in_flight=2)
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-                headers = {"Authorization": f"Bearer {token}"}
-
-                def get_year() -> float:
-                    began = time.perf_counter()
-                    connection.request("GET", "/steps/daily?tz=Europe/Paris&from=2025-07-01&to=2026-06-30", headers=headers)
-                    response = connection.getresponse()
-                    document = json.loads(response.read())
-                    elapsed = time.perf_counter() - began
-                    assert response.status == 200 and len(document["days"]) == 365, document
-                    return elapsed
-
-                def post_one(n: int) -> None:
-                    sample = {"id": f"X{n}", "startDate": "2026-03-15T10:00:00Z", "endDate": "2026-03-15T10:05:00Z",
-                              "count": 100 + n, "sourceBundleId": "com.apple.health.P", "sourceDeviceName": "iPhone"}
-                    connection.request("POST", "/steps", body=json.dumps({"samples": [sample]}),
-                                       headers={**headers, "Content-Type": "application/json"})
-                    response = connection.getresponse()
-                    response.read()
-                    assert response.status == 200
-
                 cold = get_year()
                 warm = sorted(get_year() for _ in range(5))
                 touched = []
@@ -204,11 +243,30 @@ def bench_daily(total: int, wanted: list[str]) -> int:
                     post_one(n)
                     touched.append(get_year())
                 touched.sort()
-                print(f"GET /steps/daily, one year (Europe/Paris) of {saved:,} samples (3 sources, 10 years), {backend}: "
-                      f"first {cold * 1000:,.0f} ms (computed from the samples, as every request was before the cache); again {warm[2] * 1000:,.0f} ms (median of 5, {warm[0] * 1000:,.0f}–{warm[-1] * 1000:,.0f}); "
-                      f"after a POST touching one day {touched[1] * 1000:,.0f} ms (median of 3) (asked for: <= 200 ms)", flush=True)
-            finally:
+                connection.close()
+                stopping = time.perf_counter()
                 server.stop()
+                server = None
+                stopped = time.perf_counter() - stopping
+                port = free_port()
+                starting = time.perf_counter()
+                server = Server(backend, command + ["--port", str(port)], port, start_s=900)  # the index of 3M lines
+                started = time.perf_counter() - starting
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+                restarted = get_year()
+                post_one(10)
+                restarted_post = get_year()
+                print(f"GET /steps/daily, one year (Europe/Paris) of {saved:,} samples (3 sources, 10 years), {backend}, {buckets}: "
+                      f"loaded by POST at {saved / loading:,.0f} samples/s (1,000 a request, 2 in flight); "
+                      f"first query right after the load {cold * 1000:,.0f} ms; again {warm[2] * 1000:,.0f} ms (median of 5, "
+                      f"{warm[0] * 1000:,.0f}–{warm[-1] * 1000:,.0f}); after a POST touching one day {touched[1] * 1000:,.0f} ms "
+                      f"(median of 3); after a restart (stop {stopped:,.1f} s, start {started:,.1f} s) {restarted * 1000:,.0f} ms, "
+                      f"then after a POST {restarted_post * 1000:,.0f} ms (asked for: <= 200 ms)", flush=True)
+            finally:
+                if connection is not None:
+                    connection.close()
+                if server is not None:
+                    server.stop()
                 if cluster is not None:
                     cluster.destroy()
     return 0
@@ -219,32 +277,47 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=200, help="requests per client (default 200)")
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--in-flight", default="1,2,4",
+                        help="requests one client keeps in flight, one lane each (default 1,2,4)")
+    parser.add_argument("--many-in-flight", default="1",
+                        help="requests each of the --clients keeps in flight, one lane each (default 1)")
     parser.add_argument("--peer-python", default=None, help="a python with the peer's requirements (fastapi)")
     parser.add_argument("--database", default=None,
                         help="a PostgreSQL URL to bench against (default: a throw-away cluster, fsync on)")
     parser.add_argument("--only", default="embedded,postgres,peer")
     parser.add_argument("--daily", type=int, default=0, metavar="N",
                         help="instead: load N samples (3 sources over 10 years) and time GET /steps/daily for a year")
+    parser.add_argument("--no-daily-buckets", action="store_true",
+                        help="start the servers with --no-daily-buckets (the POST cost of keeping them, by difference)")
     arguments = parser.parse_args()
     wanted = arguments.only.split(",")
+    flags = ["--no-daily-buckets"] if arguments.no_daily_buckets else []
     if arguments.daily:
-        return bench_daily(arguments.daily, wanted)
+        return bench_daily(arguments.daily, wanted, flags)
     users = [f"user{k}" for k in range(arguments.clients)]
+    depths = [int(depth) for depth in arguments.in_flight.split(",")]
+    many_depths = [int(depth) for depth in arguments.many_in_flight.split(",")]
     single = [[body(r * arguments.batch, arguments.batch, "A") for r in range(arguments.requests)]]
-    piped = [[body(r * arguments.batch, arguments.batch, "P") for r in range(arguments.requests)]]
     many = [[body(r * arguments.batch, arguments.batch, f"U{k}") for r in range(arguments.requests // 2)]
             for k in range(arguments.clients)]
 
-    def measure(label: str, port: int, tokens_single: list[str], tokens_many: list[str]) -> None:
-        saved, elapsed = run_clients(port, tokens_single, single)
-        assert saved == arguments.requests * arguments.batch, saved
-        print(f"{label}: 1 client: {saved / elapsed:,.0f} samples/s ({elapsed / arguments.requests * 1000:.1f} ms a request)", flush=True)
-        saved, elapsed = run_clients(port, tokens_single, piped, in_flight=2)
-        print(f"{label}: 1 client, 2 requests in flight: {saved / elapsed:,.0f} samples/s", flush=True)
+    def measure(label: str, server: "Server", tokens_single: list[str], tokens_many: list[str]) -> None:
+        port, pid = server.port, server.process.pid
+        for lane, depth in enumerate(depths):
+            # Fresh ids for every lane: each measures new samples.
+            bodies = single if lane == 0 else [[payload.replace(b'"id": "A', b'"id": "P%d' % lane) for payload in single[0]]]
+            saved, elapsed = run_clients(port, tokens_single, bodies, in_flight=depth, server_pid=pid)
+            assert saved == arguments.requests * arguments.batch, saved
+            print(f"{label}: 1 client, {depth} request{'s' if depth > 1 else ''} in flight: {saved / elapsed:,.0f} samples/s "
+                  f"({elapsed / arguments.requests * 1000:.1f} ms a request; {client_share()})", flush=True)
         if tokens_many:
-            saved, elapsed = run_clients(port, tokens_many, many)
-            assert saved == len(many) * len(many[0]) * arguments.batch, saved
-            print(f"{label}: {len(many)} clients of different users: {saved / elapsed:,.0f} samples/s aggregate", flush=True)
+            for lane, depth in enumerate(many_depths):
+                bodies_many = many if lane == 0 else [[payload.replace(b'"id": "U', b'"id": "Q%d' % lane) for payload in bodies]
+                                                      for bodies in many]
+                saved, elapsed = run_clients(port, tokens_many, bodies_many, in_flight=depth, server_pid=pid)
+                assert saved == len(many) * len(many[0]) * arguments.batch, saved
+                print(f"{label}: {len(many)} clients of different users, {depth} in flight each: {saved / elapsed:,.0f} "
+                      f"samples/s aggregate ({client_share()})", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="bench-post-") as directory:
         if "embedded" in wanted:
@@ -252,9 +325,9 @@ def main() -> int:
             storage = ["--data", str(data)]
             tokens = [create_token(storage, user) for user in ["single"] + users]
             port = free_port()
-            server = Server("embedded", [sys.executable, str(MAIN), "--port", str(port), *storage], port)
+            server = Server("embedded", [sys.executable, str(MAIN), "--port", str(port), *storage, *flags], port)
             try:
-                measure("embedded backend", port, tokens[:1], tokens[1:])
+                measure("embedded backend", server, tokens[:1], tokens[1:])
             finally:
                 server.stop()
         cluster = None
@@ -268,18 +341,18 @@ def main() -> int:
             storage = ["--database", arguments.database]
             tokens = [create_token(storage, user) for user in ["single"] + users]
             port = free_port()
-            server = Server("postgres", [sys.executable, str(MAIN), "--port", str(port), *storage], port)
+            server = Server("postgres", [sys.executable, str(MAIN), "--port", str(port), *storage, *flags], port)
             try:
-                measure("PostgreSQL backend", port, tokens[:1], tokens[1:])
+                measure("PostgreSQL backend", server, tokens[:1], tokens[1:])
             finally:
                 server.stop()
             port = free_port()
             server = Server("postgres", [sys.executable, str(MAIN), "--port", str(port), "--workers", "2", *storage], port)
             try:
                 many = [[payload.replace(b'"id": "U', b'"id": "W') for payload in bodies] for bodies in many]
-                saved, elapsed = run_clients(port, tokens[1:], many)
-                print(f"PostgreSQL backend, --workers 2: {len(many)} clients of different users: "
-                      f"{saved / elapsed:,.0f} samples/s aggregate", flush=True)
+                saved, elapsed = run_clients(port, tokens[1:], many, server_pid=server.process.pid)
+                print(f"PostgreSQL backend, --workers 2: {len(many)} clients of different users, 1 in flight each: "
+                      f"{saved / elapsed:,.0f} samples/s aggregate ({client_share()}; PostgreSQL's own processes not counted)", flush=True)
             finally:
                 server.stop()
                 if cluster is not None:
@@ -292,8 +365,9 @@ def main() -> int:
             server = Server("peer", [arguments.peer_python, str(peer), "--port", str(port), "--data",
                                      str(Path(directory) / "peer" / "steps.jsonl")], port)
             try:
-                saved, elapsed = run_clients(port, [""], single)
-                print(f"today's server (before the split, {PEER_COMMIT}): 1 client: {saved / elapsed:,.0f} samples/s", flush=True)
+                saved, elapsed = run_clients(port, [""], single, server_pid=server.process.pid)
+                print(f"the server before the split ({PEER_COMMIT}), embedded: 1 client, 1 request in flight: "
+                      f"{saved / elapsed:,.0f} samples/s ({client_share()})", flush=True)
             finally:
                 server.stop()
     return 0

@@ -29,6 +29,7 @@ final class SQLitePeer {
     let version: String
     private var db: OpaquePointer?
     private var upsertStatement: OpaquePointer?
+    private var deleteStatement: OpaquePointer?
 
     /// nil when no SQLite library can be loaded on this system.
     init?() {
@@ -71,6 +72,22 @@ final class SQLitePeer {
             """
         guard prepare_(db!, sql, -1, &statement, nil) == 0 else { throw PeerError(String(cString: errmsg(db!))) }
         upsertStatement = statement
+        var delete: OpaquePointer?
+        guard prepare_(db!, "DELETE FROM samples WHERE id = ?1", -1, &delete, nil) == 0 else { throw PeerError(String(cString: errmsg(db!))) }
+        deleteStatement = delete
+    }
+
+    /// Deletes one batch of ids in one transaction (committed, hence fsynced, on return).
+    func delete(_ ids: [UUID]) throws {
+        try execute("BEGIN")
+        let st = deleteStatement!
+        for id in ids {
+            var uuid = id.uuid
+            _ = withUnsafeBytes(of: &uuid) { bindBlob(st, 1, $0.baseAddress, 16, -1) }
+            guard step(st) == 101 else { throw PeerError(String(cString: errmsg(db!))) } // SQLITE_DONE
+            _ = reset(st)
+        }
+        try execute("COMMIT")
     }
 
     private func execute(_ sql: String) throws {
@@ -98,6 +115,9 @@ final class SQLitePeer {
 
     func close() {
         if let st = upsertStatement { _ = finalize(st) }
+        if let st = deleteStatement { _ = finalize(st) }
+        upsertStatement = nil
+        deleteStatement = nil
         if let db { _ = close_(db) }
         db = nil
     }

@@ -4,7 +4,7 @@ import Foundation
 import StepLog
 
 let usage = """
-    usage: stepbench engine [--n N[,N…]] [--dir DIR] [--no-peer] [--no-padding] [--json]
+    usage: stepbench engine [--n N[,N…]] [--dir DIR] [--no-peer] [--no-padding] [--no-pipeline] [--peers ENGINE_PEERS] [--json]
            stepbench open DIR [--no-snapshots] [--repeat K] [--json]
            stepbench snapshots DIR [--json]
            stepbench compact [--n N] [--dir DIR] [--keep]
@@ -39,6 +39,8 @@ do {
             case "--dir": i += 1; bench.directory = arguments[i]
             case "--no-peer": bench.runPeer = false
             case "--no-padding": bench.padding = false
+            case "--no-pipeline": bench.pipelined = false
+            case "--peers": i += 1; bench.peersProgram = arguments[i]
             case "--json": bench.json = true
             case "--keep": bench.keep = true
             default: FileHandle.standardError.write(Data("stepbench engine: unknown option \(arguments[i])\n\(usage)\n".utf8)); exit(2)

@@ -1,3 +1,4 @@
+import Foundation
 import StepLog
 import StepSync
 import ToolSupport
@@ -5,22 +6,36 @@ import ToolSupport
 /// `steplog compact DIR`.
 enum CompactCommand {
     static let usage = """
-        usage: steplog compact DIR [--json]
+        usage: steplog compact DIR [--json] [--wait SECONDS]
 
         Rewrites only what is live (each sample's current version with its synced state,
         each pending deletion's tombstone, each interval's latest status, current layering
         ranges, each day's high score, each source family's latest anchor) into new
         segments, switches to them atomically and deletes the old ones. Acknowledged
-        deletions leave nothing behind. Takes
-        the store's lock; killed at any moment, the store opens with the same contents
-        and a later compaction finishes the job. Prints live and dead bytes before and after.
+        deletions leave nothing behind. Killed at any moment, the store opens with the
+        same contents and a later compaction finishes the job. Prints live and dead bytes
+        before and after.
+
+        When another process (stepsync ingest or upload) holds the store, it asks that
+        process to compact in its background (a COMPACT-REQUEST file it notices at its next
+        sync) and waits up to --wait seconds (default 600; 0: do not ask) for its answer.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, flags: ["json"]) else { return 0 }
+        guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, options: ["wait"], flags: ["json"]) else { return 0 }
+        var wait = 600.0
+        if let text = args.value("wait") {
+            guard let seconds = Double(text), seconds >= 0 else { throw Arguments.UsageError("--wait takes a number of seconds, not '\(text)'") }
+            wait = seconds
+        }
         let progress = ProgressLine()
-        let report = try StepLogStore.compact(directory: dir, options: StoreOptions(createIfMissing: false)) { read, total in
-            progress.update("compacting: \(Format.bytes(read)) of \(Format.bytes(total)) read")
+        let report: CompactionReport
+        do {
+            report = try StepLogStore.compact(directory: dir, options: StoreOptions(createIfMissing: false)) { read, total in
+                progress.update("compacting: \(Format.bytes(read)) of \(Format.bytes(total)) read")
+            }
+        } catch StepLogError.locked(let path, let pid) where wait > 0 {
+            return try askWriter(dir, lock: path, pid: pid, wait: wait, json: args.has("json"))
         }
         progress.finish()
         let rate = report.seconds > 0 ? Double(report.bytesRead) / report.seconds : 0
@@ -46,6 +61,59 @@ enum CompactCommand {
         out.line("compacted \(dir) in \(Format.duration(report.seconds)) (\(Format.bytes(Int64(rate)))/s of input)")
         out.line("  before: \(describe(report.before))")
         out.line("  after:  \(describe(report.after))")
+        return 0
+    }
+
+    /// A compaction request that could not be made or was not answered.
+    struct RequestFailed: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// Asks the process holding the store to compact it, and waits for its answer.
+    private static func askWriter(_ dir: String, lock: String, pid: Int32?, wait: Double, json: Bool) throws -> Int32 {
+        let request = dir + "/" + StepLogStore.compactionRequestFileName
+        let result = dir + "/" + StepLogStore.compactionResultFileName
+        let holder = pid.map { "pid \($0)" } ?? "another process"
+        try? FileManager.default.removeItem(atPath: result)
+        guard FileManager.default.createFile(atPath: request, contents: Data("pid \(getpid())\n".utf8)) else {
+            throw RequestFailed("cannot write \(request) to ask \(holder) to compact")
+        }
+        let progress = ProgressLine()
+        let started = Date()
+        while Date().timeIntervalSince(started) < wait {
+            if let answer = try? String(contentsOfFile: result, encoding: .utf8) {
+                progress.finish()
+                try? FileManager.default.removeItem(atPath: result)
+                return report(answer.trimmingCharacters(in: .whitespacesAndNewlines), dir: dir, holder: holder, json: json)
+            }
+            progress.update("the store is held by \(holder): asked it to compact (it looks at its next sync); waiting \(Int(Date().timeIntervalSince(started))) s")
+            usleep(100_000)
+        }
+        progress.finish()
+        try? FileManager.default.removeItem(atPath: request)
+        throw RequestFailed("store is locked by \(holder) (\(lock)), which did not answer the compaction request within \(Format.duration(wait)) (it looks at each sync; is it idle?)")
+    }
+
+    private static func report(_ answer: String, dir: String, holder: String, json: Bool) -> Int32 {
+        let fields = answer.split(separator: " ", maxSplits: 3).map(String.init)
+        guard fields.first == "ok", fields.count == 4, let before = Int64(fields[1]), let after = Int64(fields[2]), let seconds = Double(fields[3]) else {
+            SteplogTool.err.line("steplog compact: \(holder) could not compact \(dir): \(answer.hasPrefix("failed ") ? String(answer.dropFirst(7)) : answer)")
+            return 1
+        }
+        if json {
+            var w = JSONWriter()
+            w.beginObject()
+            w.field("store", dir)
+            w.field("compactedBy", holder)
+            w.field("bytesBefore", before)
+            w.field("bytesAfter", after)
+            w.key("seconds"); w.value(seconds)
+            w.endObject()
+            SteplogTool.out.line(w.string)
+        } else {
+            SteplogTool.out.line("compacted \(dir) in the background of \(holder) in \(Format.duration(seconds)): \(Format.bytes(before)) -> \(Format.bytes(after))")
+        }
         return 0
     }
 }

@@ -79,6 +79,18 @@ enum UploadCommand {
             err.line("stepsync upload: \(error); is the server running? (tools/api-server/run --single-user --port PORT)")
             return 1
         }
+        // GET /health takes no token, and with nothing waiting no request
+        // would carry one: a wrong or revoked token would pass unnoticed until
+        // the day something is waiting. One authenticated read of a single
+        // sample checks it now.
+        if store.counts.unsyncedSamples == 0 && store.counts.pendingDeletions == 0 {
+            do {
+                _ = try await client.getSteps(limit: 1, offset: 0)
+            } catch let error as APIError {
+                err.line("stepsync upload: \(error)")
+                return 1
+            }
+        }
 
         let progress = ProgressLine()
         let service = APISyncService(store: store, client: client, retry: RetryPolicy(maxAttempts: attempts), stop: trap.stop)

@@ -53,6 +53,11 @@ public enum FormatConstants {
     /// Header flag: the last segment of a compaction run; its presence under its
     /// final name is the commit point of that compaction.
     public static let segmentFlagCompactionFinal: UInt16 = 1 << 1
+    /// Header flag: a writer segment started while a compaction ran in the
+    /// background. Its sequence and base position lie past the numbers and
+    /// positions reserved for that compaction's outputs, and its
+    /// compacted-through field names the last segment before the reservation.
+    public static let segmentFlagAfterReservation: UInt16 = 1 << 2
 
     // MARK: Records
 

@@ -26,6 +26,12 @@ public struct SegmentHeader: Hashable, Sendable {
 
     public var isCompactionOutput: Bool { flags & FormatConstants.segmentFlagCompactionOutput != 0 }
     public var isCompactionFinal: Bool { flags & FormatConstants.segmentFlagCompactionFinal != 0 }
+    /// A writer segment started past the sequences and positions reserved for
+    /// a background compaction's outputs (`reservedAfter` is the last segment before them).
+    public var isAfterReservation: Bool { flags & FormatConstants.segmentFlagAfterReservation != 0 }
+    /// For a segment after a reservation: the sequence of the segment sealed
+    /// when the reservation was made (kept in the compacted-through field).
+    public var reservedAfter: UInt64 { isAfterReservation ? compactedThrough : 0 }
 
     /// Bytes of the header itself for this version.
     public var size: Int { Self.size(version: version) }

@@ -33,6 +33,21 @@ public struct SegmentSet {
         guard live.count > 1 else { return nil }
         for i in 1..<live.count {
             let a = live[i - 1], b = live[i]
+            // A writer segment started during a background compaction follows
+            // the numbers and positions reserved for its outputs: before the
+            // compaction commits, the segment it reserved after (a gap of
+            // unused numbers and positions); after, the compaction's last
+            // output, whose range end is this segment's base.
+            if b.header.isAfterReservation {
+                if a.sequence == b.header.reservedAfter, b.sequence > a.sequence, b.basePosition >= a.nextBasePosition {
+                    continue
+                }
+                if a.header.isCompactionOutput, a.header.compactedThrough >= b.header.reservedAfter, b.sequence > a.sequence,
+                   a.header.rangeEnd == b.basePosition, a.endPosition <= a.header.rangeEnd {
+                    continue
+                }
+                return (i, b.path, 0, "segment \(b.name) follows positions reserved after segment \(b.header.reservedAfter), but the segment before it is \(a.name) (ending at position \(a.endPosition), next at \(a.nextBasePosition))")
+            }
             if b.sequence != a.sequence + 1 {
                 let missing = SegmentName.fileName(sequence: a.sequence + 1)
                 return (i, Directory.join(directory, missing), 0,

@@ -35,7 +35,9 @@ final class SegmentWriter {
     /// The segment's size when this writer opened it: a clean close adds a
     /// closing `syncedThrough` record only if this run appended something.
     private var sizeAtOpen: Int64
-    private let preallocator: Preallocator?
+    /// Syncs this file too (its zero fills): a sync of the writer's is
+    /// complete only once this one reports no failure (`syncFile`).
+    let preallocator: Preallocator?
 
     private init(info: SegmentInfo, fd: FileDescriptor, syncedSize: Int64, physicalSize: Int64,
                  preallocation: Int, limit: Int64) {
@@ -188,13 +190,28 @@ final class SegmentWriter {
     func sync() throws {
         try flush()
         if syncedSize != info.size {
-            try fd.sync()
-            // The preallocator syncs this file too: had its sync failed, the
-            // kernel may have reported the error to it alone and dropped our
-            // pages, and the sync above returned 0 — so its failure is ours.
-            try preallocator?.throwIfSyncFailed()
+            try Self.syncFile(fd, preallocator)
             syncedSize = info.size
         }
+    }
+
+    /// fdatasync of the file, as the writer's own sync or on the store's
+    /// sync thread (`BackgroundSyncer`).
+    static func syncFile(_ fd: FileDescriptor, _ preallocator: Preallocator?) throws {
+        try fd.sync()
+        // The preallocator syncs this file too: had its sync failed, the
+        // kernel may have reported the error to it alone and dropped our
+        // pages, and the sync above returned 0 — so its failure is ours.
+        try preallocator?.throwIfSyncFailed()
+    }
+
+    /// A sync made on another thread (`BackgroundSyncer`) made the file's
+    /// first `size` bytes durable and acknowledged them: a `syncedThrough`
+    /// record naming `size` is due.
+    func noteSynced(size: Int64) {
+        guard size > syncedSize else { return }
+        syncedSize = size
+        syncedThroughDue = true
     }
 
     /// A sync whose durability is acknowledged to a caller: afterwards a

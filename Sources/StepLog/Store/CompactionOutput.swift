@@ -33,6 +33,9 @@ final class CompactionOutput {
     private var current: Segment?
     private let onSegmentWritten: (Int) throws -> Void
     private let writeSnapshots: Bool
+    /// The last sequence and the end of the positions reserved for the
+    /// outputs (a compaction running beside the writer), or nil: unbounded.
+    private let reserved: (sequence: UInt64, position: UInt64)?
     /// Sealed outputs are synced, and their snapshots written, here, while
     /// the copy goes on; `finish` waits for them.
     private let background = DispatchQueue(label: "steplog.compaction.seal", qos: .userInitiated)
@@ -46,7 +49,9 @@ final class CompactionOutput {
     private(set) var syncMarkRecords = 0
 
     init(directory: String, firstSequence: UInt64, basePosition: UInt64, compactedThrough: UInt64, segmentSize: Int,
-         writeSnapshots: Bool, onSegmentWritten: @escaping (Int) throws -> Void) throws {
+         writeSnapshots: Bool, reserved: (sequence: UInt64, position: UInt64)? = nil,
+         onSegmentWritten: @escaping (Int) throws -> Void) throws {
+        self.reserved = reserved
         self.directory = directory
         self.segmentSize = Int64(segmentSize)
         self.compactedThrough = compactedThrough
@@ -56,6 +61,9 @@ final class CompactionOutput {
     }
 
     private func start(sequence: UInt64, base: UInt64) throws {
+        if let reserved, sequence > reserved.sequence || base >= reserved.position {
+            throw StepLogError.compactionAbandoned(path: directory, reason: "the outputs outgrew the sequences and positions reserved for them")
+        }
         let header = SegmentHeader(sequence: sequence, basePosition: base, flags: FormatConstants.segmentFlagCompactionOutput,
                                    compactedThrough: compactedThrough)
         let final = Directory.join(directory, SegmentName.fileName(sequence: sequence))
@@ -175,8 +183,11 @@ final class CompactionOutput {
         try append(frame.bytes)
         syncMarkBytes = Int64(frame.count)
         syncMarkRecords = gap > 0 ? 2 : 1
-        _ = try seal(last: true)
+        let last = try seal(last: true)
         try waitForBackground()
+        if let reserved, last.header.basePosition + UInt64(last.size) > reserved.position {
+            throw StepLogError.compactionAbandoned(path: directory, reason: "the outputs outgrew the positions reserved for them")
+        }
         return finished
     }
 

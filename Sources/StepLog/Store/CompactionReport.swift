@@ -35,6 +35,9 @@ public struct CompactionReport: Sendable, Equatable {
     public var seconds = 0.0
     /// Input bytes read, for the MB/s figure.
     public var bytesRead: Int64 = 0
+    /// A compaction in the background: how long the switch held the store's
+    /// mutex (replaying the last records appended, taking the new state).
+    public var switchSeconds = 0.0
 }
 
 /// The file operations of a compaction, in order: a test (or a crash) can

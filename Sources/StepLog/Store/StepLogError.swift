@@ -26,6 +26,9 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
     case recordTooLarge(bytes: Int)
     /// A source anchor longer than the format allows.
     case anchorTooLarge(family: String, bytes: Int)
+    /// A compaction in the background stopped without committing (its
+    /// outputs are discarded; the store is unchanged).
+    case compactionAbandoned(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -50,6 +53,8 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
             return "record of \(bytes) bytes exceeds the format's limit of \(FormatConstants.maxRecordPayload) bytes"
         case .anchorTooLarge(let family, let bytes):
             return "source anchor of \(bytes) bytes for '\(family)' exceeds the format's limit of \(FormatConstants.maxAnchorBytes) bytes"
+        case .compactionAbandoned(let path, let reason):
+            return "compaction of \(path) abandoned: \(reason)"
         }
     }
 }

@@ -36,7 +36,9 @@ extension StepLogStore {
     /// compaction replaced them, or a simulated crash), releasing the lock as
     /// a dying process would.
     func abandon() {
+        compactor.stop()
         locked {
+            syncer.drain()
             snapshots.wait()
             writer?.stopPreallocating()
             writer?.close()
@@ -55,7 +57,6 @@ extension StepLogStore {
         snapshots.wait()
         var inputs = segments
         inputs[inputs.count - 1] = w.info
-        let total = inputs.reduce(Int64(0)) { $0 + $1.size }
         try stop?(.started)
 
         let output = try CompactionOutput(
@@ -63,10 +64,95 @@ extension StepLogStore {
             compactedThrough: inputs.last!.sequence, segmentSize: options.segmentSize, writeSnapshots: options.writeSnapshots,
             onSegmentWritten: { n in try stop?(.outputWritten(n)) })
         var before = StoreFigures()
+        let read = try copyLive(inputs, to: output, before: &before, judging: { $0() }, progress: progress)
+        report.before = before
+        report.bytesRead = read
+        let outputs = try output.finish()
+        report.after = Self.figuresAfter(outputs, output: output, before: before)
+        _ = try commit(outputs, rangeEnd: 0, stop: stop)
+        try removeInputs(inputs, stop: stop)
+    }
+
+    /// What a compaction leaves: every record written is live, so the
+    /// figures follow from the copy.
+    static func figuresAfter(_ outputs: [CompactionOutput.Segment], output: CompactionOutput, before: StoreFigures) -> StoreFigures {
+        var after = StoreFigures()
+        after.segments = outputs.count
+        after.bytes = outputs.reduce(0) { $0 + $1.size }
+        after.headerBytes = Int64(outputs.count * FormatConstants.dataStartV2)
+        after.syncMarkBytes = output.syncMarkBytes
+        after.liveBytes = before.liveBytes
+        after.records = before.liveRecords + output.syncMarkRecords
+        after.liveRecords = before.liveRecords
+        return after
+    }
+
+    /// The switch on disk: every output but the last under its final name,
+    /// then the last, flagged final (with `rangeEnd`, when the writer went on
+    /// past a reservation), as the commit point. Returns the outputs as live
+    /// segments.
+    func commit(_ outputs: [CompactionOutput.Segment], rangeEnd: UInt64,
+                stop: ((CompactionStep) throws -> Void)?) throws -> [SegmentInfo] {
+        var live: [SegmentInfo] = []
+        for (n, out) in outputs.dropLast().enumerated() {
+            try Directory.rename(out.temporaryPath, to: out.finalPath)
+            live.append(SegmentInfo(header: out.header, path: out.finalPath, size: out.size))
+            try stop?(.outputRenamed(n))
+        }
+        try Directory.sync(directory)
+        let last = outputs.last!
+        var finalHeader = last.header
+        finalHeader.flags |= FormatConstants.segmentFlagCompactionFinal
+        finalHeader.rangeEnd = rangeEnd
+        let fd = try FileDescriptor.open(last.temporaryPath, O_WRONLY)
+        defer { fd.close() }
+        try finalHeader.encoded().withUnsafeBytes { try fd.write($0, at: 0) }
+        try fd.sync()
+        try stop?(.finalHeaderWritten)
+        try Directory.rename(last.temporaryPath, to: last.finalPath)
+        try Directory.sync(directory)
+        live.append(SegmentInfo(header: finalHeader, path: last.finalPath, size: last.size))
+        try stop?(.committed)
+        return live
+    }
+
+    /// Deletes a committed compaction's inputs and their snapshots (a crash
+    /// from here on is finished by the next open).
+    func removeInputs(_ inputs: [SegmentInfo], stop: ((CompactionStep) throws -> Void)?) throws {
+        for (n, input) in inputs.enumerated() {
+            try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: input.sequence)))
+            try Directory.remove(input.path)
+            try stop?(.inputRemoved(n))
+        }
+        try Directory.sync(directory)
+        try stop?(.finished)
+    }
+
+    /// What a compaction decides about one record it read.
+    struct Verdict {
+        var live = false
+        /// A sample version whose acknowledgement is folded into its flags.
+        var synced = false
+        /// For a samples-rejected record: the entries that still apply.
+        var rejections: [SampleRejection]?
+    }
+
+    /// Copies what is live in `inputs` to `output`, in log order, counting
+    /// what it read into `before`; returns the bytes read. Records go through
+    /// in groups of `group`: each group is copied out of the read window,
+    /// then judged inside `judging` (which holds the state still: the mutex
+    /// for a store in use, nothing more for a caller already holding it),
+    /// with the index slots of its samples prefetched first so the lookups'
+    /// cache misses overlap; framing and writing happen outside it.
+    func copyLive(_ inputs: [SegmentInfo], to output: CompactionOutput, before: inout StoreFigures,
+                  judging: (() -> Void) -> Void, group groupSize: Int = 32, checkpoint: () throws -> Void = {},
+                  progress: ((Int64, Int64) -> Void)?) throws -> Int64 {
+        let total = inputs.reduce(Int64(0)) { $0 + $1.size }
         let frame = WriteBuffer(capacity: 4096)
         let group = WriteBuffer(capacity: 64 << 10)
         let rejectionPayload = WriteBuffer(capacity: 1024)
         var groupRecords: [(position: LogPosition, type: UInt8, start: Int, length: Int)] = []
+        var verdicts: [Verdict] = []
         var read: Int64 = 0
         for segment in inputs {
             before.segments += 1
@@ -77,25 +163,50 @@ extension StepLogStore {
             fd.adviseSequential()
             // A 1 MiB window: compaction's memory budget is the index plus 64 MiB.
             var reader = SegmentReader(fd: fd, fileSize: segment.size, from: segment.dataStart, windowSize: 1 << 20)
-            // Records go through in groups: each group is copied into `group`
-            // while the index slots of its samples are prefetched, then judged
-            // live or dead and written; the lookups' cache misses overlap.
             group.removeAll()
             groupRecords.removeAll(keepingCapacity: true)
             func drain() throws {
                 let bytes = group.bytes
-                for r in groupRecords {
+                verdicts.removeAll(keepingCapacity: true)
+                // Judging may read records (a tag match is confirmed against
+                // the UUID on disk); its error is thrown once the state is let go.
+                var failure: Error?
+                judging {
+                    do {
+                        let state = self.state
+                        for r in groupRecords where r.type == RecordType.sampleUpsert.rawValue {
+                            let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
+                            if SamplePayload.isWellFormed(payload) { state.index.prefetch(SamplePayload.uuid(payload)) }
+                        }
+                        for r in groupRecords {
+                            let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
+                            var v = Verdict()
+                            v.live = try state.isLive(type: r.type, payload: payload, at: r.position)
+                            if v.live, r.type == RecordType.sampleUpsert.rawValue {
+                                // The record at r.position carries this UUID: no read confirms it.
+                                v.synced = state.index.entry(SamplePayload.uuid(payload), at: r.position)?.isSynced == true
+                            }
+                            if v.live, r.type == RecordType.samplesRejected.rawValue, case .success(let list) = RejectionPayload.decode(payload) {
+                                // Only the entries that still apply: a record can outlive some of its samples' versions.
+                                v.rejections = try list.filter { try state.isRejectionCurrent(UUIDBytes($0.id), recordedAt: r.position) }
+                            }
+                            verdicts.append(v)
+                        }
+                    } catch {
+                        failure = error
+                    }
+                }
+                if let failure { throw failure }
+                for (r, v) in zip(groupRecords, verdicts) {
                     let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
                     before.records += 1
-                    guard try state.isLive(type: r.type, payload: payload, at: r.position) else {
+                    guard v.live else {
                         if Self.isSyncMark(r.type) { before.syncMarkBytes += Int64(FormatConstants.recordHeaderSize + r.length) }
                         continue
                     }
                     before.liveRecords += 1
                     frame.removeAll()
-                    if r.type == RecordType.samplesRejected.rawValue, case .success(let list) = RejectionPayload.decode(payload) {
-                        // Only the entries that still apply: a record can outlive some of its samples' versions.
-                        let current = try list.filter { try state.isRejectionCurrent(UUIDBytes($0.id), recordedAt: r.position) }
+                    if let current = v.rejections {
                         rejectionPayload.removeAll()
                         RejectionPayload.appendPayload(current, to: rejectionPayload)
                         frame.append(UInt32(rejectionPayload.count))
@@ -108,7 +219,7 @@ extension StepLogStore {
                         frame.append(UInt32(0))
                         frame.append(payload)
                     }
-                    if r.type == RecordType.sampleUpsert.rawValue, state.index.entry(SamplePayload.uuid(payload), at: r.position)?.isSynced == true {
+                    if v.synced {
                         // Fold the synced marker into the version: the same bytes with the flag set.
                         let at = FormatConstants.recordHeaderSize + SamplePayload.flagsOffset
                         frame.set(frame.bytes[at] | FormatConstants.sampleFlagSynced, at: at)
@@ -123,6 +234,7 @@ extension StepLogStore {
                 }
                 group.removeAll()
                 groupRecords.removeAll(keepingCapacity: true)
+                try checkpoint()
             }
             while let item = try reader.next() {
                 guard case .record(let offset, let type, let payload, _) = item else {
@@ -131,56 +243,15 @@ extension StepLogStore {
                     }
                     continue
                 }
-                if type == RecordType.sampleUpsert.rawValue, SamplePayload.isWellFormed(payload) {
-                    state.index.prefetch(SamplePayload.uuid(payload))
-                }
                 groupRecords.append((LogPosition(segment.basePosition + UInt64(offset)), type, group.count, payload.count))
                 group.append(payload)
-                if groupRecords.count == 32 { try drain() }
+                if groupRecords.count == groupSize { try drain() }
             }
             try drain()
             read += segment.size
             progress?(read, total)
         }
-        report.before = before
-        report.bytesRead = read
-        let outputs = try output.finish()
-        // Every record written is live: the figures after follow from the copy.
-        report.after.segments = outputs.count
-        report.after.bytes = outputs.reduce(0) { $0 + $1.size }
-        report.after.headerBytes = Int64(outputs.count * FormatConstants.dataStartV2)
-        report.after.syncMarkBytes = output.syncMarkBytes
-        report.after.liveBytes = before.liveBytes
-        report.after.records = before.liveRecords + output.syncMarkRecords
-        report.after.liveRecords = before.liveRecords
-
-        // Switch: every output but the last under its final name, then the
-        // last, flagged final, as the commit point.
-        for (n, out) in outputs.dropLast().enumerated() {
-            try Directory.rename(out.temporaryPath, to: out.finalPath)
-            try stop?(.outputRenamed(n))
-        }
-        try Directory.sync(directory)
-        let last = outputs.last!
-        var finalHeader = last.header
-        finalHeader.flags |= FormatConstants.segmentFlagCompactionFinal
-        let fd = try FileDescriptor.open(last.temporaryPath, O_WRONLY)
-        try finalHeader.encoded().withUnsafeBytes { try fd.write($0, at: 0) }
-        try fd.sync()
-        fd.close()
-        try stop?(.finalHeaderWritten)
-        try Directory.rename(last.temporaryPath, to: last.finalPath)
-        try Directory.sync(directory)
-        try stop?(.committed)
-
-        // The inputs are now obsolete (a crash from here on is finished by the next open).
-        for (n, input) in inputs.enumerated() {
-            try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: input.sequence)))
-            try Directory.remove(input.path)
-            try stop?(.inputRemoved(n))
-        }
-        try Directory.sync(directory)
-        try stop?(.finished)
+        return read
     }
 
     /// Synced-through and padding records: what durability costs, counted

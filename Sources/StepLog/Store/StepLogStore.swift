@@ -11,7 +11,9 @@ import Darwin
 /// Durability is explicit: mutations append records and change the in-memory
 /// state at once, and `sync()` makes everything appended before it durable.
 /// A caller acknowledges work (to a user, a server, the next stage) only after
-/// `sync()` returns. After a failed write the store refuses every later
+/// `sync()` returns — or, pipelined, starts the sync with `syncInBackground()`,
+/// writes the next batch, and acknowledges once `waitUntilDurable` returns
+/// for the ticket. After a failed write or sync the store refuses every later
 /// mutation with the same error until it is reopened.
 ///
 /// One process writes a store at a time (enforced by `LOCK`); within the
@@ -29,10 +31,15 @@ public final class StepLogStore: @unchecked Sendable {
     var writer: SegmentWriter?
     let readers = SegmentFileCache()
     let snapshots: SnapshotWorker
-    let state: StoreState
+    /// Replaced whole (under the mutex) when a background compaction switches over.
+    var state: StoreState
     var failure: StepLogError?
     var isClosed = false
     let scratch = WriteBuffer(capacity: 4096)
+    /// Runs compactions in the background (docs/FORMAT.md, "Compaction").
+    let compactor = BackgroundCompactor()
+    /// Syncs on a thread of its own for `syncInBackground`.
+    let syncer = BackgroundSyncer()
 
     /// Opens (or creates) the store in `directory`.
     public static func open(_ directory: String, options: StoreOptions = StoreOptions()) throws -> StepLogStore {
@@ -78,6 +85,7 @@ public final class StepLogStore: @unchecked Sendable {
                 writer = w
                 segments = [w.info]
             }
+            compactor.consider(self)
         }
         // From here on the index confirms tag matches through this store's
         // reads (which also see records not yet written out).
@@ -85,6 +93,7 @@ public final class StepLogStore: @unchecked Sendable {
     }
 
     deinit {
+        syncer.drain()
         if !isClosed, failure == nil { try? writer?.flush() }
         writer?.close()
         snapshots.wait()
@@ -104,10 +113,12 @@ public final class StepLogStore: @unchecked Sendable {
     /// `padSyncsToSector`, the bytes are first padded to a sector boundary.
     public func sync() throws {
         try locked { try syncLocked() }
+        compactor.noticeRequest(self)
     }
 
     func syncLocked() throws {
         let w = try writableWriter()
+        try settleBackgroundSyncs(w)
         guard w.hasUnsyncedBytes else { return }
         do {
             if options.padSyncsToSector && !w.padToSector() {
@@ -117,6 +128,7 @@ public final class StepLogStore: @unchecked Sendable {
                 return
             }
             try w.syncAndVouch()
+            syncer.noteDurable(w.endPosition)
             if let failed = snapshots.syncFailure { throw failed }
         } catch {
             throw fail(error)
@@ -125,8 +137,10 @@ public final class StepLogStore: @unchecked Sendable {
 
     /// Syncs and closes the store, releasing the lock. Later calls throw `.closed`.
     public func close() throws {
+        compactor.stop() // outside the mutex: the compaction takes it to finish
         try locked {
             guard !isClosed else { return }
+            syncer.drain()
             defer {
                 isClosed = true
                 writer?.close()
@@ -198,8 +212,15 @@ public final class StepLogStore: @unchecked Sendable {
 
     func releaseLock() { fileLock = nil }
 
-    /// The writer, or the reason there is none.
+    /// The writer, or the reason there is none (a background sync's failure too).
     func writableWriter() throws -> SegmentWriter {
+        let w = try currentWriter()
+        if let failed = syncer.failure { throw fail(failed) }
+        return w
+    }
+
+    /// `writableWriter` without asking the sync thread (once a record, in `append`).
+    private func currentWriter() throws -> SegmentWriter {
         if isClosed { throw StepLogError.closed(path: directory) }
         if let failure { throw failure }
         guard let w = writer else { throw StepLogError.readOnly(path: directory) }
@@ -220,7 +241,7 @@ public final class StepLogStore: @unchecked Sendable {
     /// `segmentSize` (a record never spans segments). The first record after
     /// an acknowledging sync is preceded by its `syncedThrough` record.
     func append(_ encode: (WriteBuffer) -> Void) throws -> LogPosition {
-        var w = try writableWriter()
+        var w = try currentWriter()
         if !w.beginAppend() {
             do { w = try roll() } catch { throw fail(error) }
         }
@@ -243,19 +264,23 @@ public final class StepLogStore: @unchecked Sendable {
         return LogPosition(w.info.basePosition + UInt64(offset))
     }
 
-    /// Seals the current segment (synced) and starts the next.
-    func roll() throws -> SegmentWriter {
+    /// Seals the current segment (synced) and starts the next (with `nextHeader`
+    /// when given: a compaction reserving sequences and positions).
+    func roll(nextHeader: SegmentHeader? = nil) throws -> SegmentWriter {
         let old = writer!
+        try settleBackgroundSyncs(old)
         try old.seal()
         segments[segments.count - 1] = old.info
         old.close()
         writer = nil
-        let header = SegmentHeader(sequence: old.info.sequence + 1, basePosition: old.endPosition)
+        let header = nextHeader ?? SegmentHeader(sequence: old.info.sequence + 1, basePosition: old.endPosition)
         let next = try SegmentWriter.create(directory: directory, header: header,
                                             preallocation: options.preallocationSize, limit: Int64(options.segmentSize))
         writer = next
         segments.append(next.info)
+        syncer.noteDurable(next.endPosition)
         sealed(old.info)
+        compactor.consider(self)
         return next
     }
 

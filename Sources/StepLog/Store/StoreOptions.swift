@@ -31,6 +31,13 @@ public struct StoreOptions: Sendable {
     public var useSnapshots = true
     /// Write an index snapshot for each segment the writer seals.
     public var writeSnapshots = true
+    /// A writer compacts in the background (on a low-priority thread, the
+    /// store staying in use) once its estimated dead bytes reach both
+    /// `compactionDeadBytes` and `compactionDeadFraction` of its segment bytes;
+    /// checked when the store opens and each time a segment is sealed.
+    /// 0 turns it off (`steplog compact` still compacts).
+    public var compactionDeadBytes: Int64 = 256 << 20
+    public var compactionDeadFraction = 0.5
     /// Bytes of index per band when applying snapshots (see
     /// `ReplayPipeline.applySnapshots`); tests make it tiny to get many bands.
     var snapshotBandBytes = ReplayPipeline.defaultBandBytes

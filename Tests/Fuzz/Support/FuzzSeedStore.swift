@@ -85,3 +85,20 @@ enum FuzzSeeds {
         bytes.withUnsafeBytes { fuzzWriteFile(dir + "/" + name, $0) }
     }
 }
+
+extension FuzzSeedStore {
+    /// Seeds of the targets whose input is a mode byte and a segment file
+    /// (`segment`, `store-open`): the last segment of a small store holding
+    /// every record type, as is (mode 0), with its header block folded
+    /// (mode 4), and that folded file cut inside its last record.
+    static func writeSegmentSeeds(in dir: String) throws {
+        let store = fuzzScratchDirectory + "/segment-seeds"
+        try write(to: store, samples: 12)
+        guard let path = try segmentPaths(in: store).last else { return }
+        let file = fuzzReadFile(path)
+        FuzzSeeds.write([0] + file, named: "store-segment", in: dir)
+        let folded = Array(file[0..<FormatConstants.segmentHeaderSize]) + file[FormatConstants.dataStartV2...]
+        FuzzSeeds.write([4] + folded, named: "store-segment-folded", in: dir)
+        FuzzSeeds.write([4] + folded.dropLast(5), named: "store-segment-folded-torn", in: dir)
+    }
+}

@@ -17,6 +17,9 @@ public struct CrashWorkload: Sendable {
         case manySegments = "many-segments"
         /// Compaction of a store with dead versions, then more batches.
         case compaction
+        /// Compaction in the background of a store in use: batches written
+        /// and acknowledged between its steps, then more batches.
+        case backgroundCompaction = "background-compaction"
         /// Upload's path: unsynced samples marked synced (acknowledgement
         /// records) and pending deletions acknowledged, a sync per chunk.
         case upload
@@ -40,12 +43,13 @@ public struct CrashWorkload: Sendable {
             options.segmentSize = 8 << 10
             options.preallocationSize = 2 << 10
             batches = 8 * scale; batchSize = 20
-        case .compaction:
+        case .compaction, .backgroundCompaction:
             options.segmentSize = 12 << 10
             batches = 6 * scale; batchSize = 20
         case .upload:
             batches = 4 * scale; batchSize = 30
         }
+        options.compactionDeadBytes = 0 // only the compactions the workload runs
         self.options = options
     }
 
@@ -54,7 +58,7 @@ public struct CrashWorkload: Sendable {
         switch kind {
         case .ingest, .manySegments: return 0
         case .resumeTorn: return batches / 2
-        case .compaction, .upload: return batches
+        case .compaction, .backgroundCompaction, .upload: return batches
         }
     }
 
@@ -87,6 +91,31 @@ public struct CrashWorkload: Sendable {
             _ = try StepLogStore.compact(directory: directory, options: options)
             acknowledge(log.mark(ranges: batches))
             try batches(directory, upTo: batches + 2, log: log, acknowledge: acknowledge)
+        case .backgroundCompaction:
+            let store = try StepLogStore.open(directory, options: options)
+            var closed = false
+            defer { if !closed { try? store.close() } }
+            var b = store.layeringRanges.count
+            // A batch at a few of the compaction's steps: before the copy, after
+            // its first output, after the commit, at the end.
+            try withoutActuallyEscaping(acknowledge) { acknowledge in
+                _ = try store.compactInBackground(stop: { step in
+                    switch step {
+                    case .started, .outputWritten(0), .committed, .finished:
+                        if b < batches + 4 {
+                            try batch(b, store: store, log: log, markSynced: true, acknowledge: acknowledge)
+                            b += 1
+                        }
+                    default: break
+                    }
+                })
+            }
+            while b < batches + 6 {
+                try batch(b, store: store, log: log, markSynced: true, acknowledge: acknowledge)
+                b += 1
+            }
+            closed = true
+            try store.close()
         case .upload:
             let store = try StepLogStore.open(directory, options: options)
             defer { try? store.close() }

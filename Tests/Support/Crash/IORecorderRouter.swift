@@ -5,29 +5,35 @@ import StepLog
 /// operation to the recorder whose store directory holds it, and lets every
 /// other operation through untouched. Tests run concurrently in one process
 /// (Swift Testing's default), so a recorder must see — and fail — only its own
-/// store's operations, never those of a test beside it.
-final class IORecorderRouter: FileOperationInterposer, @unchecked Sendable {
-    static let shared = IORecorderRouter()
+/// store's operations, never those of a test beside it. Other interposers
+/// of one store directory (a test's own) are routed the same way.
+public final class IORecorderRouter: FileOperationInterposer, @unchecked Sendable {
+    public static let shared = IORecorderRouter()
 
     private let lock = NSLock()
-    private var recorders: [IORecorder] = []
+    private var routes: [(root: String, interposer: any FileOperationInterposer)] = []
 
-    func add(_ recorder: IORecorder) {
+    func add(_ recorder: IORecorder) { add(recorder, root: recorder.root) }
+
+    func remove(_ recorder: IORecorder) { remove(recorder as any FileOperationInterposer) }
+
+    /// Hands `interposer` every operation inside `root` (or on `root` itself) until `remove`.
+    public func add(_ interposer: any FileOperationInterposer, root: String) {
         lock.withLock {
-            recorders.append(recorder)
+            routes.append((root, interposer))
             FileOperations.interposer = self
         }
     }
 
-    func remove(_ recorder: IORecorder) {
+    public func remove(_ interposer: any FileOperationInterposer) {
         lock.withLock {
-            recorders.removeAll { $0 === recorder }
-            if recorders.isEmpty { FileOperations.interposer = nil }
+            routes.removeAll { $0.interposer === interposer }
+            if routes.isEmpty { FileOperations.interposer = nil }
         }
     }
 
-    func intercept(_ operation: FileOperation, perform: () -> Int32) -> Int32 {
-        let owner = lock.withLock { recorders.first { Self.operation(operation, concerns: $0.root) } }
+    public func intercept(_ operation: FileOperation, perform: () -> Int32) -> Int32 {
+        let owner = lock.withLock { routes.first { Self.operation(operation, concerns: $0.root) }?.interposer }
         guard let owner else { return perform() }
         return owner.intercept(operation, perform: perform)
     }

@@ -24,6 +24,7 @@ from starlette.routing import Match, Route
 
 from . import contract
 from .auth import Authenticator
+from .daily_buckets import BucketStore, DailyBuckets
 from .errors import ApiError, bad_request
 from .log import log
 from .settings import Settings
@@ -62,6 +63,21 @@ class BodyBudget:
             self.used -= size
 
 
+def bucket_store(storage: Storage) -> Optional[BucketStore]:
+    """Where the backend keeps the daily buckets between runs (none for another Storage)."""
+    from .storage.embedded import EmbeddedStorage
+
+    if isinstance(storage, EmbeddedStorage):
+        from .storage.embedded_buckets import EmbeddedBucketStore
+
+        return EmbeddedBucketStore(storage)
+    if type(storage).__name__ == "PostgresStorage":  # without importing psycopg for the embedded backend
+        from .storage.postgres_buckets import PostgresBucketStore
+
+        return PostgresBucketStore(storage)  # type: ignore[arg-type]
+    return None
+
+
 class Context:
     """What every route needs: settings, storage, authentication, the body budget."""
 
@@ -72,6 +88,8 @@ class Context:
         self.budget = BodyBudget(settings.max_bodies_in_flight)
         # Kept only while this process sees every write (one worker): see totals_cache.py.
         self.daily_cache = DailyTotalsCache(enabled=settings.workers == 1)
+        self.daily_buckets = DailyBuckets(storage.samples_between, enabled=settings.workers == 1 and settings.daily_buckets,
+                                          store=bucket_store(storage))
 
     def user(self, request: Request) -> str:
         return self.auth.user(request.headers.get("authorization"))
@@ -222,4 +240,6 @@ def create_app(settings: Settings, storage: Storage) -> Callable:
     app.add_exception_handler(ApiError, api_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, http_error)  # type: ignore[arg-type]
     app.state.context = context
-    return ErrorBoundary(app, access_log=settings.log_level in ("info", "debug", "trace"))
+    boundary = ErrorBoundary(app, access_log=settings.log_level in ("info", "debug", "trace"))
+    boundary.context = context  # for the server's stop (cli.py: the daily buckets are saved)
+    return boundary

@@ -73,7 +73,8 @@ def serve(settings: Settings) -> int:
         if settings.workers > 1:
             storage.close()  # each worker opens its own (a pool must not cross a fork)
             return serve_workers(settings, sock, line)
-        server = make_server(create_app(settings, storage), settings, host, port)
+        app = create_app(settings, storage)
+        server = make_server(app, settings, host, port)
 
         # While serving, uvicorn handles SIGINT/SIGTERM itself (graceful shutdown); afterwards it restores
         # the previous handlers and re-raises the signal. These handlers cover the moments before and after:
@@ -87,6 +88,7 @@ def serve(settings: Settings) -> int:
         print(line, file=sys.stderr, flush=True)
         with sock:
             server.run(sockets=[sock])
+        app.context.daily_buckets.save()  # no request runs any more
         return 0
     finally:
         storage.close()

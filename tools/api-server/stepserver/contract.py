@@ -191,7 +191,9 @@ _steps_decoder = msgspec.json.Decoder(_FastStepsBody)
 _ID_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
 _DIGIT_MASK = bytes.maketrans(b"0123456789", b"0000000000")
 _USUAL_DATE_MASK = b"0000-00-00T00:00:00Z\n"
-_BAD_TIME_RE = re.compile(r"T(?:2[4-9]|[3-9][0-9])|:[6-9][0-9]")
+_USUAL_DATE_BYTES = len(_USUAL_DATE_MASK)
+_day_of = operator.itemgetter(slice(0, 10))
+_TWO, _THREE = ord("2"), ord("3")
 _ALL_DATES_RE = re.compile(r"(?:" + DATE_PATTERN[1:-1] + r"\n)*", re.ASCII)
 _deletions_decoder = msgspec.json.Decoder(DeletionsBody)
 _sample_encoder = msgspec.json.Encoder()
@@ -349,14 +351,15 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     # Duplicate keys (msgspec keeps the last one silently) and unknown keys: without escapes every
-    # '"' delimits a string, so each '":' ends a key. The decode found every required key at least
-    # once; exactly that many '":' means each once and nothing else (a key written '"id" :', or an
-    # unknown field, goes to the exact path, which accepts it or names the duplicate).
+    # '"' delimits a string, and the decode found every required key and string value at least once;
+    # exactly that many quotes means each once and nothing else (an unknown field or a repeated key
+    # adds a string: the exact path accepts the one and names the other).
     count = len(fast)
     unset = msgspec.UNSET
     devices = [sample.sourceDeviceName for sample in fast]
     with_device = count - devices.count(unset)
-    if body.count(b'":') != 1 + 5 * count + with_device:
+    device_strings = with_device - devices.count(None)
+    if body.count(b'"') != 2 * (1 + 9 * count + with_device + device_strings):
         return None
     if not count:
         return []
@@ -367,23 +370,36 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
     if ("\n".join(ids)).encode().translate(None, _ID_ALPHABET) != b"\n" * (count - 1):
         return None
     # dates: the usual shape YYYY-MM-DDTHH:MM:SSZ by a digit mask, anything else by the pattern.
-    dates = "\n".join(starts) + "\n" + "\n".join(ends) + "\n"
-    usual = dates.encode().translate(_DIGIT_MASK) == _USUAL_DATE_MASK * (2 * count) and not _BAD_TIME_RE.search(dates)
-    if not usual and _ALL_DATES_RE.fullmatch(dates) is None:
+    dates = ("\n".join(starts) + "\n" + "\n".join(ends) + "\n").encode()
+    usual = dates.translate(_DIGIT_MASK) == _USUAL_DATE_MASK * (2 * count)
+    if usual:
+        # Every date is 21 bytes: a digit of every time is one strided slice. Hours 00-23,
+        # minutes and seconds 00-59.
+        tens = dates[11::_USUAL_DATE_BYTES]
+        if (tens.translate(None, b"012") or dates[14::_USUAL_DATE_BYTES].translate(None, b"012345")
+                or dates[17::_USUAL_DATE_BYTES].translate(None, b"012345")):
+            usual = False
+        elif b"2" in tens:  # hours 20-23: the units of the hours whose tens are 2
+            usual = max(compress(dates[12::_USUAL_DATE_BYTES], map(_TWO.__eq__, tens))) <= _THREE
+    if not usual and _ALL_DATES_RE.fullmatch(dates.decode()) is None:
         return None
     if usual:
         # All in UTC and whole seconds: text order is time order, so the bounds and the order are
         # compared as text in C; the calendar is checked once a day; the 48-hour limit only where a
-        # sample crosses midnight.
+        # sample crosses midnight (found by comparing the days' digits, one strided slice a digit).
         if min(starts) < MIN_DATE_TEXT or max(ends) > window.max_text or not all(map(operator.le, starts, ends)):
             return None
-        start_days = [start[:10] for start in starts]
-        end_days = [end[:10] for end in ends]
+        half = _USUAL_DATE_BYTES * count
+        same_day = all(dates[k:half:_USUAL_DATE_BYTES] == dates[half + k :: _USUAL_DATE_BYTES] for k in range(10))
         try:
-            for day in set(start_days).union(end_days).difference(_valid_days):
+            days = set(map(_day_of, starts))
+            if not same_day:
+                days.update(map(_day_of, ends))
+            for day in days.difference(_valid_days):
                 _day_number(day)
-            for index in compress(range(count), map(operator.ne, start_days, end_days)):
-                _check_dates(starts[index], ends[index], "", window)
+            if not same_day:
+                for index in compress(range(count), map(operator.ne, map(_day_of, starts), map(_day_of, ends))):
+                    _check_dates(starts[index], ends[index], "", window)
         except (ValueError, ApiError):
             return None
     else:

@@ -33,6 +33,7 @@ class Settings:
     max_bodies_in_flight: int = 4 * contract.MAX_BODY_BYTES
     database_pool: int = 8
     workers: int = 1
+    daily_buckets: bool = True  # daily totals kept up to date on write (daily_buckets.py)
 
 
 def is_loopback(host: str) -> bool:
@@ -94,6 +95,9 @@ def parse_serve(argv: list[str]) -> Settings:
     parser.add_argument("--workers", type=int, default=1, metavar="N",
                         help="server processes sharing the port (PostgreSQL only: the embedded backend's index "
                         "lives in one process); default 1")
+    parser.add_argument("--no-daily-buckets", action="store_true",
+                        help="do not keep daily totals up to date on write (GET /steps/daily then merges the "
+                        "samples of the days it has not computed since the last write)")
     arguments = parser.parse_args(argv)
     data, database = storage_settings(arguments)
     if arguments.workers < 1 or arguments.workers > 64:
@@ -107,4 +111,4 @@ def parse_serve(argv: list[str]) -> Settings:
                     single_user=arguments.single_user, log_level=arguments.log_level,
                     max_connections_per_client=arguments.max_connections_per_client,
                     head_timeout_s=arguments.request_head_timeout, body_timeout_s=arguments.request_body_timeout,
-                    workers=arguments.workers)
+                    workers=arguments.workers, daily_buckets=not arguments.no_daily_buckets)

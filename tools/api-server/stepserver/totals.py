@@ -78,18 +78,43 @@ def _pieces(start: int, end: int, count: int, a: int, b: int, cuts: list[int], o
         day += 1
 
 
+def source_order_key(key: tuple[str, Optional[str]], patterns: list[str]) -> tuple:
+    """Sorts sources (bundle, device) into priority order, highest first (TOTALS.md section 2)."""
+    return (rank(key[0], key[1], patterns), key[0], key[1] is not None, key[1] or "")
+
+
 def daily_totals(samples: Iterable[tuple[int, int, int, str, Optional[str]]], zone_name: str, first: date,
                  last: date, patterns: list[str], by_source: bool) -> dict:
     """samples: (start_ms, end_ms, count, bundle, device). Returns the document of TOTALS.md section 5."""
     zone = ZoneInfo(zone_name)
     days = (last - first).days + 1
     cuts = [day_start_ms(first + timedelta(days=d), zone) for d in range(days + 1)]
+    order, raw, merged = merge_between_cuts(samples, cuts, patterns)
+    rows = []
+    for d in range(days):
+        row: dict = {"date": (first + timedelta(days=d)).isoformat(),
+                     "merged": sum(merged[k][d] for k in range(len(order))),
+                     "raw": sum(raw[k][d] for k in range(len(order)))}
+        if by_source:
+            row["sources"] = [{"bundleId": key[0], "deviceName": key[1], "merged": merged[k][d], "raw": raw[k][d]}
+                              for k, key in enumerate(order) if raw[k][d] > 0]
+        rows.append(row)
+    return {"timeZone": zone_name, "from": first.isoformat(), "to": last.isoformat(), "priority": patterns, "days": rows}
+
+
+def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]]], cuts: list[int],
+                       patterns: list[str]) -> tuple[list[tuple[str, Optional[str]]], list[list[int]], list[list[int]]]:
+    """The merge of TOTALS.md section 4 over the intervals [cuts[i], cuts[i + 1]) (ascending instants,
+    in ms): the sources in priority order, and per source the raw and merged steps of each interval.
+    Days are such intervals; so are the daily buckets' quarter hours (daily_buckets.py). A day's
+    numbers are the sums of its pieces' numbers however it is cut (F is floored cumulatively)."""
+    days = len(cuts) - 1
     begin, finish = cuts[0], cuts[-1]
 
     by_key: dict[tuple[str, Optional[str]], list[tuple[int, int, int]]] = {}
     for start, end, count, bundle, device in samples:
         by_key.setdefault((bundle, device), []).append((start, end, count))
-    order = sorted(by_key, key=lambda key: (rank(key[0], key[1], patterns), key[0], key[1] is not None, key[1] or ""))
+    order = sorted(by_key, key=lambda key: source_order_key(key, patterns))
 
     raw = [[0] * days for _ in order]
     merged = [[0] * days for _ in order]
@@ -134,16 +159,7 @@ def daily_totals(samples: Iterable[tuple[int, int, int, str, Optional[str]]], zo
         if own:
             covered_starts, covered_ends = _union(covered_starts, covered_ends, own)
 
-    rows = []
-    for d in range(days):
-        row: dict = {"date": (first + timedelta(days=d)).isoformat(),
-                     "merged": sum(merged[k][d] for k in range(len(order))),
-                     "raw": sum(raw[k][d] for k in range(len(order)))}
-        if by_source:
-            row["sources"] = [{"bundleId": key[0], "deviceName": key[1], "merged": merged[k][d], "raw": raw[k][d]}
-                              for k, key in enumerate(order) if raw[k][d] > 0]
-        rows.append(row)
-    return {"timeZone": zone_name, "from": first.isoformat(), "to": last.isoformat(), "priority": patterns, "days": rows}
+    return order, raw, merged
 
 
 def _union(starts: list[int], ends: list[int], more: list[tuple[int, int]]) -> tuple[list[int], list[int]]:

@@ -17,12 +17,12 @@ from ..auth import unauthorized
 from ..contract import utc_text
 
 
-def touched_dates(samples: list[contract.SampleFields], replaced: list[str]) -> tuple[int, int]:
-    """The UTC dates (ordinals) that the samples, and the earlier versions they replaced (date
-    texts), may overlap: a date-time's own date (its first ten characters) is within a day of its
-    UTC date."""
-    first = min(min(sample.startDate[:10] for sample in samples), min((text[:10] for text in replaced), default="9999"))
-    last = max(max(sample.endDate[:10] for sample in samples), max((text[:10] for text in replaced), default="0000"))
+def touched_dates(texts: list[str]) -> tuple[int, int]:
+    """The UTC dates (ordinals) that date-time texts span (the new samples' least startDate and
+    greatest endDate, and those of the earlier versions they replaced), widened by a day: a
+    date-time's own date (its first ten characters) is within a day of its UTC date."""
+    first = min(text[:10] for text in texts)
+    last = max(text[:10] for text in texts)
     return date.fromisoformat(first).toordinal() - 1, date.fromisoformat(last).toordinal() + 1
 
 
@@ -45,19 +45,25 @@ def routes(context: Context) -> list:
             body.clear()  # the bytes are not needed once parsed: free them before storing
             if not samples:
                 return None
-            # What the replaced versions named is asked for only while rows of the user are kept.
-            replaced: Optional[list[str]] = [] if context.daily_cache.holds(user) else None
+            # What the replaced versions named is asked for only while daily totals are kept.
+            buckets = context.daily_buckets
+            replaced: Optional[list[str]] = [] if buckets.enabled or context.daily_cache.holds(user) else None
+            # Taken first: save may empty `samples` (see Storage.save).
+            named = [min(sample.startDate for sample in samples), max(sample.endDate for sample in samples)]
+            written_days = buckets.sample_days(samples)
             try:
                 saved = storage.save(user, samples, utc_text(now_ns), replaced)
             except BaseException:
                 # Usually nothing was stored; but a database may have committed before the
                 # connection broke: the totals cache must not keep what the write may have changed.
                 context.daily_cache.invalidate_user(user)
+                buckets.touch_all(user)
                 raise
             if saved:
+                buckets.touch_written(user, written_days, replaced or [])
                 # Without the replaced versions' dates (rows kept since the save began), any day.
                 context.daily_cache.invalidate_dates(
-                    user, lambda: touched_dates(samples, replaced) if replaced is not None else None)
+                    user, lambda: touched_dates(named + replaced) if replaced is not None else None)
             return saved
 
         saved = await context.read_json_body(request, handle)
@@ -74,13 +80,17 @@ def routes(context: Context) -> list:
             user = context.user(request)
             ids = contract.parse_deletions(body)
             body.clear()
+            buckets = context.daily_buckets
+            removed: Optional[list[str]] = [] if buckets.enabled else None
             try:
-                deleted = storage.delete_ids(user, ids, utc_text(now_ns)) if ids else 0
+                deleted = storage.delete_ids(user, ids, utc_text(now_ns), removed) if ids else 0
             except BaseException:
                 context.daily_cache.invalidate_user(user)
+                buckets.touch_all(user)
                 raise
             if deleted:
                 context.daily_cache.invalidate_user(user)
+                buckets.touch_samples(user, [], removed or [])
             return deleted
 
         deleted = await context.read_json_body(request, handle)
@@ -110,6 +120,7 @@ def routes(context: Context) -> list:
                 storage.delete_all(user)
             finally:
                 context.daily_cache.invalidate_user(user)  # even a failed one may have emptied some of it
+                context.daily_buckets.touch_all(user)
 
         await run_in_threadpool(handle)
         return json_response(b'{"deleted":true,"message":"All samples deleted"}')

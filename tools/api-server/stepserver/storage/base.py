@@ -69,10 +69,14 @@ class Storage(Protocol):
         """Stores the samples not already stored with identical content; returns how many were written.
         With `replaced` (a list), appends startDate/endDate texts whose dates span every earlier version
         this call replaced (the days whose totals it changed besides the new samples' own; the daily
-        totals' cache asks for them)."""
+        totals' cache asks for them). A backend may empty `samples` once it no longer needs them
+        (the embedded one does before waiting for its sync, so that requests in flight together do
+        not each hold their samples until then)."""
 
-    def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
-        """Deletes those ids that are live; returns how many were. Unknown or deleted ids are fine."""
+    def delete_ids(self, user: str, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
+        """Deletes those ids that are live; returns how many were. Unknown or deleted ids are fine.
+        With `removed` (a list), appends the startDate, endDate texts of each version deleted (the
+        days whose totals it changed; the daily buckets ask for them)."""
 
     def read(self, user: str, offset: int, limit: int, all_versions: bool) -> tuple[list[bytes], int]:
         """A page of samples as JSON objects (bytes), and the total over all pages."""

@@ -11,6 +11,10 @@ Layout of the data directory DIR:
 The index of a user (id -> content digest and the offset of its current line, the offsets of live
 samples and of every version) lives in memory and is rebuilt from the JSONL when the server starts:
 a crash can never leave it out of step with the file. Its cost is about 200 bytes a live id.
+
+Writes are group-committed per user: lines are written under the user's lock, the sync runs without
+it (one sync covers every write before it), and the index takes a write (readers see it) only once a
+sync covered it, in file order. See UserLog._await_durable.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ import os
 import re
 import sqlite3
 import threading
+from collections import deque
 import time
 from array import array
-from itertools import accumulate
+from itertools import accumulate, compress
 from datetime import date
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 import msgspec
 
@@ -76,10 +81,28 @@ REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
 
 _encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample does
 _id_of = operator.attrgetter("id")
+_start_of = operator.attrgetter("startDate")
+_end_of = operator.attrgetter("endDate")
+_day_of = operator.itemgetter(slice(0, 10))
 WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode, replace, split) holds the GIL briefly
 # Content digests are Python's bytes hash (SipHash with a per-process random key), masked to 64 bits:
 # the index lives only as long as the process, and an attacker who cannot read the key cannot aim
 # a collision.
+
+
+class _PendingWrite:
+    """A write whose lines are in the file and not yet known durable: `entries` (id -> offset << 64 |
+    digest, or None for a deletion) tell later writers what it holds; `publish` applies it to the
+    index once a sync covers `end`."""
+
+    __slots__ = ("end", "entries", "publish", "durable", "failure")
+
+    def __init__(self, end: int, entries: dict, publish: Optional[Callable[[], None]]) -> None:
+        self.end = end
+        self.entries = entries
+        self.publish = publish
+        self.durable = False
+        self.failure: Optional[StorageUnavailable] = None
 
 
 class UserLog:
@@ -111,6 +134,13 @@ class UserLog:
         self.long_lines = array("q")
         self.dead_lines = 0  # sample lines superseded or deleted; while none, every indexed line is current
         self.needs_rollback = False
+        # Group commit (see _await_durable): bytes up to `written` are in the file; those past `size`
+        # belong to the writes in `unpublished`, in file order, each waiting for a sync to cover it.
+        self.written = 0
+        self.unpublished: deque[_PendingWrite] = deque()
+        self.syncing = False
+        self.synced = threading.Condition(self.lock)
+        self.epoch = 0  # bumped when the file is cut back: a sync begun before covers nothing after
 
     # -- opening -------------------------------------------------------------------------------------
 
@@ -122,7 +152,7 @@ class UserLog:
             sync_directory(self.path.parent)
         except FileExistsError:
             self.fd = os.open(self.path, flags)
-        self.size = self._truncate_torn_tail(os.fstat(self.fd).st_size)
+        self.size = self.written = self._truncate_torn_tail(os.fstat(self.fd).st_size)
         self._rebuild()
 
     def _truncate_torn_tail(self, size: int) -> int:
@@ -236,32 +266,102 @@ class UserLog:
 
     # -- writing -------------------------------------------------------------------------------------
 
-    def _append(self, chunks: Iterable[bytes]) -> int:
-        """Writes the chunks one after another at the end and syncs once (not at all when there was
-        nothing to write); returns the bytes written. On failure rolls the file back to `size`
-        (nothing of it is ever read) and raises StorageUnavailable. Caller holds the lock."""
+    def _append(self, chunks: Iterable[bytes]) -> None:
+        """Writes the chunks one after another at the end of what is written (not yet synced: see
+        _await_durable). On failure rolls the file back to `size`, failing every write not yet
+        durable with it (their bytes are gone), and raises StorageUnavailable. Caller holds the lock."""
         if self.needs_rollback:
             self._roll_back()
-        position = self.size
+        position = self.written
         try:
             for chunk in chunks:
                 pwrite_all(self.fd, chunk, position)
                 position += len(chunk)
-            if position > self.size:
-                sync_file(self.fd)
         except OSError as error:
-            self.needs_rollback = True
-            try:
-                self._roll_back()
-            except OSError:
-                pass  # tried again before the next append
-            raise _failure(f"writing {self.path} at byte offset {position}", error) from None
-        return position - self.size
+            failure = _failure(f"writing {self.path} at byte offset {position}", error)
+            self._fail_unpublished(failure)
+            raise failure from None
+        self.written = position
 
     def _roll_back(self) -> None:
         os.ftruncate(self.fd, self.size)
         sync_file(self.fd)
         self.needs_rollback = False
+
+    def _fail_unpublished(self, failure: StorageUnavailable) -> None:
+        """A write or a sync failed: nothing past `size` is durable. Every write waiting for a sync
+        fails, the file is cut back to `size` (tried again before the next append if this fails too).
+        Caller holds the lock."""
+        for pending in self.unpublished:
+            pending.failure = failure
+        self.unpublished.clear()
+        self.written = self.size
+        self.epoch += 1
+        self.needs_rollback = True
+        try:
+            self._roll_back()
+        except OSError:
+            pass
+        self.synced.notify_all()
+
+    def _await_durable(self, pending: "_PendingWrite") -> None:
+        """Group commit: returns once a sync covers the write (or raises its failure). The first waiter
+        that finds no sync running syncs everything written so far without the lock, so that other
+        requests encode and write meanwhile, then publishes in file order every write that sync
+        covered (applies it to the index: visible to readers from then on). Caller holds the lock."""
+        self.unpublished.append(pending)
+        while True:
+            if pending.failure is not None:
+                raise StorageUnavailable(pending.failure.message)
+            if pending.durable:
+                return
+            if self.syncing:
+                self.synced.wait()
+                continue
+            self.syncing = True
+            end, epoch = self.written, self.epoch
+            error: Optional[OSError] = None
+            self.lock.release()
+            try:
+                sync_file(self.fd)
+            except OSError as failed:
+                error = failed
+            finally:
+                self.lock.acquire()
+                self.syncing = False
+            if epoch == self.epoch:  # else a failure cut the file meanwhile: its writers were told
+                if error is not None:
+                    self._fail_unpublished(_failure(f"syncing {self.path}", error))
+                    continue
+                unpublished = self.unpublished
+                while unpublished and unpublished[0].end <= end:
+                    done = unpublished.popleft()
+                    if done.publish is not None:
+                        done.publish()
+                    self.size = done.end
+                    done.durable = True
+            self.synced.notify_all()
+
+    def _known(self, ids: dict) -> list[Optional[int]]:
+        """Each id's current entry (offset << 64 | digest, None when not live), counting the writes
+        not yet published (a later one wins). Caller holds the lock."""
+        known = list(map(self.current.get, ids))
+        position: Optional[dict[str, int]] = None
+        for pending in self.unpublished:
+            hits = pending.entries.keys() & ids.keys()
+            if hits:
+                if position is None:
+                    position = {sample_id: k for k, sample_id in enumerate(ids)}
+                for hit in hits:
+                    known[position[hit]] = pending.entries[hit]
+        return known
+
+    def _settle(self) -> None:
+        """Waits until every write is published or failed (no sync running). Caller holds the lock."""
+        if self.unpublished:
+            self._await_durable(_PendingWrite(self.written, {}, None))
+        while self.syncing:
+            self.synced.wait()
 
     def save(self, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         # A repeated id keeps its first position and its last content (dict semantics).
@@ -270,8 +370,7 @@ class UserLog:
         values = list(batch.values())
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
-            current = self.current
-            known = list(map(current.get, ids))
+            known = self._known(batch)
             # New ids are written; a known id only when its content's digest differs (its canonical
             # JSON is encoded once for that). The lines of a run of samples come from one encode of
             # the run as a list, its separators replaced by receivedAt and a newline (the objects are
@@ -284,14 +383,19 @@ class UserLog:
                          if old is None or old & _DIGEST_MASK != hash(encode(values[k])[:-1]) & _DIGEST_MASK]
             else:
                 fresh = list(range(len(values)))
+            if not fresh:
+                # Nothing to write, but what this request found may be a write not yet durable.
+                if self.unpublished:
+                    self._await_durable(_PendingWrite(self.written, {}, None))
+                return 0
             digests: list[int] = []
-            offsets: list[int] = []
+            offsets = array("q")
             separator = suffix + b'{"id":'
             cut = len(suffix) - 1  # a line's content ends where its suffix (without the newline) begins
             one_more = (1).__add__
 
             def chunks() -> Iterator[bytes]:
-                position = self.size
+                position = self.written
                 for first in range(0, len(fresh), WRITE_CHUNK_SAMPLES):
                     run = [values[k] for k in fresh[first : first + WRITE_CHUNK_SAMPLES]]
                     chunk = _encoder.encode(run)[1:-2].replace(b'},{"id":', separator) + suffix
@@ -304,63 +408,91 @@ class UserLog:
                     position += len(chunk)
                     yield chunk
 
-            written = self._append(chunks())
-            if not fresh:
-                return 0
-            # Durable: now visible, all at once (readers take this lock).
-            superseded = [known[k] >> 64 for k in fresh if known[k] is not None]
+            self._append(chunks())
+            superseded = [known[k] >> 64 for k in fresh if known[k] is not None]  # type: ignore[operator]
             if replaced is not None and superseded:
-                for line in _read_lines(self.fd, array("q", sorted(superseded)), self.size):
+                for line in _read_lines(self.fd, array("q", sorted(superseded)), self.written):
                     old = decode_stored_sample(line)
                     replaced += (old.startDate, old.endDate)
-            self.stale.update(superseded)
-            self.dead_lines += len(superseded)
-            # The time index, inline: a request's samples mostly share their start and end dates.
-            index_dates = self._index_dates
-            by_date = self.by_start_date
-            last_date = None
-            target = None
-            for k, offset in zip(fresh, offsets):
-                sample = values[k]
-                start_date = sample.startDate[:10]
-                if start_date != last_date or sample.endDate[:10] != start_date:
-                    if sample.endDate[:10] != start_date:
-                        index_dates(sample.startDate, sample.endDate, offset)
-                        last_date = None
-                        continue
-                    ordinal = _text_date(start_date)
-                    if ordinal is None:
-                        index_dates(sample.startDate, sample.endDate, offset)
-                        last_date = None
-                        continue
-                    target = by_date.get(ordinal)
-                    if target is None:
-                        target = by_date[ordinal] = array("q")
-                    last_date = start_date
-                target.append(offset)
-            current.update(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
-            self.live.extend(offsets)
-            self.versions.extend(offsets)
-            self.size += written
-            return len(fresh)
+            entries = dict(zip([ids[k] for k in fresh], [(offset << 64) | digest for offset, digest in zip(offsets, digests)]))
+            runs, aside = self._date_runs([values[k] for k in fresh])
+            saved = len(fresh)
+            # What waits for the sync keeps only what publishing needs (requests in flight together
+            # would otherwise each hold their whole working set until then).
+            del batch, ids, values, known, fresh, digests
+            samples.clear()
 
-    def delete_ids(self, ids: list[str], received_at: str) -> int:
+            def publish() -> None:
+                self.stale.update(superseded)
+                self.dead_lines += len(superseded)
+                self._index_runs(runs, aside, offsets)
+                self.current.update(entries)
+                self.live.extend(offsets)
+                self.versions.extend(offsets)
+
+            self._await_durable(_PendingWrite(self.written, entries, publish))
+            return saved
+
+    @staticmethod
+    def _date_runs(samples: list[SampleFields]) -> tuple[list[tuple[int, int, int]], list[tuple[str, str, int]]]:
+        """Where a batch's lines go in the time index, worked out before its sync (the batch's other
+        structures are freed meanwhile): runs (ordinal, first, end) of samples that start and end
+        on one date, found in C where a start date differs from the one before; and (startDate,
+        endDate, position) of the samples that do not, for _index_dates."""
+        count = len(samples)
+        start_days = list(map(_day_of, map(_start_of, samples)))
+        end_days = list(map(_day_of, map(_end_of, samples)))
+        crossing = list(compress(range(count), map(operator.ne, start_days, end_days)))
+        breaks = [0, *compress(range(1, count), map(operator.ne, start_days[1:], start_days[:-1])), count]
+        runs: list[tuple[int, int, int]] = []
+        aside: list[tuple[str, str, int]] = []
+        for first, end in zip(breaks, breaks[1:]):
+            ordinal = _text_date(start_days[first])
+            if ordinal is None or (crossing and any(first <= k < end for k in crossing)):
+                aside += [(samples[k].startDate, samples[k].endDate, k) for k in range(first, end)]
+            else:
+                runs.append((ordinal, first, end))
+        return runs, aside
+
+    def _index_runs(self, runs: list[tuple[int, int, int]], aside: list[tuple[str, str, int]], offsets: array) -> None:
+        by_date = self.by_start_date
+        for ordinal, first, end in runs:
+            target = by_date.get(ordinal)
+            if target is None:
+                target = by_date[ordinal] = array("q")
+            target.extend(offsets[first:end])
+        for start, end, position in aside:
+            self._index_dates(start, end, offsets[position])
+
+    def delete_ids(self, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock:
-            doomed = [sample_id for sample_id in dict.fromkeys(ids) if sample_id in self.current]
+            unique = dict.fromkeys(ids)
+            doomed = [sample_id for sample_id, old in zip(unique, self._known(unique)) if old is not None]
             if not doomed:
+                if self.unpublished:
+                    self._await_durable(_PendingWrite(self.written, {}, None))
                 return 0
+            if removed is not None:  # read before writing: a failed read leaves nothing half applied
+                for line in _read_lines(self.fd, array("q", sorted(self.current[i] >> 64 for i in doomed)), self.size):
+                    old = decode_stored_sample(line)
+                    removed += (old.startDate, old.endDate)
             lines = [DELETION_PREFIX + b'"' + sample_id.encode() + b'"' + suffix for sample_id in doomed]
+            start = self.written
             self._append([b"".join(lines)])
-            offset = self.size
-            for sample_id, line in zip(doomed, lines):
-                self._apply_deletion(sample_id, offset)
-                offset += len(line)
-            self.size = offset
+
+            def publish() -> None:
+                offset = start
+                for sample_id, line in zip(doomed, lines):
+                    self._apply_deletion(sample_id, offset)
+                    offset += len(line)
+
+            self._await_durable(_PendingWrite(self.written, dict.fromkeys(doomed), publish))
             return len(doomed)
 
     def delete_all(self) -> None:
         with self.lock:
+            self._settle()
             try:
                 os.ftruncate(self.fd, 0)
                 sync_file(self.fd)
@@ -368,7 +500,9 @@ class UserLog:
                 self.needs_rollback = True
                 raise _failure(f"emptying {self.path}", error) from None
             self.generation += 1
+            self.epoch += 1
             self.size = 0
+            self.written = 0
             self.needs_rollback = False
             self.current = {}
             self.live = array("q")
@@ -645,8 +779,8 @@ class EmbeddedStorage:
     def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         return self._write(user, lambda user_log: user_log.save(samples, received_at, replaced))
 
-    def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
-        return self._write(user, lambda user_log: user_log.delete_ids(ids, received_at))
+    def delete_ids(self, user: str, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
+        return self._write(user, lambda user_log: user_log.delete_ids(ids, received_at, removed))
 
     def delete_all(self, user: str) -> None:
         self._writable()

@@ -6,6 +6,7 @@ serves many users unchanged.
   samples          the current live version of each (user_name, id); a deletion removes the row
   sample_versions  every version saved, in the order received (GET /steps?versions=all)
   tokens           API tokens (hashes only)
+  daily_buckets    the daily totals' buckets, saved when the server stops (postgres_buckets.py)
 A save is one statement: the request's samples as arrays (unnest), upserted with ON CONFLICT … DO
 UPDATE … WHERE the content differs, the written rows copied into sample_versions, in one transaction.
 Rows are locked in id order, so concurrent requests that share ids cannot deadlock. Every SQL statement
@@ -77,6 +78,14 @@ MIGRATIONS: list[str] = [
         received_at text NOT NULL,
         PRIMARY KEY (user_name, seq)
     );
+    """,
+    # 2: the daily buckets kept between runs (postgres_buckets.py)
+    """
+    CREATE TABLE daily_buckets (
+        user_name text PRIMARY KEY,
+        data bytea NOT NULL
+    );
+    ALTER TABLE daily_buckets ALTER COLUMN data SET STORAGE EXTERNAL;  -- read whole at a start: not compressed
     """,
 ]
 
@@ -235,10 +244,17 @@ class PostgresStorage:
             replaced += (first, last)
         return saved
 
-    def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
+    def delete_ids(self, user: str, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
         unique = sorted(set(ids))
-        return self._run(lambda c: c.execute(
-            "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[])", (user, unique)).rowcount)
+        if removed is None:
+            return self._run(lambda c: c.execute(
+                "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[])", (user, unique)).rowcount)
+        rows = self._run(lambda c: c.execute(
+            "DELETE FROM samples WHERE user_name = %s AND id = ANY(%s::text[]) RETURNING start_date, end_date",
+            (user, unique)).fetchall())
+        for start, end in rows:
+            removed += (start, end)
+        return len(rows)
 
     def delete_all(self, user: str) -> None:
         def work(connection: psycopg.Connection) -> None:

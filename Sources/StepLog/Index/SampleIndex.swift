@@ -222,6 +222,42 @@ public final class SampleIndex {
         return found ? IndexEntry(rawValue: Self.raw(at: slotPointer(i))) : nil
     }
 
+    /// The entry for `key` and what `examine` made of the record it points
+    /// at, if `key` is present: the lookup of a caller that reads the record
+    /// anyway (an upsert compares contents), so the read that confirms a tag
+    /// match is that one. `examine` is called with each entry whose tag is
+    /// `key`'s, in probe order, and returns nil when the record there is not
+    /// `key`'s (another UUID with the same tag), which goes on probing.
+    @inline(__always)
+    public func find<T>(_ key: UUIDBytes, examining examine: (IndexEntry) throws -> T?) throws -> (entry: IndexEntry, examined: T)? {
+        let tag = tag(key)
+        var i = home(tag)
+        while true {
+            let p = slotPointer(i)
+            let raw = Self.raw(at: p)
+            if raw == 0 { return nil }
+            if Self.tag(at: p) == tag, !isKnownOther(key, slot: i, raw: raw), let examined = try examine(IndexEntry(rawValue: raw)) {
+                remember(key, slot: i, raw: raw)
+                return (IndexEntry(rawValue: raw), examined)
+            }
+            i &+= 1
+            if i == capacity { i = 0 }
+        }
+    }
+
+    /// True when a shortcut of `confirm` knows slot `i` (holding `raw`) is
+    /// another key's, so no read need tell.
+    @inline(__always)
+    private func isKnownOther(_ key: UUIDBytes, slot i: Int, raw: UInt64) -> Bool {
+        let position = raw & FormatConstants.maxPosition
+        if lastConfirmed.slot == i && lastConfirmed.raw & FormatConstants.maxPosition == position { return lastConfirmed.key != key }
+        if let cache = keyCache {
+            let c = cache + (i & keyCacheMask) &* 3
+            if c[0] & FormatConstants.maxPosition == position { return c[1] != key.high || c[2] != key.low }
+        }
+        return false
+    }
+
     /// The entry for `key` if its current version is the record at
     /// `position`, which the caller read and found to carry `key`: a slot with
     /// `key`'s tag pointing there is `key`'s, so no read confirms it.

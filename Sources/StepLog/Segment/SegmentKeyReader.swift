@@ -48,13 +48,19 @@ final class SegmentKeyReader {
             throw StepLogError.corruption(path: "", offset: Int64(position.rawValue), reason: "no segment holds log position \(position.rawValue)")
         }
         let m = try mapping(lo)
-        let offset = Int(position.rawValue - segments[lo].basePosition)
+        return try Self.key(in: UnsafeRawBufferPointer(start: m.base, count: m.size),
+                            at: Int(position.rawValue - segments[lo].basePosition), path: segments[lo].path)
+    }
+
+    /// The UUID of the sample or tombstone record at `offset` of a segment's
+    /// mapping (`path` names it in the error when no such record is there).
+    static func key(in mapping: UnsafeRawBufferPointer, at offset: Int, path: String) throws -> UUIDBytes {
         let end = offset + FormatConstants.recordHeaderSize + 16
-        let type = end <= m.size ? m.base.load(fromByteOffset: offset + 4, as: UInt8.self) : 0
+        let type = end <= mapping.count ? mapping.load(fromByteOffset: offset + 4, as: UInt8.self) : 0
         guard type == RecordType.sampleUpsert.rawValue || type == RecordType.sampleDeleted.rawValue else {
-            throw StepLogError.corruption(path: segments[lo].path, offset: Int64(offset),
-                                          reason: "the index points at \(end > m.size ? "the end of the segment" : "a record of type \(type)"), not a sample or tombstone")
+            throw StepLogError.corruption(path: path, offset: Int64(offset),
+                                          reason: "the index points at \(end > mapping.count ? "the end of the segment" : "a record of type \(type)"), not a sample or tombstone")
         }
-        return UUIDBytes(loadingFrom: UnsafeRawBufferPointer(start: m.base, count: m.size), at: offset + FormatConstants.recordHeaderSize)
+        return UUIDBytes(loadingFrom: mapping, at: offset + FormatConstants.recordHeaderSize)
     }
 }

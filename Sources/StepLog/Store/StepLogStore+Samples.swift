@@ -22,24 +22,32 @@ extension StepLogStore {
             for s in samples {
                 let key = UUIDBytes(s.id)
                 var synced = false
-                if let existing = try index.find(key) {
-                    if existing.isTombstone {
+                // One read of the stored version both confirms that it is
+                // this UUID's (the index keeps only a tag) and compares contents.
+                let found = try index.find(key) { entry -> StoredVersion? in
+                    if entry.isTombstone { return try sampleKey(at: entry.position) == key ? .deleted : nil }
+                    return try withRecord(at: entry.position) { type, payload -> StoredVersion? in
+                        guard type == RecordType.sampleUpsert.rawValue, SamplePayload.isWellFormed(payload) else {
+                            throw StepLogError.corruption(path: directory, offset: Int64(entry.position.rawValue),
+                                                          reason: "index points at a record of type \(type), not a sample or tombstone")
+                        }
+                        guard SamplePayload.uuid(payload) == key else { return nil }
+                        guard SamplePayload.hasSameContent(payload, as: s) else { return .changed }
+                        return SamplePayload.origin(payload) == s.origin ? .same : .relabeled
+                    }
+                }
+                if let (existing, stored) = found {
+                    switch stored {
+                    case .deleted:
                         summary.revived += 1
-                    } else {
-                        let stored = try withRecord(at: existing.position) { type, payload -> StoredVersion in
-                            guard type == RecordType.sampleUpsert.rawValue, SamplePayload.hasSameContent(payload, as: s) else { return .changed }
-                            return SamplePayload.origin(payload) == s.origin ? .same : .relabeled
-                        }
-                        switch stored {
-                        case .same:
-                            summary.unchanged += 1
-                            continue
-                        case .relabeled:
-                            summary.relabeled += 1
-                            synced = existing.isSynced
-                        case .changed:
-                            summary.updated += 1
-                        }
+                    case .same:
+                        summary.unchanged += 1
+                        continue
+                    case .relabeled:
+                        summary.relabeled += 1
+                        synced = existing.isSynced
+                    case .changed:
+                        summary.updated += 1
                     }
                 } else {
                     summary.inserted += 1
@@ -51,12 +59,17 @@ extension StepLogStore {
         }
     }
 
-    private enum StoredVersion { case same, relabeled, changed }
+    private enum StoredVersion { case same, relabeled, changed, deleted }
 
     /// The UUID of the sample or tombstone record at `position`: how the
-    /// index confirms a tag match (`SampleIndex.keyAt`).
+    /// index confirms a tag match (`SampleIndex.keyAt`). A sealed segment's
+    /// record is read from its read-only mapping (a memory load, no system
+    /// call: deletions confirm one per UUID); the writer's through `withRecord`.
     func sampleKey(at position: LogPosition) throws -> UUIDBytes {
-        try withRecord(at: position) { type, payload in
+        if let (i, info) = segment(containing: position), i < segments.count - 1 || writer == nil {
+            return try SegmentKeyReader.key(in: readers.mapping(for: info), at: Int(position.rawValue - info.basePosition), path: info.path)
+        }
+        return try withRecord(at: position) { type, payload in
             if type == RecordType.sampleUpsert.rawValue, SamplePayload.isWellFormed(payload) { return SamplePayload.uuid(payload) }
             if type == RecordType.sampleDeleted.rawValue, TombstonePayload.isWellFormed(payload) { return TombstonePayload.uuid(payload) }
             throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue),

@@ -30,17 +30,21 @@ final class SegmentFileCache {
         return fd
     }
 
-    /// A read-only mapping of a sealed segment (`segment.size` bytes, which
-    /// no longer change), made on first use and kept until `forget`: how the
-    /// index's confirming reads become memory loads.
-    func mapping(for segment: SegmentInfo) throws -> UnsafeRawBufferPointer {
-        if let m = mappings[segment.sequence] { return m }
+    /// A read-only mapping of a segment file covering at least its first
+    /// `end` bytes, made on first use and kept until `forget`: how the index's
+    /// confirming reads become memory loads. The writer's file grows (and may
+    /// be preallocated past its data): a mapping too short for `end` is
+    /// replaced by one of the file's current size. Only bytes already written
+    /// to the file may be read through it.
+    func mapping(for segment: SegmentInfo, covering end: Int) throws -> UnsafeRawBufferPointer {
+        if let m = mappings[segment.sequence], m.count >= end { return m }
         let fd = try FileDescriptor.open(segment.path, O_RDONLY)
         defer { fd.close() }
-        let size = Int(segment.size)
-        guard size > 0, let base = mmap(nil, size, PROT_READ, MAP_SHARED, fd.rawValue, 0), base != MAP_FAILED else {
-            throw StepLogError.io(operation: "mmap", path: segment.path, errno: errno)
+        let size = Int(try fd.size())
+        guard size >= end, let base = mmap(nil, size, PROT_READ, MAP_SHARED, fd.rawValue, 0), base != MAP_FAILED else {
+            throw StepLogError.io(operation: "mmap", path: segment.path, errno: size >= end ? errno : EINVAL)
         }
+        if let old = mappings[segment.sequence] { munmap(UnsafeMutableRawPointer(mutating: old.baseAddress), old.count) }
         let m = UnsafeRawBufferPointer(start: base, count: size)
         mappings[segment.sequence] = m
         return m

@@ -16,17 +16,27 @@ import Darwin
 /// was checked when it was replayed, or when the snapshot naming it was built.
 final class SegmentKeyReader {
     private let segments: [SegmentInfo]
-    private var mappings: [Int: (base: UnsafeMutableRawPointer, size: Int)] = [:]
+    /// Mapping of each segment, by index in `segments`, once read.
+    private var mappings: [UnsafeRawBufferPointer?]
+    /// The segment the last read found (reads cluster: a replayed segment's
+    /// re-upserts point into few older ones).
+    private var last = 0
 
     /// `segments` in log order (ascending base positions), as they are on disk.
-    init(segments: [SegmentInfo]) { self.segments = segments }
-
-    deinit {
-        for m in mappings.values { munmap(m.base, m.size) }
+    init(segments: [SegmentInfo]) {
+        self.segments = segments
+        mappings = Array(repeating: nil, count: segments.count)
     }
 
-    private func mapping(_ i: Int) throws -> (base: UnsafeMutableRawPointer, size: Int) {
-        if let m = mappings[i] { return m }
+    deinit {
+        for case let m? in mappings { munmap(UnsafeMutableRawPointer(mutating: m.baseAddress), m.count) }
+    }
+
+    /// Segment `i` mapped to at least `end` bytes when the file has them (a
+    /// writer's segment read during a background compaction's switch-over
+    /// grows: a mapping too short is replaced by one of the file's size now).
+    private func mapping(_ i: Int, covering end: Int) throws -> UnsafeRawBufferPointer {
+        if let m = mappings[i], m.count >= end { return m }
         let segment = segments[i]
         let fd = try FileDescriptor.open(segment.path, O_RDONLY)
         defer { fd.close() }
@@ -34,22 +44,35 @@ final class SegmentKeyReader {
         guard size > 0, let base = mmap(nil, size, PROT_READ, MAP_SHARED, fd.rawValue, 0), base != MAP_FAILED else {
             throw StepLogError.io(operation: "mmap", path: segment.path, errno: errno)
         }
-        mappings[i] = (base, size)
-        return (base, size)
+        if let old = mappings[i] { munmap(UnsafeMutableRawPointer(mutating: old.baseAddress), old.count) }
+        let m = UnsafeRawBufferPointer(start: base, count: size)
+        mappings[i] = m
+        return m
     }
 
-    func key(at position: LogPosition) throws -> UUIDBytes {
+    /// The index of the segment holding `position`.
+    private func segmentIndex(_ position: LogPosition) throws -> Int {
+        let p = position.rawValue
+        if last < segments.count, segments[last].basePosition <= p, last == segments.count - 1 || segments[last + 1].basePosition > p {
+            return last
+        }
         var lo = 0, hi = segments.count - 1
         while lo < hi {
             let mid = (lo + hi + 1) / 2
-            if segments[mid].basePosition <= position.rawValue { lo = mid } else { hi = mid - 1 }
+            if segments[mid].basePosition <= p { lo = mid } else { hi = mid - 1 }
         }
-        guard !segments.isEmpty, segments[lo].basePosition <= position.rawValue else {
-            throw StepLogError.corruption(path: "", offset: Int64(position.rawValue), reason: "no segment holds log position \(position.rawValue)")
+        guard !segments.isEmpty, segments[lo].basePosition <= p else {
+            throw StepLogError.corruption(path: "", offset: Int64(p), reason: "no segment holds log position \(p)")
         }
-        let m = try mapping(lo)
-        return try Self.key(in: UnsafeRawBufferPointer(start: m.base, count: m.size),
-                            at: Int(position.rawValue - segments[lo].basePosition), path: segments[lo].path)
+        last = lo
+        return lo
+    }
+
+    func key(at position: LogPosition) throws -> UUIDBytes {
+        let lo = try segmentIndex(position)
+        let offset = Int(position.rawValue - segments[lo].basePosition)
+        let m = try mapping(lo, covering: offset + FormatConstants.recordHeaderSize + 16)
+        return try Self.key(in: m, at: offset, path: segments[lo].path)
     }
 
     /// The UUID of the sample or tombstone record at `offset` of a segment's

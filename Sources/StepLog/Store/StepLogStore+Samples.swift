@@ -62,12 +62,17 @@ extension StepLogStore {
     private enum StoredVersion { case same, relabeled, changed, deleted }
 
     /// The UUID of the sample or tombstone record at `position`: how the
-    /// index confirms a tag match (`SampleIndex.keyAt`). A sealed segment's
-    /// record is read from its read-only mapping (a memory load, no system
-    /// call: deletions confirm one per UUID); the writer's through `withRecord`.
+    /// index confirms a tag match (`SampleIndex.keyAt`). A record already
+    /// written to its segment file (every one but those still in the writer's
+    /// buffer) is read from a read-only mapping of the file: a memory load,
+    /// no system call (deletions confirm one per UUID).
     func sampleKey(at position: LogPosition) throws -> UUIDBytes {
-        if let (i, info) = segment(containing: position), i < segments.count - 1 || writer == nil {
-            return try SegmentKeyReader.key(in: readers.mapping(for: info), at: Int(position.rawValue - info.basePosition), path: info.path)
+        if let (_, info) = segment(containing: position) {
+            let offset = Int(position.rawValue - info.basePosition)
+            let end = offset + FormatConstants.recordHeaderSize + 16
+            if end <= Int(info.size) {
+                return try SegmentKeyReader.key(in: readers.mapping(for: info, covering: end), at: offset, path: info.path)
+            }
         }
         return try withRecord(at: position) { type, payload in
             if type == RecordType.sampleUpsert.rawValue, SamplePayload.isWellFormed(payload) { return SamplePayload.uuid(payload) }

@@ -24,7 +24,7 @@ import CStepLogSupport
 /// use `entry(_:at:)`, which needs no read: the record at a position has one
 /// UUID. Two in-memory shortcuts save most confirming reads, both checked by
 /// position so they can never be wrong: the last slot confirmed (an upsert
-/// finds, then sets, the same key), and while `keyCacheEnabled` a
+/// finds, then sets, the same key), and while the key cache is on a
 /// direct-mapped cache of (position, UUID) per slot, filled by `set`, which
 /// serves opening (a band of snapshot entries, see `ReplayPipeline`).
 ///
@@ -61,14 +61,27 @@ public final class SampleIndex {
     /// The hash of a key (`mixedHash` unless a test forces collisions).
     private let hashFunction: ((UUIDBytes) -> UInt64)?
     /// Tag matches `keyAt` was asked to confirm (tests and benchmarks).
-    public private(set) var confirmingReads = 0
+    public var confirmingReads: Int { shortcuts.pointee.confirmingReads }
 
-    /// The last slot a lookup confirmed: (slot, entry bits, key).
-    private var lastConfirmed: (slot: Int, raw: UInt64, key: UUIDBytes) = (-1, 0, UUIDBytes(high: 0, low: 0))
-    /// Position-checked UUIDs of recently set slots, by slot modulo its size
-    /// (24 bytes each: entry bits, UUID high, UUID low); nil unless enabled.
-    private var keyCache: UnsafeMutablePointer<UInt64>?
-    private var keyCacheMask = 0
+    /// What `confirm` consults before reading a record. Kept behind a pointer
+    /// the index owns: as stored properties of the class, each `set` paid a
+    /// dynamic exclusivity check to update them (a fifth of opening's time).
+    private struct Shortcuts {
+        /// The last slot a lookup confirmed: slot, entry bits, key.
+        var slot = -1
+        var raw: UInt64 = 0
+        var key = UUIDBytes(high: 0, low: 0)
+        /// Position-checked UUIDs of recently set slots, by slot modulo its
+        /// size (24 bytes each: entry bits, UUID high, UUID low); nil unless enabled.
+        var cache: UnsafeMutablePointer<UInt64>?
+        var cacheMask = 0
+        var confirmingReads = 0
+    }
+    private let shortcuts: UnsafeMutablePointer<Shortcuts> = {
+        let p = UnsafeMutablePointer<Shortcuts>.allocate(capacity: 1)
+        p.initialize(to: Shortcuts())
+        return p
+    }()
 
     /// `hash` replaces `UUIDBytes.mixedHash` (tests force tag collisions with it).
     public init(expectedKeys: Int = 0, hash: ((UUIDBytes) -> UInt64)? = nil) {
@@ -81,7 +94,9 @@ public final class SampleIndex {
     deinit {
         populator?.stop()
         Self.freeSlots(slots, capacity)
-        keyCache?.deallocate()
+        shortcuts.pointee.cache?.deallocate()
+        shortcuts.deinitialize(count: 1)
+        shortcuts.deallocate()
     }
 
     /// Slots for `keys` keys at 80% load, a whole number of KiB-slots.
@@ -164,24 +179,30 @@ public final class SampleIndex {
         // Both shortcuts hold a UUID beside the position it was read or
         // written at; the record at a position has one UUID, so a hit is exact.
         let position = raw & FormatConstants.maxPosition
-        if lastConfirmed.slot == i && lastConfirmed.raw & FormatConstants.maxPosition == position { return lastConfirmed.key == key }
-        if let cache = keyCache {
-            let c = cache + (i & keyCacheMask) &* 3
+        let m = shortcuts
+        if m.pointee.slot == i && m.pointee.raw & FormatConstants.maxPosition == position { return m.pointee.key == key }
+        if let cache = m.pointee.cache {
+            let c = cache + (i & m.pointee.cacheMask) &* 3
             if c[0] & FormatConstants.maxPosition == position { return c[1] == key.high && c[2] == key.low }
         }
         guard let keyAt else { preconditionFailure("SampleIndex.keyAt is not set: a tag match cannot be confirmed") }
-        confirmingReads += 1
+        m.pointee.confirmingReads += 1
         let found = try keyAt(IndexEntry(rawValue: raw).position)
-        lastConfirmed = (i, raw, found)
+        m.pointee.slot = i
+        m.pointee.raw = raw
+        m.pointee.key = found
         return found == key
     }
 
     /// Remembers that slot `i`, now holding `raw`, is `key`'s.
     @inline(__always)
     private func remember(_ key: UUIDBytes, slot i: Int, raw: UInt64) {
-        lastConfirmed = (i, raw, key)
-        if let cache = keyCache {
-            let c = cache + (i & keyCacheMask) &* 3
+        let m = shortcuts
+        m.pointee.slot = i
+        m.pointee.raw = raw
+        m.pointee.key = key
+        if let cache = m.pointee.cache {
+            let c = cache + (i & m.pointee.cacheMask) &* 3
             c[0] = raw
             c[1] = key.high
             c[2] = key.low
@@ -250,9 +271,10 @@ public final class SampleIndex {
     @inline(__always)
     private func isKnownOther(_ key: UUIDBytes, slot i: Int, raw: UInt64) -> Bool {
         let position = raw & FormatConstants.maxPosition
-        if lastConfirmed.slot == i && lastConfirmed.raw & FormatConstants.maxPosition == position { return lastConfirmed.key != key }
-        if let cache = keyCache {
-            let c = cache + (i & keyCacheMask) &* 3
+        let m = shortcuts
+        if m.pointee.slot == i && m.pointee.raw & FormatConstants.maxPosition == position { return m.pointee.key != key }
+        if let cache = m.pointee.cache {
+            let c = cache + (i & m.pointee.cacheMask) &* 3
             if c[0] & FormatConstants.maxPosition == position { return c[1] != key.high || c[2] != key.low }
         }
         return false
@@ -342,7 +364,7 @@ public final class SampleIndex {
             }
         }
         slotPointer(hole).initializeMemory(as: UInt8.self, repeating: 0, count: Self.slotSize)
-        lastConfirmed.slot = -1
+        shortcuts.pointee.slot = -1
         count -= 1
         return old
     }
@@ -359,7 +381,7 @@ public final class SampleIndex {
         capacity = newCapacity
         threshold = Self.threshold(capacity)
         (slots, populator) = Self.allocateSlots(capacity, inBackground: populateInBackground)
-        lastConfirmed.slot = -1
+        shortcuts.pointee.slot = -1
         for i in 0..<oldCapacity {
             let p = oldSlots + i * Self.slotSize
             if Self.raw(at: p) == 0 { continue }
@@ -386,17 +408,17 @@ public final class SampleIndex {
     /// at most that many slots is filled (opening applies snapshots band by
     /// band): a later tag match in the range is then confirmed from memory.
     public func setKeyCache(entries: Int) {
-        keyCache?.deallocate()
-        keyCache = nil
-        keyCacheMask = 0
+        shortcuts.pointee.cache?.deallocate()
+        shortcuts.pointee.cache = nil
+        shortcuts.pointee.cacheMask = 0
         guard entries > 0 else { return }
         var size = 1
         while size < entries { size <<= 1 }
         let cache = UnsafeMutablePointer<UInt64>.allocate(capacity: size * 3)
         // Entry bits 0 match no slot (0 marks an empty one).
         for k in 0..<size { cache[k * 3] = 0 }
-        keyCache = cache
-        keyCacheMask = size - 1
+        shortcuts.pointee.cache = cache
+        shortcuts.pointee.cacheMask = size - 1
     }
 
     /// Slots one band of `bytes` of table covers.

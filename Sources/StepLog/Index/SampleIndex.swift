@@ -53,20 +53,26 @@ public final class SampleIndex {
     /// Faulting in a table reserved for a rebuild, if that is still going on.
     private var populator: BackgroundPopulator?
     /// Number of keys.
-    public private(set) var count = 0
+    public var count: Int { shortcuts.pointee.count }
 
     /// The UUID of the sample or tombstone record at a position: how a tag
     /// match is confirmed. Set by the index's owner before the first lookup.
-    public var keyAt: ((LogPosition) throws -> UUIDBytes)?
+    public var keyAt: ((LogPosition) throws -> UUIDBytes)? {
+        get { shortcuts.pointee.keyAt }
+        set { shortcuts.pointee.keyAt = newValue }
+    }
     /// The hash of a key (`mixedHash` unless a test forces collisions).
     private let hashFunction: ((UUIDBytes) -> UInt64)?
     /// Tag matches `keyAt` was asked to confirm (tests and benchmarks).
     public var confirmingReads: Int { shortcuts.pointee.confirmingReads }
 
-    /// What `confirm` consults before reading a record. Kept behind a pointer
-    /// the index owns: as stored properties of the class, each `set` paid a
-    /// dynamic exclusivity check to update them (a fifth of opening's time).
+    /// What `confirm` consults before reading a record, with the key count
+    /// and `keyAt`. Kept behind a pointer the index owns: as stored properties
+    /// of the class, each `set` (which may call `keyAt`) paid dynamic
+    /// exclusivity checks on them, a fifth of opening's CPU.
     private struct Shortcuts {
+        var count = 0
+        var keyAt: ((LogPosition) throws -> UUIDBytes)?
         /// The last slot a lookup confirmed: slot, entry bits, key.
         var slot = -1
         var raw: UInt64 = 0
@@ -316,7 +322,7 @@ public final class SampleIndex {
         }
         Self.store(raw: entry.rawValue, tag: tag, at: p)
         remember(key, slot: i, raw: entry.rawValue)
-        count += 1
+        shortcuts.pointee.count += 1
         return nil
     }
 
@@ -365,7 +371,7 @@ public final class SampleIndex {
         }
         slotPointer(hole).initializeMemory(as: UInt8.self, repeating: 0, count: Self.slotSize)
         shortcuts.pointee.slot = -1
-        count -= 1
+        shortcuts.pointee.count -= 1
         return old
     }
 

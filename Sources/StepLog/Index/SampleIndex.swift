@@ -25,8 +25,8 @@ import CStepLogSupport
 /// UUID. Two in-memory shortcuts save most confirming reads, both checked by
 /// position so they can never be wrong: the last slot confirmed (an upsert
 /// finds, then sets, the same key), and while the key cache is on a
-/// direct-mapped cache of (position, UUID) per slot, filled by `set`, which
-/// serves opening (a band of snapshot entries, see `ReplayPipeline`).
+/// direct-mapped cache of (position, UUID) per slot, filled by `set` (opening
+/// no longer turns it on: its writes cost more than the loads it saved).
 ///
 /// The home slot scales the tag onto the table (`tag << 16 * capacity >> 64`,
 /// Lemire's multiply-shift), monotone in the hash, so the table holds keys in

@@ -1,7 +1,8 @@
 /// What the index knows of a sample's current version: where its record is,
 /// whether the server acknowledged it, and whether it is a tombstone (a
 /// deletion waiting for the server). Packed in 48 bits (46-bit position,
-/// synced bit 46, tombstone bit 47) so an index slot is 22 bytes.
+/// synced bit 46, tombstone bit 47) so an index slot, with its 48-bit tag,
+/// is 12 bytes.
 public struct IndexEntry: Hashable, Sendable {
     public private(set) var rawValue: UInt64
 

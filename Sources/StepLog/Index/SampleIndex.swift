@@ -5,31 +5,47 @@ import Darwin
 #endif
 import CStepLogSupport
 
-/// The in-memory map from sample UUID to its latest version (`IndexEntry`).
+/// The in-memory map from sample UUID to its latest version (`IndexEntry`),
+/// keeping no UUID in memory (after FAWN-DS and SILT).
 ///
-/// One open-addressing hash table with linear probing. A slot is 22 packed
-/// bytes, key and entry together so a lookup touches one cache line:
+/// One open-addressing hash table with linear probing. A slot is 12 packed
+/// bytes: the 48-bit entry and a 48-bit *tag*, the top 48 bits of the UUID's
+/// hash (`UUIDBytes.mixedHash`):
 ///
-///     0 key high u64 | 8 key low u64 | 16 entry bits 0..<32 u32 | 20 entry bits 32..<48 u16
+///     0 u64: entry bits 0..<48 | tag bits 0..<16 << 48    8 u32: tag bits 16..<48
 ///
-/// The home slot scales the UUID's mixed hash onto the table
-/// (`hash * capacity >> 64`, Lemire's multiply-shift), which is monotone in
-/// the hash, so the table holds keys in (nearly) hash order: growing walks the
-/// old table front to back and writes the new one almost sequentially, and a
-/// bulk load sorted by hash writes it sequentially too. The nil UUID marks an
-/// empty slot, which is why samples may not use it.
+/// An empty slot has entry 0 (position 0 is inside the first segment's
+/// header, so no record is there). A lookup walks the probe run from the
+/// key's home slot; a slot whose tag equals the key's is the key's only if
+/// the record its entry points at carries the key's UUID, which `keyAt` (the
+/// store's record reader) confirms: a tag is only a fingerprint, and two UUIDs
+/// may share one. Callers that already know the position of the version they
+/// mean (a scan reading records, an acknowledgement of a version read before)
+/// use `entry(_:at:)`, which needs no read: the record at a position has one
+/// UUID. Two in-memory shortcuts save most confirming reads, both checked by
+/// position so they can never be wrong: the last slot confirmed (an upsert
+/// finds, then sets, the same key), and while the key cache is on a
+/// direct-mapped cache of (position, UUID) per slot, filled by `set` (opening
+/// no longer turns it on: its writes cost more than the loads it saved).
+///
+/// The home slot scales the tag onto the table (`tag << 16 * capacity >> 64`,
+/// Lemire's multiply-shift), monotone in the hash, so the table holds keys in
+/// (nearly) hash order and growing needs nothing but the slots: the home of
+/// every entry at the new capacity comes from its tag. Growing walks the old
+/// table front to back and writes the new one almost sequentially; a bulk
+/// load sorted by hash writes it sequentially too.
 ///
 /// Because the home slot needs no mask, the capacity need not be a power of
-/// two: a rebuild of known size (opening a store) allocates for 70% load, 31
-/// bytes per key, instead of rounding up to as much as twice that. A table that
-/// fills past 80% doubles, so one grown key by key costs 27.5–55 bytes per key
-/// (36.9 at 10M keys). Large tables ask for transparent huge pages: probes are
-/// random, and TLB misses would otherwise double their cost.
+/// two: a rebuild of known size (opening a store) allocates for 80% load, 15
+/// bytes per key. A table that fills past 87.5% doubles, so one grown key by
+/// key costs 13.7–27.4 bytes per key. Large tables ask for transparent huge
+/// pages: probes are random, and TLB misses would otherwise double their cost.
 ///
 /// Not thread-safe: the store serializes access.
 public final class SampleIndex {
-    public static let slotSize = 22
+    public static let slotSize = 12
     static let minimumCapacity = 1 << 10
+    static let entryMask: UInt64 = (1 << 48) - 1
 
     private var slots: UnsafeMutableRawPointer
     private var capacity: Int
@@ -37,24 +53,66 @@ public final class SampleIndex {
     /// Faulting in a table reserved for a rebuild, if that is still going on.
     private var populator: BackgroundPopulator?
     /// Number of keys.
-    public private(set) var count = 0
+    public var count: Int { shortcuts.pointee.count }
 
-    public init(expectedKeys: Int = 0) {
+    /// The UUID of the sample or tombstone record at a position: how a tag
+    /// match is confirmed. Set by the index's owner before the first lookup.
+    public var keyAt: ((LogPosition) throws -> UUIDBytes)? {
+        get { shortcuts.pointee.keyAt }
+        set { shortcuts.pointee.keyAt = newValue }
+    }
+    /// The hash of a key (`mixedHash` unless a test forces collisions).
+    private let hashFunction: ((UUIDBytes) -> UInt64)?
+    /// Tag matches `keyAt` was asked to confirm (tests and benchmarks).
+    public var confirmingReads: Int { shortcuts.pointee.confirmingReads }
+
+    /// What `confirm` consults before reading a record, with the key count
+    /// and `keyAt`. Kept behind a pointer the index owns: as stored properties
+    /// of the class, each `set` (which may call `keyAt`) paid dynamic
+    /// exclusivity checks on them, a fifth of opening's CPU.
+    private struct Shortcuts {
+        var count = 0
+        var keyAt: ((LogPosition) throws -> UUIDBytes)?
+        /// The last slot a lookup confirmed: slot, entry bits, key.
+        var slot = -1
+        var raw: UInt64 = 0
+        var key = UUIDBytes(high: 0, low: 0)
+        /// Position-checked UUIDs of recently set slots, by slot modulo its
+        /// size (24 bytes each: entry bits, UUID high, UUID low); nil unless enabled.
+        var cache: UnsafeMutablePointer<UInt64>?
+        var cacheMask = 0
+        var confirmingReads = 0
+    }
+    private let shortcuts: UnsafeMutablePointer<Shortcuts> = {
+        let p = UnsafeMutablePointer<Shortcuts>.allocate(capacity: 1)
+        p.initialize(to: Shortcuts())
+        return p
+    }()
+
+    /// `hash` replaces `UUIDBytes.mixedHash` (tests force tag collisions with it).
+    public init(expectedKeys: Int = 0, hash: ((UUIDBytes) -> UInt64)? = nil) {
+        hashFunction = hash
         capacity = Self.capacity(for: expectedKeys)
-        threshold = capacity - capacity / 5
+        threshold = Self.threshold(capacity)
         slots = Self.allocateSlots(capacity).slots
     }
 
     deinit {
         populator?.stop()
         Self.freeSlots(slots, capacity)
+        shortcuts.pointee.cache?.deallocate()
+        shortcuts.deinitialize(count: 1)
+        shortcuts.deallocate()
     }
 
-    /// Slots for `keys` keys at 70% load, a whole number of KiB-slots.
+    /// Slots for `keys` keys at 80% load, a whole number of KiB-slots.
     static func capacity(for keys: Int) -> Int {
-        let wanted = keys + keys * 3 / 7
+        let wanted = keys + keys / 4
         return max(minimumCapacity, (wanted + minimumCapacity - 1) / minimumCapacity * minimumCapacity)
     }
+
+    /// Keys past which the table doubles: 87.5% load.
+    private static func threshold(_ capacity: Int) -> Int { capacity - capacity / 8 }
 
     /// Tables of 2 MiB and more are anonymous mappings (zero-filled by the
     /// kernel, so never cleared twice) with a transparent-huge-page hint;
@@ -94,39 +152,78 @@ public final class SampleIndex {
 
     @inline(__always) private func slotPointer(_ i: Int) -> UnsafeMutableRawPointer { slots + i &* Self.slotSize }
 
-    @inline(__always) private func home(_ hash: UInt64) -> Int {
-        Int(truncatingIfNeeded: hash.multipliedFullWidth(by: UInt64(truncatingIfNeeded: capacity)).high)
+    /// The 48-bit tag of `key`.
+    @inline(__always) func tag(_ key: UUIDBytes) -> UInt64 {
+        (hashFunction.map { $0(key) } ?? key.mixedHash) >> 16
     }
 
-    @inline(__always) private static func key(at p: UnsafeMutableRawPointer) -> UUIDBytes {
-        UUIDBytes(high: p.loadUnaligned(as: UInt64.self), low: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+    @inline(__always) private func home(_ tag: UInt64) -> Int {
+        Int(truncatingIfNeeded: (tag << 16).multipliedFullWidth(by: UInt64(truncatingIfNeeded: capacity)).high)
     }
 
-    @inline(__always) private static func entry(at p: UnsafeMutableRawPointer) -> IndexEntry {
-        IndexEntry(rawValue: UInt64(p.loadUnaligned(fromByteOffset: 16, as: UInt32.self))
-            | UInt64(p.loadUnaligned(fromByteOffset: 20, as: UInt16.self)) << 32)
+    @inline(__always) private static func raw(at p: UnsafeMutableRawPointer) -> UInt64 {
+        p.loadUnaligned(as: UInt64.self) & entryMask
     }
 
-    @inline(__always) private static func store(_ entry: IndexEntry, at p: UnsafeMutableRawPointer) {
-        p.storeBytes(of: UInt32(truncatingIfNeeded: entry.rawValue), toByteOffset: 16, as: UInt32.self)
-        p.storeBytes(of: UInt16(truncatingIfNeeded: entry.rawValue >> 32), toByteOffset: 20, as: UInt16.self)
+    @inline(__always) private static func tag(at p: UnsafeMutableRawPointer) -> UInt64 {
+        p.loadUnaligned(as: UInt64.self) >> 48 | UInt64(p.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) << 16
     }
 
-    @inline(__always) private static func store(_ key: UUIDBytes, at p: UnsafeMutableRawPointer) {
-        p.storeBytes(of: key.high, as: UInt64.self)
-        p.storeBytes(of: key.low, toByteOffset: 8, as: UInt64.self)
+    @inline(__always) private static func store(raw: UInt64, tag: UInt64, at p: UnsafeMutableRawPointer) {
+        p.storeBytes(of: raw | tag << 48, as: UInt64.self)
+        p.storeBytes(of: UInt32(truncatingIfNeeded: tag >> 16), toByteOffset: 8, as: UInt32.self)
+    }
+
+    @inline(__always) private static func store(raw: UInt64, at p: UnsafeMutableRawPointer) {
+        let word = p.loadUnaligned(as: UInt64.self)
+        p.storeBytes(of: word & ~entryMask | raw, as: UInt64.self)
+    }
+
+    /// True when the slot `i`, holding entry bits `raw` and the key's tag, is `key`'s.
+    @inline(__always)
+    private func confirm(_ key: UUIDBytes, slot i: Int, raw: UInt64) throws -> Bool {
+        // Both shortcuts hold a UUID beside the position it was read or
+        // written at; the record at a position has one UUID, so a hit is exact.
+        let position = raw & FormatConstants.maxPosition
+        let m = shortcuts
+        if m.pointee.slot == i && m.pointee.raw & FormatConstants.maxPosition == position { return m.pointee.key == key }
+        if let cache = m.pointee.cache {
+            let c = cache + (i & m.pointee.cacheMask) &* 3
+            if c[0] & FormatConstants.maxPosition == position { return c[1] == key.high && c[2] == key.low }
+        }
+        guard let keyAt else { preconditionFailure("SampleIndex.keyAt is not set: a tag match cannot be confirmed") }
+        m.pointee.confirmingReads += 1
+        let found = try keyAt(IndexEntry(rawValue: raw).position)
+        m.pointee.slot = i
+        m.pointee.raw = raw
+        m.pointee.key = found
+        return found == key
+    }
+
+    /// Remembers that slot `i`, now holding `raw`, is `key`'s.
+    @inline(__always)
+    private func remember(_ key: UUIDBytes, slot i: Int, raw: UInt64) {
+        let m = shortcuts
+        m.pointee.slot = i
+        m.pointee.raw = raw
+        m.pointee.key = key
+        if let cache = m.pointee.cache {
+            let c = cache + (i & m.pointee.cacheMask) &* 3
+            c[0] = raw
+            c[1] = key.high
+            c[2] = key.low
+        }
     }
 
     /// The slot holding `key`, or the empty slot where it would go.
     @inline(__always)
-    private func probe(_ key: UUIDBytes, hash: UInt64) -> (slot: UnsafeMutableRawPointer, found: Bool) {
-        var i = home(hash)
+    private func probe(_ key: UUIDBytes, tag: UInt64) throws -> (slot: Int, found: Bool) {
+        var i = home(tag)
         while true {
             let p = slotPointer(i)
-            let high = p.loadUnaligned(as: UInt64.self)
-            let low = p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
-            if high == key.high && low == key.low { return (p, true) }
-            if high == 0 && low == 0 { return (p, false) }
+            let raw = Self.raw(at: p)
+            if raw == 0 { return (i, false) }
+            if Self.tag(at: p) == tag, try confirm(key, slot: i, raw: raw) { return (i, true) }
             i &+= 1
             if i == capacity { i = 0 }
         }
@@ -139,35 +236,93 @@ public final class SampleIndex {
     /// them first, so the misses overlap instead of queueing.
     @inline(__always)
     public func prefetch(_ key: UUIDBytes) {
-        let p = slotPointer(home(key.mixedHash))
+        let p = slotPointer(home(tag(key)))
         steplog_prefetch(p)
-        steplog_prefetch(p + 64) // a 22-byte slot and its probe run often cross into the next line
+        steplog_prefetch(p + 64) // a probe run often crosses into the next line
     }
 
-    /// The entry for `key`, if present. (The nil UUID, which marks empty
-    /// slots, is never present.)
+    /// The entry for `key`, if present. A tag match costs a read of the
+    /// record it points at (`keyAt`), unless remembered.
     @inline(__always)
-    public func find(_ key: UUIDBytes) -> IndexEntry? {
-        if key.isNil { return nil }
-        let (p, found) = probe(key, hash: key.mixedHash)
-        return found ? Self.entry(at: p) : nil
+    public func find(_ key: UUIDBytes) throws -> IndexEntry? {
+        let (i, found) = try probe(key, tag: tag(key))
+        return found ? IndexEntry(rawValue: Self.raw(at: slotPointer(i))) : nil
+    }
+
+    /// The entry for `key` and what `examine` made of the record it points
+    /// at, if `key` is present: the lookup of a caller that reads the record
+    /// anyway (an upsert compares contents), so the read that confirms a tag
+    /// match is that one. `examine` is called with each entry whose tag is
+    /// `key`'s, in probe order, and returns nil when the record there is not
+    /// `key`'s (another UUID with the same tag), which goes on probing.
+    @inline(__always)
+    public func find<T>(_ key: UUIDBytes, examining examine: (IndexEntry) throws -> T?) throws -> (entry: IndexEntry, examined: T)? {
+        let tag = tag(key)
+        var i = home(tag)
+        while true {
+            let p = slotPointer(i)
+            let raw = Self.raw(at: p)
+            if raw == 0 { return nil }
+            if Self.tag(at: p) == tag, !isKnownOther(key, slot: i, raw: raw), let examined = try examine(IndexEntry(rawValue: raw)) {
+                remember(key, slot: i, raw: raw)
+                return (IndexEntry(rawValue: raw), examined)
+            }
+            i &+= 1
+            if i == capacity { i = 0 }
+        }
+    }
+
+    /// True when a shortcut of `confirm` knows slot `i` (holding `raw`) is
+    /// another key's, so no read need tell.
+    @inline(__always)
+    private func isKnownOther(_ key: UUIDBytes, slot i: Int, raw: UInt64) -> Bool {
+        let position = raw & FormatConstants.maxPosition
+        let m = shortcuts
+        if m.pointee.slot == i && m.pointee.raw & FormatConstants.maxPosition == position { return m.pointee.key != key }
+        if let cache = m.pointee.cache {
+            let c = cache + (i & m.pointee.cacheMask) &* 3
+            if c[0] & FormatConstants.maxPosition == position { return c[1] != key.high || c[2] != key.low }
+        }
+        return false
+    }
+
+    /// The entry for `key` if its current version is the record at
+    /// `position`, which the caller read and found to carry `key`: a slot with
+    /// `key`'s tag pointing there is `key`'s, so no read confirms it.
+    @inline(__always)
+    public func entry(_ key: UUIDBytes, at position: LogPosition) -> IndexEntry? {
+        let tag = tag(key)
+        var i = home(tag)
+        while true {
+            let p = slotPointer(i)
+            let raw = Self.raw(at: p)
+            if raw == 0 { return nil }
+            if raw & FormatConstants.maxPosition == position.rawValue && Self.tag(at: p) == tag {
+                return IndexEntry(rawValue: raw)
+            }
+            i &+= 1
+            if i == capacity { i = 0 }
+        }
     }
 
     /// Inserts or replaces the entry for `key`; returns the previous entry.
     @discardableResult
     @inline(__always)
-    public func set(_ key: UUIDBytes, _ entry: IndexEntry) -> IndexEntry? {
-        precondition(!key.isNil, "the nil UUID cannot be indexed")
+    public func set(_ key: UUIDBytes, _ entry: IndexEntry) throws -> IndexEntry? {
+        precondition(entry.position.rawValue != 0, "position 0 holds no record (it marks empty index slots)")
         if count >= threshold { grow() }
-        let (p, found) = probe(key, hash: key.mixedHash)
+        let tag = tag(key)
+        let (i, found) = try probe(key, tag: tag)
+        let p = slotPointer(i)
         if found {
-            let old = Self.entry(at: p)
-            Self.store(entry, at: p)
+            let old = IndexEntry(rawValue: Self.raw(at: p))
+            Self.store(raw: entry.rawValue, at: p)
+            remember(key, slot: i, raw: entry.rawValue)
             return old
         }
-        Self.store(key, at: p)
-        Self.store(entry, at: p)
-        count += 1
+        Self.store(raw: entry.rawValue, tag: tag, at: p)
+        remember(key, slot: i, raw: entry.rawValue)
+        shortcuts.pointee.count += 1
         return nil
     }
 
@@ -175,12 +330,15 @@ public final class SampleIndex {
     /// old entry, or nil (and changes nothing) when the key is absent.
     @discardableResult
     @inline(__always)
-    public func update(_ key: UUIDBytes, _ transform: (IndexEntry) -> IndexEntry) -> IndexEntry? {
-        if key.isNil { return nil }
-        let (p, found) = probe(key, hash: key.mixedHash)
+    public func update(_ key: UUIDBytes, _ transform: (IndexEntry) -> IndexEntry) throws -> IndexEntry? {
+        let (i, found) = try probe(key, tag: tag(key))
         guard found else { return nil }
-        let old = Self.entry(at: p)
-        Self.store(transform(old), at: p)
+        let p = slotPointer(i)
+        let old = IndexEntry(rawValue: Self.raw(at: p))
+        let new = transform(old)
+        precondition(new.position.rawValue != 0, "position 0 holds no record (it marks empty index slots)")
+        Self.store(raw: new.rawValue, at: p)
+        remember(key, slot: i, raw: new.rawValue)
         return old
     }
 
@@ -191,22 +349,20 @@ public final class SampleIndex {
     /// so every remaining key stays reachable from its home and lookups never
     /// slow down with deletions. Keeps the table in (nearly) hash order.
     @discardableResult
-    public func remove(_ key: UUIDBytes) -> IndexEntry? {
-        if key.isNil { return nil }
-        let (p, found) = probe(key, hash: key.mixedHash)
+    public func remove(_ key: UUIDBytes) throws -> IndexEntry? {
+        let (start, found) = try probe(key, tag: tag(key))
         guard found else { return nil }
-        let old = Self.entry(at: p)
-        var hole = (p - slots) / Self.slotSize
+        let old = IndexEntry(rawValue: Self.raw(at: slotPointer(start)))
+        var hole = start
         var i = hole
         while true {
             i &+= 1
             if i == capacity { i = 0 }
             let q = slotPointer(i)
-            let k = Self.key(at: q)
-            if k.isNil { break }
+            if Self.raw(at: q) == 0 { break }
             // The entry at i may move to the hole when its home is not in the
             // cyclic range (hole, i]: it would then be probed past the hole.
-            let h = home(k.mixedHash)
+            let h = home(Self.tag(at: q))
             let inRange = hole <= i ? (h > hole && h <= i) : (h > hole || h <= i)
             if !inRange {
                 slotPointer(hole).copyMemory(from: q, byteCount: Self.slotSize)
@@ -214,28 +370,33 @@ public final class SampleIndex {
             }
         }
         slotPointer(hole).initializeMemory(as: UInt8.self, repeating: 0, count: Self.slotSize)
-        count -= 1
+        shortcuts.pointee.slot = -1
+        shortcuts.pointee.count -= 1
         return old
     }
 
     /// Doubles the capacity.
     private func grow() { rehash(toCapacity: capacity * 2) }
 
-    /// Moves every key into a new table of `newCapacity` slots. The old table
-    /// is walked in slot order, which is hash order, so the new one is written
-    /// nearly sequentially.
+    /// Moves every entry into a new table of `newCapacity` slots, each to the
+    /// home its tag gives. The old table is walked in slot order, which is
+    /// hash order, so the new one is written nearly sequentially.
     private func rehash(toCapacity newCapacity: Int, populateInBackground: Bool = false) {
         let oldSlots = slots, oldCapacity = capacity
         populator?.stop()
         capacity = newCapacity
-        threshold = capacity - capacity / 5
+        threshold = Self.threshold(capacity)
         (slots, populator) = Self.allocateSlots(capacity, inBackground: populateInBackground)
+        shortcuts.pointee.slot = -1
         for i in 0..<oldCapacity {
             let p = oldSlots + i * Self.slotSize
-            let k = Self.key(at: p)
-            if k.isNil { continue }
-            let (q, _) = probe(k, hash: k.mixedHash)
-            q.copyMemory(from: p, byteCount: Self.slotSize)
+            if Self.raw(at: p) == 0 { continue }
+            var j = home(Self.tag(at: p))
+            while Self.raw(at: slotPointer(j)) != 0 {
+                j &+= 1
+                if j == capacity { j = 0 }
+            }
+            slotPointer(j).copyMemory(from: p, byteCount: Self.slotSize)
         }
         Self.freeSlots(oldSlots, oldCapacity)
     }
@@ -248,23 +409,45 @@ public final class SampleIndex {
         if wanted > capacity { rehash(toCapacity: wanted, populateInBackground: count == 0) }
     }
 
-    /// Calls `body` for every key and entry, in slot order.
-    public func forEach(_ body: (UUIDBytes, IndexEntry) throws -> Void) rethrows {
+    /// Turns the key cache on with `entries` (rounded up to a power of two)
+    /// position-checked UUIDs, or off with 0. Worth it while a hash range of
+    /// at most that many slots is filled (opening applies snapshots band by
+    /// band): a later tag match in the range is then confirmed from memory.
+    public func setKeyCache(entries: Int) {
+        shortcuts.pointee.cache?.deallocate()
+        shortcuts.pointee.cache = nil
+        shortcuts.pointee.cacheMask = 0
+        guard entries > 0 else { return }
+        var size = 1
+        while size < entries { size <<= 1 }
+        let cache = UnsafeMutablePointer<UInt64>.allocate(capacity: size * 3)
+        // Entry bits 0 match no slot (0 marks an empty one).
+        for k in 0..<size { cache[k * 3] = 0 }
+        shortcuts.pointee.cache = cache
+        shortcuts.pointee.cacheMask = size - 1
+    }
+
+    /// Slots one band of `bytes` of table covers.
+    public static func slots(inBytes bytes: Int) -> Int { bytes / slotSize }
+
+    /// Calls `body` for every entry, in slot order (the UUIDs are in the
+    /// records the entries point at).
+    public func forEach(_ body: (IndexEntry) throws -> Void) rethrows {
         for i in 0..<capacity {
-            let p = slotPointer(i)
-            let k = Self.key(at: p)
-            if !k.isNil { try body(k, Self.entry(at: p)) }
+            let raw = Self.raw(at: slotPointer(i))
+            if raw != 0 { try body(IndexEntry(rawValue: raw)) }
         }
     }
 
     /// Bytes allocated for slots (the figure "index bytes per key" divides).
     public var memoryBytes: Int { capacity * Self.slotSize }
 
-    /// Re-sizes the table for 70% load when it is more than half as large
-    /// again as that (after a rebuild that reserved for more keys than it
-    /// found). Walks in hash order, so it is nearly sequential.
+    /// Re-sizes the table for 80% load when it is more than an eighth larger
+    /// than that (after a rebuild that reserved for more keys than it found:
+    /// opening guesses one per 80 bytes of the newest segment, and re-upserts
+    /// add none). Walks in hash order, so it is nearly sequential.
     public func shrinkToFit() {
         let target = Self.capacity(for: count)
-        if target < capacity - capacity / 3 { rehash(toCapacity: target) }
+        if target < capacity - capacity / 8 { rehash(toCapacity: target) }
     }
 }

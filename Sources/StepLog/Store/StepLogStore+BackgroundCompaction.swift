@@ -109,7 +109,15 @@ extension StepLogStore {
     /// outside the mutex, the last inside it), into a new state, and
     /// switches the store to it. Returns how long the switch held the mutex.
     private func switchOver(to live: [SegmentInfo], replacing inputs: [SegmentInfo], writerBase: UInt64) throws -> Double {
-        let fresh = StoreState()
+        let fresh = StoreState(indexHash: options.indexHash)
+        // The new index confirms tag matches against the committed outputs,
+        // and against the writer's segments as each round finds them (their
+        // records replayed so far are in their files; the switch flushes first).
+        let liveKeys = SegmentKeyReader(segments: live)
+        var writerKeys = SegmentKeyReader(segments: [])
+        fresh.index.keyAt = { position in
+            try position.rawValue < writerBase ? liveKeys.key(at: position) : writerKeys.key(at: position)
+        }
         var pipeline = ReplayPipeline(segments: live)
         pipeline.directory = directory
         pipeline.bandBytes = options.snapshotBandBytes
@@ -120,7 +128,7 @@ extension StepLogStore {
         if case .damaged(let i, let offset, let reason, _) = outcome {
             throw StepLogError.corruption(path: live[i].path, offset: offset, reason: reason)
         }
-        fresh.finishReplay()
+        try fresh.finishReplay()
 
         // The writer's segments: what was appended while the copy ran.
         // Rounds until one finds less than 1 MiB new: what is left for the
@@ -130,16 +138,20 @@ extension StepLogStore {
         var cursor = LogPosition(writerBase)
         for _ in 0..<10_000 {
             let infos = locked { writerSegments(from: writerBase) }
+            writerKeys = SegmentKeyReader(segments: infos)
             let replayed = try replayRange(infos, from: &cursor, into: fresh)
             if replayed < 1 << 20 { break }
         }
         return try locked {
             let started = DispatchTime.now().uptimeNanoseconds
             if let w = writer { do { try w.flush() } catch { throw fail(error) } }
-            _ = try replayRange(writerSegments(from: writerBase), from: &cursor, into: fresh)
-            fresh.finishReplay()
+            let infos = writerSegments(from: writerBase)
+            writerKeys = SegmentKeyReader(segments: infos)
+            _ = try replayRange(infos, from: &cursor, into: fresh)
+            try fresh.finishReplay()
             let inputSequences = Set(inputs.map(\.sequence))
             state = fresh
+            state.index.keyAt = { [unowned self] position in try self.sampleKey(at: position) }
             segments = live + segments.filter { $0.basePosition >= writerBase }
             for sequence in inputSequences { readers.forget(sequence) }
             return Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
@@ -167,7 +179,7 @@ extension StepLogStore {
             while let item = try reader.next() {
                 switch item {
                 case .record(let offset, let type, let payload, _):
-                    if let problem = state.replay(type: type, payload: payload, at: LogPosition(info.basePosition + UInt64(offset))) {
+                    if let problem = try state.replay(type: type, payload: payload, at: LogPosition(info.basePosition + UInt64(offset))) {
                         throw StepLogError.corruption(path: info.path, offset: offset, reason: problem.description)
                     }
                 case .damage(let offset, let damage):
@@ -190,7 +202,7 @@ extension StepLogStore {
         struct Enough: Error {}
         var sampled = 0
         var sampledBytes = 0
-        try? state.index.forEach { _, entry in
+        try? state.index.forEach { entry in
             guard !entry.isTombstone else { return }
             sampledBytes += try withRecord(at: entry.position) { _, payload in FormatConstants.recordHeaderSize + payload.count }
             sampled += 1

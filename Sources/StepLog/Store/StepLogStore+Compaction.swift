@@ -168,26 +168,35 @@ extension StepLogStore {
             func drain() throws {
                 let bytes = group.bytes
                 verdicts.removeAll(keepingCapacity: true)
+                // Judging may read records (a tag match is confirmed against
+                // the UUID on disk); its error is thrown once the state is let go.
+                var failure: Error?
                 judging {
-                    let state = self.state
-                    for r in groupRecords where r.type == RecordType.sampleUpsert.rawValue {
-                        let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
-                        if SamplePayload.isWellFormed(payload) { state.index.prefetch(SamplePayload.uuid(payload)) }
-                    }
-                    for r in groupRecords {
-                        let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
-                        var v = Verdict()
-                        v.live = state.isLive(type: r.type, payload: payload, at: r.position)
-                        if v.live, r.type == RecordType.sampleUpsert.rawValue {
-                            v.synced = state.index.find(SamplePayload.uuid(payload))?.isSynced == true
+                    do {
+                        let state = self.state
+                        for r in groupRecords where r.type == RecordType.sampleUpsert.rawValue {
+                            let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
+                            if SamplePayload.isWellFormed(payload) { state.index.prefetch(SamplePayload.uuid(payload)) }
                         }
-                        if v.live, r.type == RecordType.samplesRejected.rawValue, case .success(let list) = RejectionPayload.decode(payload) {
-                            // Only the entries that still apply: a record can outlive some of its samples' versions.
-                            v.rejections = list.filter { state.isRejectionCurrent(UUIDBytes($0.id), recordedAt: r.position) }
+                        for r in groupRecords {
+                            let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
+                            var v = Verdict()
+                            v.live = try state.isLive(type: r.type, payload: payload, at: r.position)
+                            if v.live, r.type == RecordType.sampleUpsert.rawValue {
+                                // The record at r.position carries this UUID: no read confirms it.
+                                v.synced = state.index.entry(SamplePayload.uuid(payload), at: r.position)?.isSynced == true
+                            }
+                            if v.live, r.type == RecordType.samplesRejected.rawValue, case .success(let list) = RejectionPayload.decode(payload) {
+                                // Only the entries that still apply: a record can outlive some of its samples' versions.
+                                v.rejections = try list.filter { try state.isRejectionCurrent(UUIDBytes($0.id), recordedAt: r.position) }
+                            }
+                            verdicts.append(v)
                         }
-                        verdicts.append(v)
+                    } catch {
+                        failure = error
                     }
                 }
+                if let failure { throw failure }
                 for (r, v) in zip(groupRecords, verdicts) {
                     let payload = UnsafeRawBufferPointer(rebasing: bytes[r.start..<(r.start + r.length)])
                     before.records += 1
@@ -264,12 +273,12 @@ extension StepLogStore {
             }
             try scan(from: .zero) { position, type, payload in
                 let size = Int64(FormatConstants.recordHeaderSize + payload.count)
-                let live = state.isLive(type: type, payload: payload, at: position)
+                let live = try state.isLive(type: type, payload: payload, at: position)
                 f.records += 1
                 if Self.isSyncMark(type) { f.syncMarkBytes += size }
                 // A rejection record's entries that no longer apply are dead bytes (compaction leaves them out).
                 let liveSize = !live ? 0 : type == RecordType.samplesRejected.rawValue
-                    ? Int64(FormatConstants.recordHeaderSize + state.liveRejectionPayloadSize(payload, at: position)) : size
+                    ? Int64(FormatConstants.recordHeaderSize + (try state.liveRejectionPayloadSize(payload, at: position))) : size
                 if live {
                     f.liveRecords += 1
                     f.liveBytes += liveSize

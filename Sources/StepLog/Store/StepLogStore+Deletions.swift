@@ -17,7 +17,7 @@ extension StepLogStore {
             for key in keys { index.prefetch(key) }
             var summary = DeleteSummary()
             for key in keys {
-                guard let entry = index.find(key) else {
+                guard let entry = try index.find(key) else {
                     summary.unknown += 1
                     continue
                 }
@@ -26,7 +26,7 @@ extension StepLogStore {
                     continue
                 }
                 let position = try append { TombstonePayload.appendRecord(key, deletedAt: at, to: $0) }
-                state.applyVersion(key, .tombstone(at: position))
+                try state.applyVersion(key, .tombstone(at: position))
                 summary.deleted += 1
             }
             return summary
@@ -47,7 +47,7 @@ extension StepLogStore {
                 if let after, position <= after { return true }
                 guard type == RecordType.sampleDeleted.rawValue, TombstonePayload.isWellFormed(payload) else { return true }
                 let key = TombstonePayload.uuid(payload)
-                guard state.index.find(key)?.position == position else { return true }
+                guard state.index.entry(key, at: position) != nil else { return true }
                 result.append(StoredDeletion(id: key.uuid, deletedAtMilliseconds: TombstonePayload.deletedAtMilliseconds(payload),
                                              position: position))
                 return result.count < limit
@@ -66,14 +66,14 @@ extension StepLogStore {
     public func markDeletionsAcknowledged<C: Collection>(_ deletions: C) throws -> Int where C.Element == StoredDeletion {
         try locked {
             _ = try writableWriter()
-            var ids: [UUIDBytes] = []
+            var ids: [(UUIDBytes, LogPosition)] = []
             ids.reserveCapacity(deletions.count)
             var seen = Set<UUIDBytes>()
             for d in deletions {
                 let key = UUIDBytes(d.id)
-                guard let entry = state.index.find(key), entry.isTombstone, entry.position == d.position,
+                guard let entry = state.index.entry(key, at: d.position), entry.isTombstone,
                       seen.insert(key).inserted else { continue }
-                ids.append(key)
+                ids.append((key, d.position))
             }
             try appendAcknowledgements(ids)
             return ids.count
@@ -83,7 +83,7 @@ extension StepLogStore {
     /// What the store knows of `id`: its live version, its pending deletion, or nothing.
     public func sampleState(id: UUID) throws -> SampleState {
         try locked {
-            guard let entry = state.index.find(UUIDBytes(id)) else { return .absent }
+            guard let entry = try state.index.find(UUIDBytes(id)) else { return .absent }
             if !entry.isTombstone { return .live(try storedSample(at: entry.position, synced: entry.isSynced)) }
             return .deletionPending(try storedDeletion(at: entry.position))
         }

@@ -16,7 +16,7 @@ extension StepLogStore {
     public func clearIntervals(at date: Date = Date()) throws {
         try locked {
             let position = try append { LogRecord.intervalsCleared(atMilliseconds: Milliseconds.from(date)).append(to: $0) }
-            state.apply(.intervalsCleared(atMilliseconds: Milliseconds.from(date)), at: position)
+            try state.apply(.intervalsCleared(atMilliseconds: Milliseconds.from(date)), at: position)
         }
     }
 
@@ -24,7 +24,7 @@ extension StepLogStore {
     public func recordLayeringRange(_ range: LayeringRange) throws {
         try locked {
             let position = try append { LogRecord.layeringRange(range).append(to: $0) }
-            state.apply(.layeringRange(range), at: position)
+            try state.apply(.layeringRange(range), at: position)
         }
     }
 
@@ -51,7 +51,7 @@ extension StepLogStore {
     public func recordHighScore(_ score: DailyHighScore) throws {
         try locked {
             let position = try append { LogRecord.dailyHighScore(score).append(to: $0) }
-            state.apply(.dailyHighScore(score), at: position)
+            try state.apply(.dailyHighScore(score), at: position)
         }
     }
 

@@ -17,7 +17,7 @@ extension StepLogStore {
             var seen = Set<UUIDBytes>()
             for (s, reason) in rejected {
                 let key = UUIDBytes(s.id)
-                guard let entry = state.index.find(key), entry.position == s.position, entry.isUnsyncedLive,
+                guard let entry = state.index.entry(key, at: s.position), entry.isUnsyncedLive,
                       seen.insert(key).inserted else { continue }
                 list.append(SampleRejection(id: s.id, rejectedAtMilliseconds: at, reason: RejectionPayload.clipped(reason)))
             }
@@ -32,12 +32,12 @@ extension StepLogStore {
     /// oldest rejection first, each with the server's reason.
     public func rejectedSamples(limit: Int = .max) throws -> [RejectedSample] {
         try locked {
-            let current = state.rejections
-                .filter { state.isRejectionCurrent($0.key, recordedAt: $0.value.position) }
+            let current = try state.rejections
+                .filter { try state.isRejectionCurrent($0.key, recordedAt: $0.value.position) }
                 .sorted { ($0.value.position, $0.key.high, $0.key.low) < ($1.value.position, $1.key.high, $1.key.low) }
                 .prefix(limit)
             return try current.map { key, value in
-                let entry = state.index.find(key)!
+                guard let entry = try state.index.find(key) else { preconditionFailure("a current rejection's sample is in the index") }
                 return RejectedSample(sample: try storedSample(at: entry.position, synced: false), rejection: value.rejection)
             }
         }

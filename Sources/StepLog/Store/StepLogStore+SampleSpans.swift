@@ -190,7 +190,7 @@ private struct SpanQueue {
         let slot = head
         head = (head + 1) % Self.depth
         waiting -= 1
-        guard let entry = index.find(keys[slot]), entry.position == positions[slot] else { return }
+        guard index.entry(keys[slot], at: positions[slot]) != nil else { return }
         try body(SampleSpan(wellFormedPayload: UnsafeRawBufferPointer(start: storage + slot * slotSize, count: lengths[slot])))
     }
 

@@ -22,36 +22,65 @@ extension StepLogStore {
             for s in samples {
                 let key = UUIDBytes(s.id)
                 var synced = false
-                if let existing = index.find(key) {
-                    if existing.isTombstone {
+                // One read of the stored version both confirms that it is
+                // this UUID's (the index keeps only a tag) and compares contents.
+                let found = try index.find(key) { entry -> StoredVersion? in
+                    if entry.isTombstone { return try sampleKey(at: entry.position) == key ? .deleted : nil }
+                    return try withRecord(at: entry.position) { type, payload -> StoredVersion? in
+                        guard type == RecordType.sampleUpsert.rawValue, SamplePayload.isWellFormed(payload) else {
+                            throw StepLogError.corruption(path: directory, offset: Int64(entry.position.rawValue),
+                                                          reason: "index points at a record of type \(type), not a sample or tombstone")
+                        }
+                        guard SamplePayload.uuid(payload) == key else { return nil }
+                        guard SamplePayload.hasSameContent(payload, as: s) else { return .changed }
+                        return SamplePayload.origin(payload) == s.origin ? .same : .relabeled
+                    }
+                }
+                if let (existing, stored) = found {
+                    switch stored {
+                    case .deleted:
                         summary.revived += 1
-                    } else {
-                        let stored = try withRecord(at: existing.position) { type, payload -> StoredVersion in
-                            guard type == RecordType.sampleUpsert.rawValue, SamplePayload.hasSameContent(payload, as: s) else { return .changed }
-                            return SamplePayload.origin(payload) == s.origin ? .same : .relabeled
-                        }
-                        switch stored {
-                        case .same:
-                            summary.unchanged += 1
-                            continue
-                        case .relabeled:
-                            summary.relabeled += 1
-                            synced = existing.isSynced
-                        case .changed:
-                            summary.updated += 1
-                        }
+                    case .same:
+                        summary.unchanged += 1
+                        continue
+                    case .relabeled:
+                        summary.relabeled += 1
+                        synced = existing.isSynced
+                    case .changed:
+                        summary.updated += 1
                     }
                 } else {
                     summary.inserted += 1
                 }
                 let position = try append { SamplePayload.appendRecord(s, fetchedAt: fetched, synced: synced, to: $0) }
-                state.applySampleVersion(key, position: position, synced: synced)
+                try state.applySampleVersion(key, position: position, synced: synced)
             }
             return summary
         }
     }
 
-    private enum StoredVersion { case same, relabeled, changed }
+    private enum StoredVersion { case same, relabeled, changed, deleted }
+
+    /// The UUID of the sample or tombstone record at `position`: how the
+    /// index confirms a tag match (`SampleIndex.keyAt`). A record already
+    /// written to its segment file (every one but those still in the writer's
+    /// buffer) is read from a read-only mapping of the file: a memory load,
+    /// no system call (deletions confirm one per UUID).
+    func sampleKey(at position: LogPosition) throws -> UUIDBytes {
+        if let (_, info) = segment(containing: position) {
+            let offset = Int(position.rawValue - info.basePosition)
+            let end = offset + FormatConstants.recordHeaderSize + 16
+            if end <= Int(info.size) {
+                return try SegmentKeyReader.key(in: readers.mapping(for: info, covering: end), at: offset, path: info.path)
+            }
+        }
+        return try withRecord(at: position) { type, payload in
+            if type == RecordType.sampleUpsert.rawValue, SamplePayload.isWellFormed(payload) { return SamplePayload.uuid(payload) }
+            if type == RecordType.sampleDeleted.rawValue, TombstonePayload.isWellFormed(payload) { return TombstonePayload.uuid(payload) }
+            throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue),
+                                          reason: "index points at a record of type \(type), not a sample or tombstone")
+        }
+    }
 
     /// `upsert` for any collection of samples.
     @discardableResult
@@ -63,7 +92,7 @@ extension StepLogStore {
     /// absent or its deletion is pending: see `sampleState`).
     public func sample(id: UUID) throws -> StoredSample? {
         try locked {
-            guard let entry = state.index.find(UUIDBytes(id)), !entry.isTombstone else { return nil }
+            guard let entry = try state.index.find(UUIDBytes(id)), !entry.isTombstone else { return nil }
             return try storedSample(at: entry.position, synced: entry.isSynced)
         }
     }
@@ -98,7 +127,8 @@ extension StepLogStore {
     public func unsyncedSamples(limit: Int, after: LogPosition? = nil) throws -> [StoredSample] {
         try locked {
             // Rejected versions are unsynced too; when they are all that is left, no scan.
-            guard state.unsyncedCount > 0, limit > 0, state.rejections.isEmpty || state.unsyncedCount > state.rejectedCount else { return [] }
+            guard state.unsyncedCount > 0, limit > 0 else { return [] }
+            guard try state.rejections.isEmpty || state.unsyncedCount > state.rejectedCount() else { return [] }
             var result: [StoredSample] = []
             result.reserveCapacity(min(limit, state.unsyncedCount))
             let start = max(state.unsyncedFloor, after ?? .zero)
@@ -106,8 +136,8 @@ extension StepLogStore {
                 if let after, position <= after { return true }
                 guard type == RecordType.sampleUpsert.rawValue else { return true }
                 let key = SamplePayload.uuid(payload)
-                guard let entry = state.index.find(key), entry.position == position, !entry.isSynced,
-                      !state.isRejected(key, versionAt: position) else { return true }
+                guard let entry = state.index.entry(key, at: position), !entry.isSynced,
+                      !(try state.isRejected(key, versionAt: position)) else { return true }
                 result.append(try Self.storedSample(payload, at: position, synced: false, directory: directory))
                 return result.count < limit
             }
@@ -120,19 +150,20 @@ extension StepLogStore {
     /// `samplesAcknowledged` record. A sample whose stored version changed
     /// since it was read (a different position) is skipped: the new version
     /// still needs uploading. Returns how many were marked. Durable after the
-    /// next `sync()`.
+    /// next `sync()`. The samples must be ones the store returned (their
+    /// UUID is what the record at their position holds).
     @discardableResult
     public func markSynced<C: Collection>(_ samples: C) throws -> Int where C.Element == StoredSample {
         try locked {
             _ = try writableWriter()
-            var ids: [UUIDBytes] = []
+            var ids: [(UUIDBytes, LogPosition)] = []
             ids.reserveCapacity(samples.count)
             var seen = Set<UUIDBytes>()
             for s in samples {
                 let key = UUIDBytes(s.id)
-                guard let entry = state.index.find(key), entry.position == s.position, !entry.isSynced, !entry.isTombstone,
+                guard let entry = state.index.entry(key, at: s.position), !entry.isSynced, !entry.isTombstone,
                       seen.insert(key).inserted else { continue }
-                ids.append(key)
+                ids.append((key, s.position))
             }
             try appendAcknowledgements(ids)
             return ids.count
@@ -140,13 +171,14 @@ extension StepLogStore {
     }
 
     /// Writes `ids` as `samplesAcknowledged` records (as many as the record
-    /// size allows each) and applies them.
-    func appendAcknowledgements(_ ids: [UUIDBytes]) throws {
+    /// size allows each) and applies them; each is the UUID of the current
+    /// version at its position.
+    func appendAcknowledgements(_ ids: [(UUIDBytes, LogPosition)]) throws {
         var from = 0
         while from < ids.count {
             let chunk = ids[from..<min(ids.count, from + AcknowledgedPayload.maxCount)]
-            _ = try append { AcknowledgedPayload.appendRecord(chunk, to: $0) }
-            for id in chunk { state.applyAcknowledged(id) }
+            _ = try append { AcknowledgedPayload.appendRecord(chunk.map(\.0), to: $0) }
+            for (id, position) in chunk { try state.applyAcknowledged(id, versionAt: position) }
             from += chunk.count
         }
     }
@@ -162,7 +194,7 @@ extension StepLogStore {
         try locked {
             try scan(from: .zero) { position, type, payload in
                 guard type == RecordType.sampleUpsert.rawValue else { return true }
-                guard let entry = state.index.find(SamplePayload.uuid(payload)), entry.position == position else { return true }
+                guard let entry = state.index.entry(SamplePayload.uuid(payload), at: position) else { return true }
                 try body(try Self.storedSample(payload, at: position, synced: entry.isSynced, directory: directory))
                 return true
             }

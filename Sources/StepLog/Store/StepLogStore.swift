@@ -87,6 +87,9 @@ public final class StepLogStore: @unchecked Sendable {
             }
             compactor.consider(self)
         }
+        // From here on the index confirms tag matches through this store's
+        // reads (which also see records not yet written out).
+        state.index.keyAt = { [unowned self] position in try self.sampleKey(at: position) }
     }
 
     deinit {
@@ -169,7 +172,9 @@ public final class StepLogStore: @unchecked Sendable {
         locked {
             var byStatus: [IntervalStatus: Int] = [:]
             for status in IntervalStatus.allCases { byStatus[status] = state.intervals.count(of: status) }
-            let rejected = state.rejectedCount
+            // Reading a rejected version's UUID back can fail only with the
+            // disk; counts are a report, so that counts none as rejected.
+            let rejected = (try? state.rejectedCount()) ?? 0
             return StoreCounts(samples: state.sampleCount, syncedSamples: state.syncedCount,
                                unsyncedSamples: state.unsyncedCount - rejected, rejectedSamples: rejected,
                                pendingDeletions: state.pendingDeletionCount,

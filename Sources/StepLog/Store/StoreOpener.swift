@@ -46,7 +46,9 @@ struct StoreOpener {
         try resolveCompaction(&segments, report: &report)
         try checkSequence(&segments, report: &report)
 
-        let state = StoreState()
+        let state = StoreState(indexHash: options.indexHash)
+        let keys = SegmentKeyReader(segments: segments)
+        state.index.keyAt = { try keys.key(at: $0) }
         var pipeline = ReplayPipeline(segments: segments)
         pipeline.directory = directory
         pipeline.bandBytes = options.snapshotBandBytes

@@ -7,7 +7,7 @@ import Foundation
 /// The index holds every UUID that is live or has a pending deletion; an
 /// acknowledged deletion removes the UUID.
 public final class StoreState {
-    public let index = SampleIndex()
+    public let index: SampleIndex
     /// Live samples whose current version the server has not acknowledged.
     public internal(set) var unsyncedCount = 0
     /// Tombstones in the index: deletions the server has not acknowledged.
@@ -29,7 +29,10 @@ public final class StoreState {
     /// Positions below this hold no pending tombstone (raised like `unsyncedFloor`).
     var deletionFloor = LogPosition.zero
 
-    public init() {}
+    /// `indexHash` replaces the UUID hash the index files keys by (tests force
+    /// tag collisions with it). The index confirms tag matches with `keyAt`,
+    /// which the state's owner sets.
+    public init(indexHash: ((UUIDBytes) -> UInt64)? = nil) { index = SampleIndex(hash: indexHash) }
 
     /// Live samples (the index less its tombstones).
     public var sampleCount: Int { index.count - pendingDeletionCount }
@@ -47,75 +50,77 @@ public final class StoreState {
     /// Returns a problem when the type is undefined or the payload does not
     /// have its type's shape (corruption). Call `finishReplay` after the last record.
     @inline(__always)
-    public func replay(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) -> PayloadProblem? {
+    public func replay(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) throws -> PayloadProblem? {
         if rawType == RecordType.sampleUpsert.rawValue {
             guard SamplePayload.isWellFormed(payload) else {
                 return SamplePayload.problem(payload)
             }
-            queue(SamplePayload.uuid(payload), IndexEntry(position: position,
+            try queue(SamplePayload.uuid(payload), IndexEntry(position: position,
                                                           synced: SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0))
             return nil
         }
         if rawType == RecordType.sampleDeleted.rawValue {
             guard TombstonePayload.isWellFormed(payload) else { return TombstonePayload.problem(payload) }
-            queue(TombstonePayload.uuid(payload), .tombstone(at: position))
+            try queue(TombstonePayload.uuid(payload), .tombstone(at: position))
             return nil
         }
-        applyQueued()
+        try applyQueued()
         if rawType == RecordType.samplesAcknowledged.rawValue {
             guard let n = AcknowledgedPayload.count(payload) else { return AcknowledgedPayload.problem(payload) }
-            applyAcknowledged(payload, count: n)
+            try applyAcknowledged(payload, count: n)
             return nil
         }
         switch LogRecord.decode(type: rawType, payload: payload) {
         case .failure(let problem):
             return problem
         case .success(let record):
-            apply(record, at: position)
+            try apply(record, at: position)
             return nil
         }
     }
 
     @inline(__always)
-    private func queue(_ key: UUIDBytes, _ entry: IndexEntry) {
+    private func queue(_ key: UUIDBytes, _ entry: IndexEntry) throws {
         index.prefetch(key)
         queuedKeys.append(key)
         queuedEntries.append(entry)
-        if queuedKeys.count == Self.replayGroup { applyQueued() }
+        if queuedKeys.count == Self.replayGroup { try applyQueued() }
     }
 
     /// Applies sample versions still queued by `replay`.
-    public func finishReplay() { applyQueued() }
+    public func finishReplay() throws { try applyQueued() }
 
     @inline(__always)
-    private func applyQueued() {
+    private func applyQueued() throws {
         guard !queuedKeys.isEmpty else { return }
-        for i in 0..<queuedKeys.count { applyVersion(queuedKeys[i], queuedEntries[i]) }
-        queuedKeys.removeAll(keepingCapacity: true)
-        queuedEntries.removeAll(keepingCapacity: true)
+        defer {
+            queuedKeys.removeAll(keepingCapacity: true)
+            queuedEntries.removeAll(keepingCapacity: true)
+        }
+        for i in 0..<queuedKeys.count { try applyVersion(queuedKeys[i], queuedEntries[i]) }
     }
 
     /// Applies every UUID of a well-formed `samplesAcknowledged` payload, a
     /// group at a time with their slots prefetched.
-    func applyAcknowledged(_ payload: UnsafeRawBufferPointer, count n: Int) {
+    func applyAcknowledged(_ payload: UnsafeRawBufferPointer, count n: Int) throws {
         var i = 0
         while i < n {
             let end = min(n, i + Self.replayGroup)
             for j in i..<end { index.prefetch(AcknowledgedPayload.uuid(payload, j)) }
-            for j in i..<end { applyAcknowledged(AcknowledgedPayload.uuid(payload, j)) }
+            for j in i..<end { try applyAcknowledged(AcknowledgedPayload.uuid(payload, j)) }
             i = end
         }
     }
 
     /// Applies a decoded record (the slow path, for everything but samples).
-    public func apply(_ record: LogRecord, at position: LogPosition) {
+    public func apply(_ record: LogRecord, at position: LogPosition) throws {
         switch record {
         case .sampleUpsert(let r):
-            applyVersion(UUIDBytes(r.sample.id), IndexEntry(position: position, synced: r.isSynced))
+            try applyVersion(UUIDBytes(r.sample.id), IndexEntry(position: position, synced: r.isSynced))
         case .samplesAcknowledged(let ids):
-            for id in ids { applyAcknowledged(UUIDBytes(id)) }
+            for id in ids { try applyAcknowledged(UUIDBytes(id)) }
         case .sampleDeleted(let id, _):
-            applyVersion(UUIDBytes(id), .tombstone(at: position))
+            try applyVersion(UUIDBytes(id), .tombstone(at: position))
         case .intervalStatus(let interval):
             intervals.apply(interval, at: position)
         case .intervalsCleared:
@@ -137,8 +142,8 @@ public final class StoreState {
     /// Makes `entry` (a sample version or a tombstone) the current version of
     /// `id`, keeping the counters: the hot path of replay and upsert.
     @inline(__always)
-    func applyVersion(_ id: UUIDBytes, _ entry: IndexEntry) {
-        let old = index.set(id, entry)
+    func applyVersion(_ id: UUIDBytes, _ entry: IndexEntry) throws {
+        let old = try index.set(id, entry)
         var unsynced = unsyncedCount, pending = pendingDeletionCount
         if let old {
             if old.isUnsyncedLive { unsynced -= 1 }
@@ -152,21 +157,33 @@ public final class StoreState {
 
     /// A sample version (`applyVersion` of a non-tombstone).
     @inline(__always)
-    func applySampleVersion(_ id: UUIDBytes, position: LogPosition, synced: Bool) {
-        applyVersion(id, IndexEntry(position: position, synced: synced))
+    func applySampleVersion(_ id: UUIDBytes, position: LogPosition, synced: Bool) throws {
+        try applyVersion(id, IndexEntry(position: position, synced: synced))
     }
 
     /// Acknowledges the current version of `id` (one UUID of a
     /// `samplesAcknowledged` record): a live version becomes synced; a
     /// tombstone is done and the UUID leaves the index. Absent: nothing.
     @inline(__always)
-    func applyAcknowledged(_ id: UUIDBytes) {
-        guard let entry = index.find(id) else { return }
+    func applyAcknowledged(_ id: UUIDBytes) throws {
+        guard let entry = try index.find(id) else { return }
+        try acknowledge(id, entry)
+    }
+
+    /// `applyAcknowledged` of the version of `id` at `position` (read by the
+    /// caller), which needs no read to confirm the index's entry.
+    func applyAcknowledged(_ id: UUIDBytes, versionAt position: LogPosition) throws {
+        guard let entry = index.entry(id, at: position) else { return }
+        try acknowledge(id, entry)
+    }
+
+    @inline(__always)
+    private func acknowledge(_ id: UUIDBytes, _ entry: IndexEntry) throws {
         if entry.isTombstone {
-            index.remove(id)
+            try index.remove(id)
             pendingDeletionCount -= 1
         } else if !entry.isSynced {
-            index.update(id) { $0.withSynced(true) }
+            try index.update(id) { $0.withSynced(true) }
             unsyncedCount -= 1
         }
     }
@@ -176,35 +193,35 @@ public final class StoreState {
     /// unsynced, and written before the rejection (the version it rejected; a
     /// newer version, a deletion or a revival ends it).
     @inline(__always)
-    func isRejectionCurrent(_ id: UUIDBytes, recordedAt position: LogPosition) -> Bool {
-        guard rejections[id]?.position == position, let entry = index.find(id) else { return false }
+    func isRejectionCurrent(_ id: UUIDBytes, recordedAt position: LogPosition) throws -> Bool {
+        guard rejections[id]?.position == position, let entry = try index.find(id) else { return false }
         return entry.isUnsyncedLive && entry.position < position
     }
 
     /// True when the current version of `id`, at `versionPosition`, is rejected.
     @inline(__always)
-    func isRejected(_ id: UUIDBytes, versionAt versionPosition: LogPosition) -> Bool {
+    func isRejected(_ id: UUIDBytes, versionAt versionPosition: LogPosition) throws -> Bool {
         guard !rejections.isEmpty, let r = rejections[id] else { return false }
-        return versionPosition < r.position && isRejectionCurrent(id, recordedAt: r.position)
+        return try versionPosition < r.position && isRejectionCurrent(id, recordedAt: r.position)
     }
 
     /// The size a `samplesRejected` payload has once the entries that no
     /// longer apply are left out (what compaction writes).
-    func liveRejectionPayloadSize(_ payload: UnsafeRawBufferPointer, at position: LogPosition) -> Int {
+    func liveRejectionPayloadSize(_ payload: UnsafeRawBufferPointer, at position: LogPosition) throws -> Int {
         guard case .success(let list) = RejectionPayload.decode(payload) else { return 0 }
-        return list.filter { isRejectionCurrent(UUIDBytes($0.id), recordedAt: position) }
+        return try list.filter { try isRejectionCurrent(UUIDBytes($0.id), recordedAt: position) }
             .reduce(4) { $0 + 16 + 8 + 2 + RejectionPayload.clipped($1.reason).utf8.count }
     }
 
     /// Live samples whose current version is rejected.
-    var rejectedCount: Int {
-        rejections.reduce(0) { $0 + (isRejectionCurrent($1.key, recordedAt: $1.value.position) ? 1 : 0) }
+    func rejectedCount() throws -> Int {
+        try rejections.reduce(0) { $0 + (try isRejectionCurrent($1.key, recordedAt: $1.value.position) ? 1 : 0) }
     }
 
     /// Removes `id` whatever its state (a snapshot entry saying the UUID is
     /// absent after its segment).
-    func applyRemoved(_ id: UUIDBytes) {
-        guard let old = index.remove(id) else { return }
+    func applyRemoved(_ id: UUIDBytes) throws {
+        guard let old = try index.remove(id) else { return }
         if old.isUnsyncedLive { unsyncedCount -= 1 }
         if old.isTombstone { pendingDeletionCount -= 1 }
     }
@@ -219,12 +236,12 @@ extension StoreState {
     /// acknowledgements, acknowledged tombstones, superseded statuses, clears,
     /// synced-through and padding records) is dead: what compaction drops and
     /// `steplog stats` counts as dead bytes.
-    public func isLive(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) -> Bool {
+    public func isLive(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) throws -> Bool {
         switch RecordType(rawValue: rawType) {
         case .sampleUpsert:
-            return SamplePayload.isWellFormed(payload) && index.find(SamplePayload.uuid(payload))?.position == position
+            return SamplePayload.isWellFormed(payload) && index.entry(SamplePayload.uuid(payload), at: position) != nil
         case .sampleDeleted:
-            return TombstonePayload.isWellFormed(payload) && index.find(TombstonePayload.uuid(payload))?.position == position
+            return TombstonePayload.isWellFormed(payload) && index.entry(TombstonePayload.uuid(payload), at: position) != nil
         case .intervalStatus:
             guard payload.count >= 16 else { return false }
             return intervals.entry(id: UUIDBytes(loadingFrom: payload, at: 0).uuid)?.position == position
@@ -240,7 +257,7 @@ extension StoreState {
             return anchors[family]?.position == position
         case .samplesRejected:
             guard case .success(let list) = RejectionPayload.decode(payload) else { return false }
-            return list.contains { isRejectionCurrent(UUIDBytes($0.id), recordedAt: position) }
+            return try list.contains { try isRejectionCurrent(UUIDBytes($0.id), recordedAt: position) }
         case .samplesAcknowledged, .intervalsCleared, .syncedThrough, .padding, nil:
             return false
         }

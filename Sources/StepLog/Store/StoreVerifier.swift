@@ -87,6 +87,8 @@ public enum StoreVerifier {
 
         // Records, and a replay for the invariants (and each segment's index size).
         let state = StoreState()
+        let keys = SegmentKeyReader(segments: live)
+        state.index.keyAt = { try keys.key(at: $0) }
         var keysAfter: [UInt64: Int] = [:]
         for (i, segment) in live.enumerated() {
             let fd = try FileDescriptor.open(segment.path, O_RDONLY)
@@ -103,7 +105,7 @@ public enum StoreVerifier {
                                                        what: SegmentSnapshot.undefinedTypeReason(type, version: version)))
                         continue
                     }
-                    if let problem = state.replay(type: type, payload: payload, at: LogPosition(segment.basePosition + UInt64(offset))) {
+                    if let problem = try state.replay(type: type, payload: payload, at: LogPosition(segment.basePosition + UInt64(offset))) {
                         result.problems.append(Problem(file: segment.path, offset: offset, what: problem.description))
                     } else if type == RecordType.syncedThrough.rawValue {
                         let claim = UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self))
@@ -128,7 +130,7 @@ public enum StoreVerifier {
                     }
                 }
             }
-            state.finishReplay()
+            try state.finishReplay()
             keysAfter[segment.sequence] = state.index.count
             live[i].size = reader.offset
         }
@@ -188,18 +190,18 @@ public enum StoreVerifier {
 
     private static func checkInvariants(_ state: StoreState, segments: [SegmentInfo], directory: String, into result: inout Result) {
         // Each index entry points at a sample record (a tombstone, for a
-        // pending deletion) carrying its UUID.
+        // pending deletion) whose UUID leads back to it.
         var unsynced = 0, pending = 0
         let files = SegmentFileCache()
-        state.index.forEach { key, entry in
+        state.index.forEach { entry in
             if entry.isTombstone {
                 pending += 1
-                if entry.isSynced { result.problems.append(Problem(file: directory, offset: nil, what: "the pending deletion of \(key.uuid) is marked synced")) }
+                if entry.isSynced { result.problems.append(Problem(file: directory, offset: nil, what: "the pending deletion at \(entry.position) is marked synced")) }
             } else if !entry.isSynced {
                 unsynced += 1
             }
             guard let segment = segments.last(where: { $0.basePosition <= entry.position.rawValue }) else {
-                result.problems.append(Problem(file: directory, offset: nil, what: "index entry \(key.uuid) points before the first segment"))
+                result.problems.append(Problem(file: directory, offset: nil, what: "index entry \(entry.position) points before the first segment"))
                 return
             }
             let offset = Int64(entry.position.rawValue - segment.basePosition)
@@ -207,10 +209,10 @@ public enum StoreVerifier {
             let (type, kind): (RecordType, String) = entry.isTombstone ? (.sampleDeleted, "tombstone") : (.sampleUpsert, "sample record")
             var bytes = [UInt8](repeating: 0, count: FormatConstants.recordHeaderSize + 16)
             let n = (try? bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: $0.count, at: offset) }) ?? 0
-            let ok = n == bytes.count && bytes[4] == type.rawValue
-                && bytes.withUnsafeBytes { UUIDBytes(loadingFrom: $0, at: FormatConstants.recordHeaderSize) } == key
+            let key = bytes.withUnsafeBytes { UUIDBytes(loadingFrom: $0, at: FormatConstants.recordHeaderSize) }
+            let ok = n == bytes.count && bytes[4] == type.rawValue && state.index.entry(key, at: entry.position) == entry
             if !ok {
-                result.problems.append(Problem(file: segment.path, offset: offset, what: "index entry for \(key.uuid) does not point at a \(kind) with that UUID"))
+                result.problems.append(Problem(file: segment.path, offset: offset, what: "index entry \(entry.position) does not point at a \(kind) whose UUID leads back to it"))
             }
         }
         if unsynced != state.unsyncedCount {

@@ -52,4 +52,4 @@ def test_upload_killed_during_a_background_compaction_ends_as_one_without(server
     versions = [json.dumps(line, sort_keys=True) for line in server.records() if "id" in line]
     assert len(versions) == len(set(versions)), f"{len(versions) - len(set(versions))} versions arrived twice"
     print(f"upload killed during a background compaction at: {landed}")
-    assert len(landed) >= 2, landed  # the upload often ends before a commit: the ingest test kills at every step
+    assert len(landed) >= 2, landed  # a kill misses when the upload ended before its line was read

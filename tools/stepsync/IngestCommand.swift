@@ -137,6 +137,7 @@ enum IngestCommand {
             progress.finish()
         }
         let counts = store.counts
+        TestCompactionKnob.finish(store)
         try store.close()
         printSummary(spec: provider.sourceIdentity, store: storePath, read: (provider as? AppleHealthExportProvider)?.summary,
                      layered: layered, fetched: fetched, plan: plan, deleted: deleted, deletionSeconds: deletionSeconds,

@@ -10,7 +10,10 @@ import ToolSupport
 /// `STEPSYNC_TEST_SEGMENT_SIZE` bytes when given (each seal checks the
 /// trigger), and each compaction step is printed on stderr as
 /// `stepsync: compaction <step>` (`CompactionStep`), so a test can kill the
-/// process at a chosen step. Unset, nothing changes.
+/// process at a chosen step; before closing its store, the command waits for
+/// a compaction still running (`finish`), so that every step is reached
+/// whatever the machine's speed (closing would abandon the copy at its next
+/// step). Unset, nothing changes.
 enum TestCompactionKnob {
     static let deadBytesVariable = "STEPSYNC_TEST_COMPACTION"
     static let segmentSizeVariable = "STEPSYNC_TEST_SEGMENT_SIZE"
@@ -34,5 +37,12 @@ enum TestCompactionKnob {
             FileHandle.standardError.write(Data("stepsync: compaction \(step)\n".utf8))
         }
         return options
+    }
+
+    /// Waits for a background compaction still running when the knob is set
+    /// (a command about to close its store); otherwise returns at once.
+    static func finish(_ store: StepLogStore, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        guard environment[deadBytesVariable] != nil else { return }
+        store.waitForBackgroundCompaction()
     }
 }

@@ -120,6 +120,7 @@ enum UploadCommand {
         progress.finish()
         let counts = store.counts
         let rejectedEarlier = counts.rejectedSamples - summary.samplesRejected
+        TestCompactionKnob.finish(store)
         try store.close()
         let rate = summary.seconds > 0 ? Double(summary.samplesSynced) / summary.seconds : 0
         if args.has("json") {

@@ -23,8 +23,11 @@ import Darwin
 final class SegmentWriter {
     private(set) var info: SegmentInfo
     var fd: FileDescriptor
-    /// Encoded records not yet written to the file.
-    let pending = WriteBuffer(capacity: 1 << 20)
+    /// Encoded records not yet written to the file. Starts small and grows to
+    /// the store's `writeBufferSize` as appends need it: a writer that only
+    /// opens and closes (a small store's `status`, the fuzzer's opens) then
+    /// never maps a 1 MiB buffer.
+    let pending = WriteBuffer(capacity: 64 << 10)
     /// File size known to be on stable storage.
     private(set) var syncedSize: Int64
     /// A sync acknowledged `syncedSize` and no record has followed it yet:

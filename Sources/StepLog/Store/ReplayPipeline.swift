@@ -21,6 +21,7 @@ struct ReplayPipeline {
     var snapshots: Set<Int> = []
     var directory = ""
     var bandBytes = ReplayPipeline.defaultBandBytes
+    var inlineReadBytes = ReplayPipeline.defaultInlineReadBytes
 
     enum Outcome {
         /// Every segment replayed; `dataEnds` holds where each one's records end
@@ -55,7 +56,7 @@ struct ReplayPipeline {
     /// thread, before applying: a thread costs more than it saves there
     /// (under AddressSanitizer, thread creation and its stack's mappings
     /// were most of the `store-open` fuzz target's time).
-    static let inlineReadBytes: Int64 = 1 << 20
+    static let defaultInlineReadBytes: Int64 = 1 << 20
 
     /// Replays into `state`, whose index is first sized for `expectedKeys`
     /// (on this thread, while the reader thread already reads).
@@ -130,7 +131,7 @@ struct ReplayPipeline {
     /// queue; the applier takes the same items in the same order either way.
     private func startReading() -> BoundedQueue<Item> {
         let segments = self.segments, snapshots = self.snapshots, directory = self.directory
-        if segments.reduce(0, { $0 + $1.size }) <= Self.inlineReadBytes {
+        if segments.reduce(0, { $0 + $1.size }) <= inlineReadBytes {
             let queue = BoundedQueue<Item>(capacity: .max)
             ReplayPipeline.read(segments, snapshots: snapshots, directory: directory, into: queue)
             return queue

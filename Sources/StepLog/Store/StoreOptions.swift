@@ -41,6 +41,10 @@ public struct StoreOptions: Sendable {
     /// Bytes of index per band when applying snapshots (see
     /// `ReplayPipeline.applySnapshots`); tests make it tiny to get many bands.
     var snapshotBandBytes = ReplayPipeline.defaultBandBytes
+    /// Stores of at most this many segment bytes are replayed without a
+    /// reader thread (see `ReplayPipeline.startReading`); tests set 0 and
+    /// `.max` to compare the two.
+    var replayInlineBytes = ReplayPipeline.defaultInlineReadBytes
 
     public init(segmentSize: Int = FormatConstants.defaultSegmentSize, readOnly: Bool = false, salvage: Bool = false,
                 createIfMissing: Bool = true) {

@@ -116,7 +116,10 @@ final class SegmentWriter {
         while let item = try reader.next() {
             guard case .record(_, let type, let payload, _) = item else { break }
             if type == RecordType.syncedThrough.rawValue, payload.count == FormatConstants.syncedThroughPayloadSize {
-                vouched = max(vouched, Int64(UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self))))
+                // No claim vouches for more than the file holds; a forged one
+                // past Int64.max trapped here (found by fuzzing `store-open`).
+                let claim = UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self))
+                vouched = max(vouched, Int64(min(claim, UInt64(info.size))))
             }
         }
         return min(vouched, info.size)

@@ -210,6 +210,18 @@ enum SegmentHeaderProbe {
         }
     }
 
+    @Test func theLastSequenceNumberIsRefusedByReadersAndWritersAlike() throws {
+        // No writer gets there; a writer's open of such a store trapped (found
+        // by fuzzing store-open: Tests/Fuzz/corpus/store-open/regression-last-sequence-number).
+        let tmp = TemporaryDirectory()
+        let name = SegmentName.fileName(sequence: .max)
+        writeFile(tmp.path + "/" + name, SegmentHeader(sequence: .max, basePosition: 0).encodedBlock())
+        let refusal = StepLogError.corruption(path: tmp.path + "/" + name, offset: Int64(FormatConstants.headerSequenceOffset),
+                                              reason: "sequence \(UInt64.max) is the last there is: no segment can follow it")
+        #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path, options: StoreOptions(readOnly: true)) }
+        #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path) }
+    }
+
     @Test func randomDamageNeverCrashesAndSalvageKeepsAnExactPrefix() throws {
         let tmp = TemporaryDirectory()
         let history = try ReferenceHistory(in: tmp, segmentSize: 16 << 10, batches: 100, seed: 6)

@@ -61,7 +61,10 @@ private func checkPayload(type: UInt8, payload: UnsafeRawBufferPointer) {
     }
     // Likewise a rejection reason of invalid UTF-8: it decodes with
     // replacement characters, and the writer clips what grew past its limit.
-    if case .samplesRejected(let rejections) = record, rejections.contains(where: { $0.reason.contains("\u{FFFD}") }) { return }
+    // (Looked for among scalars: a replacement character followed by a
+    // combining mark is one Character that is not "\u{FFFD}"; found by fuzzing.)
+    if case .samplesRejected(let rejections) = record,
+       rejections.contains(where: { $0.reason.unicodeScalars.contains("\u{FFFD}") }) { return }
 
     let buffer = WriteBuffer(capacity: 64)
     record.append(to: buffer)

@@ -1,9 +1,11 @@
 // Fuzz target `store-open`: a whole segment file (header and records) opened
 // as a store by StepLogStore.open itself (StoreOpener: lock, listing, header
-// read, the replay pipeline's threads, the unsynced-tail rule, applying each
-// record to the index), then every sample read back through the index. About
-// a hundred times slower than `segment`, which drives the same readers
-// without the store around them.
+// read, the replay pipeline, the unsynced-tail rule, applying each record to
+// the index), then every sample read back through the index. A store this
+// small is replayed on the calling thread (`ReplayPipeline.startReading`; the
+// reader thread's hand-over is covered by ReplayReaderThreadTests). Several
+// times slower than `segment`, which drives the same readers without the
+// store around them.
 //
 // Input: a mode byte, then the file (FuzzSegmentInput: checksum repair and
 // header-block expansion). The file is named after the sequence its header

@@ -118,4 +118,27 @@ import Testing
         let again = try StepLogStore.open(tmp.path)
         #expect(again.counts.rejectedSamples == 0 && again.counts.unsyncedSamples == 3)
     }
+
+    @Test func aReasonOfInvalidUTF8BeforeACombiningMarkDecodesRepairedAndThenRoundTrips() throws {
+        // The fuzzer's reproducer (Tests/Fuzz/corpus/record/regression-replacement-then-combining-mark):
+        // the byte 0xF2 cannot start a scalar there, and the U+0734 after it
+        // (a combining mark) joins its replacement character into one Character.
+        let reasonBytes = Array("rejected: start is i".utf8) + [0, 0, 0x7B, 0xF2, 0xDC, 0xB4, 0x22] + Array("Jture".utf8)
+        let buffer = WriteBuffer()
+        buffer.append(UInt32(1))
+        buffer.append(UUIDBytes(UUID.test(7)))
+        buffer.append(Int64(1_700_000_000_000))
+        buffer.append(UInt16(reasonBytes.count))
+        buffer.append(reasonBytes)
+        let decoded = try RejectionPayload.decode(buffer.bytes).get()
+        let reason = try #require(decoded.first?.reason)
+        #expect(reason.unicodeScalars.contains("\u{FFFD}"))
+        #expect(reason.unicodeScalars.contains("\u{0734}"))
+        #expect(!reason.contains("\u{FFFD}"), "the replacement character is not a Character of its own here")
+        #expect(Array(reason.utf8) != reasonBytes)
+        // Once repaired, the reason re-encodes and decodes to itself.
+        let again = WriteBuffer()
+        RejectionPayload.appendPayload(decoded, to: again)
+        #expect(try RejectionPayload.decode(again.bytes).get() == decoded)
+    }
 }

@@ -210,6 +210,18 @@ enum SegmentHeaderProbe {
         }
     }
 
+    @Test func theLastSequenceNumberIsRefusedByReadersAndWritersAlike() throws {
+        // No writer gets there; a writer's open of such a store trapped (found
+        // by fuzzing store-open: Tests/Fuzz/corpus/store-open/regression-last-sequence-number).
+        let tmp = TemporaryDirectory()
+        let name = SegmentName.fileName(sequence: .max)
+        writeFile(tmp.path + "/" + name, SegmentHeader(sequence: .max, basePosition: 0).encodedBlock())
+        let refusal = StepLogError.corruption(path: tmp.path + "/" + name, offset: Int64(FormatConstants.headerSequenceOffset),
+                                              reason: "sequence \(UInt64.max) is the last there is: no segment can follow it")
+        #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path, options: StoreOptions(readOnly: true)) }
+        #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path) }
+    }
+
     @Test func randomDamageNeverCrashesAndSalvageKeepsAnExactPrefix() throws {
         let tmp = TemporaryDirectory()
         let history = try ReferenceHistory(in: tmp, segmentSize: 16 << 10, batches: 100, seed: 6)
@@ -241,6 +253,77 @@ enum SegmentHeaderProbe {
             try store.close()
             if let aside = store.openReport.salvage?.setAsidePath { try? FileManager.default.removeItem(atPath: aside) }
         }
+    }
+}
+
+/// Small stores are replayed without the reader thread (the pipeline reads
+/// every segment on the calling thread first). Both ways must open a store
+/// to the same state and report, or fail with the same error.
+@Suite struct ReplayReaderThreadTests {
+    /// What an open gives, comparable across the two ways (not its duration).
+    func outcome(_ dir: String, _ options: StoreOptions) -> Result<(StoreDigest, OpenReport), StepLogError> {
+        do {
+            let store = try StepLogStore.open(dir, options: options)
+            defer { try? store.close() }
+            var report = store.openReport
+            report.seconds = 0
+            return .success((try StoreDigest.of(store), report))
+        } catch let error as StepLogError {
+            return .failure(error)
+        } catch {
+            Issue.record("unexpected error \(error)")
+            return .failure(.closed(path: dir))
+        }
+    }
+
+    @Test func onTheCallingThreadAndOnAReaderThreadAStoreOpensAlike() throws {
+        let tmp = TemporaryDirectory()
+        let reference = tmp.sub("reference"), work = tmp.sub("work")
+        _ = try writeKnownHistory(reference, segmentSize: 16 << 10, batches: 120, seed: 12)
+        let files = segmentFiles(reference)
+        #expect(files.count >= 5)
+        var rng = SeededGenerator(seed: 13)
+        // Each case damages one segment of a copy: not at all, a cut in the
+        // newest (a torn tail), a flipped byte in a sealed one (corruption).
+        var damages: [(what: String, segment: Int, damage: ([UInt8]) -> [UInt8])] = [("no damage", files.count - 1, { $0 })]
+        for _ in 0..<6 {
+            let cut = Int.random(in: FormatConstants.dataStartV2..<readFile(files.last!).count, using: &rng)
+            damages.append(("cut at \(cut) of the newest", files.count - 1, { Array($0[0..<cut]) }))
+            let sealed = Int.random(in: 0..<(files.count - 1), using: &rng)
+            let at = Int.random(in: FormatConstants.dataStartV2..<readFile(files[sealed]).count, using: &rng)
+            damages.append(("byte \(at) of sealed segment \(sealed) flipped", sealed, { var b = $0; b[at] ^= 0x40; return b }))
+        }
+        var salvage = StoreOptions()
+        salvage.salvage = true
+        var outcomes = 0
+        for (what, segment, damage) in damages {
+            for base in [StoreOptions(readOnly: true), .fullReplayReadOnly, StoreOptions(), salvage] {
+                var results: [Result<(StoreDigest, OpenReport), StepLogError>] = []
+                for inlineBytes in [0, Int64.max] {
+                    try? FileManager.default.removeItem(atPath: work)
+                    try copyDirectory(reference, to: work)
+                    writeFile(work + "/" + (files[segment] as NSString).lastPathComponent, damage(readFile(files[segment])))
+                    var options = base
+                    options.replayInlineBytes = inlineBytes
+                    results.append(outcome(work, options))
+                    if case .success(let (_, report)) = results.last, let aside = report.salvage?.setAsidePath {
+                        try? FileManager.default.removeItem(atPath: aside)
+                    }
+                }
+                switch (results[0], results[1]) {
+                case (.success(let threaded), .success(let inline)):
+                    #expect(threaded.0 == inline.0, "\(what): different contents")
+                    #expect(threaded.1 == inline.1, "\(what): different reports")
+                    #expect(threaded.1.records > 0 || threaded.1.segmentsFromSnapshots > 0, "\(what): nothing replayed")
+                    outcomes += 1
+                case (.failure(let threaded), .failure(let inline)):
+                    #expect(threaded == inline, "\(what): different errors")
+                default:
+                    Issue.record("\(what): one way opens, the other fails: \(results[0]) vs \(results[1])")
+                }
+            }
+        }
+        #expect(outcomes > damages.count, "most cases should open")
     }
 }
 

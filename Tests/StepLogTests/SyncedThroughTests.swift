@@ -196,4 +196,30 @@ import Testing
             try store.close()
         }
     }
+
+    @Test func aClaimPastTheFileVouchesForNoMoreThanTheFile() throws {
+        // A checksummed synced-through record claiming more than the file
+        // holds (forged or damaged; the fuzzer's claim was past Int64.max,
+        // which trapped a writer's open) vouches for the whole file, no more.
+        for claim in [UInt64.max, UInt64(Int64.max) + 1, UInt64(Int64.max), 1 << 40] {
+            let tmp = TemporaryDirectory()
+            let store = try StepLogStore.open(tmp.path)
+            try store.upsert((0..<5).map { makeSample($0) }, fetchedAt: Date(timeIntervalSince1970: 1))
+            try store.close()
+            let expected = try StoreDigest.of(try StepLogStore.open(tmp.path, options: .fullReplayReadOnly))
+            let path = segmentFiles(tmp.path)[0]
+            let record = WriteBuffer()
+            _ = RecordFrame.append(type: .syncedThrough, to: record) { $0.append(claim) }
+            writeFile(path, readFile(path) + Array(record.bytes))
+            let bytes = readFile(path)
+
+            let writer = try StepLogStore.open(tmp.path)
+            #expect(writer.openReport.tornTail == nil, "claim \(claim)")
+            #expect(try StoreDigest.of(writer) == expected, "claim \(claim)")
+            try writer.close()
+            // Vouched for as a whole: nothing re-written, nothing appended.
+            #expect(readFile(path) == bytes, "claim \(claim)")
+            #expect(try StoreDigest.of(try StepLogStore.open(tmp.path, options: StoreOptions(readOnly: true))) == expected, "claim \(claim)")
+        }
+    }
 }

@@ -23,8 +23,11 @@ import Darwin
 final class SegmentWriter {
     private(set) var info: SegmentInfo
     var fd: FileDescriptor
-    /// Encoded records not yet written to the file.
-    let pending = WriteBuffer(capacity: 1 << 20)
+    /// Encoded records not yet written to the file. Starts small and grows to
+    /// the store's `writeBufferSize` as appends need it: a writer that only
+    /// opens and closes (a small store's `status`, the fuzzer's opens) then
+    /// never maps a 1 MiB buffer.
+    let pending = WriteBuffer(capacity: 64 << 10)
     /// File size known to be on stable storage.
     private(set) var syncedSize: Int64
     /// A sync acknowledged `syncedSize` and no record has followed it yet:
@@ -113,7 +116,10 @@ final class SegmentWriter {
         while let item = try reader.next() {
             guard case .record(_, let type, let payload, _) = item else { break }
             if type == RecordType.syncedThrough.rawValue, payload.count == FormatConstants.syncedThroughPayloadSize {
-                vouched = max(vouched, Int64(UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self))))
+                // No claim vouches for more than the file holds; a forged one
+                // past Int64.max trapped here (found by fuzzing `store-open`).
+                let claim = UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self))
+                vouched = max(vouched, Int64(min(claim, UInt64(info.size))))
             }
         }
         return min(vouched, info.size)

@@ -21,11 +21,12 @@ struct Chunk: Sendable {
     /// The checked snapshot this chunk applies (instead of the arrays above).
     var snapshot: SegmentSnapshot.Checked?
 
-    init(segmentIndex: Int, reserve: Bool = true) {
+    /// `reserving`: records to make room for (a full chunk by default).
+    init(segmentIndex: Int, reserving: Int = ReplayPipeline.chunkRecords) {
         self.segmentIndex = segmentIndex
-        guard reserve else { return }
-        kinds.reserveCapacity(ReplayPipeline.chunkRecords)
-        keys.reserveCapacity(ReplayPipeline.chunkRecords)
-        entries.reserveCapacity(ReplayPipeline.chunkRecords)
+        guard reserving > 0 else { return }
+        kinds.reserveCapacity(reserving)
+        keys.reserveCapacity(reserving)
+        entries.reserveCapacity(reserving)
     }
 }

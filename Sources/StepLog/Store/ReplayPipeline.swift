@@ -21,6 +21,7 @@ struct ReplayPipeline {
     var snapshots: Set<Int> = []
     var directory = ""
     var bandBytes = ReplayPipeline.defaultBandBytes
+    var inlineReadBytes = ReplayPipeline.defaultInlineReadBytes
 
     enum Outcome {
         /// Every segment replayed; `dataEnds` holds where each one's records end
@@ -51,14 +52,16 @@ struct ReplayPipeline {
         case finished
     }
 
+    /// Stores of at most this many segment bytes are read on the calling
+    /// thread, before applying: a thread costs more than it saves there
+    /// (under AddressSanitizer, thread creation and its stack's mappings
+    /// were most of the `store-open` fuzz target's time).
+    static let defaultInlineReadBytes: Int64 = 1 << 20
+
     /// Replays into `state`, whose index is first sized for `expectedKeys`
     /// (on this thread, while the reader thread already reads).
     func run(into state: StoreState, expectedKeys: Int, report: inout OpenReport) throws -> Outcome {
-        let queue = BoundedQueue<Item>(capacity: Self.queueDepth)
-        let segments = self.segments, snapshots = self.snapshots, directory = self.directory
-        let reader = Thread { ReplayPipeline.read(segments, snapshots: snapshots, directory: directory, into: queue) }
-        reader.stackSize = 1 << 20
-        reader.start()
+        let queue = startReading()
         defer { queue.cancel() }
         state.index.reserve(expectedKeys)
         var dataEnds = segments.map(\.size)
@@ -123,6 +126,23 @@ struct ReplayPipeline {
 
     // MARK: Reader thread
 
+    /// Starts the reader on its own thread, or for a small store
+    /// (`inlineReadBytes`) reads every segment on this one into an unbounded
+    /// queue; the applier takes the same items in the same order either way.
+    private func startReading() -> BoundedQueue<Item> {
+        let segments = self.segments, snapshots = self.snapshots, directory = self.directory
+        if segments.reduce(0, { $0 + $1.size }) <= inlineReadBytes {
+            let queue = BoundedQueue<Item>(capacity: .max)
+            ReplayPipeline.read(segments, snapshots: snapshots, directory: directory, into: queue)
+            return queue
+        }
+        let queue = BoundedQueue<Item>(capacity: Self.queueDepth)
+        let reader = Thread { ReplayPipeline.read(segments, snapshots: snapshots, directory: directory, into: queue) }
+        reader.stackSize = 1 << 20
+        reader.start()
+        return queue
+    }
+
     private static func read(_ segments: [SegmentInfo], snapshots: Set<Int>, directory: String, into queue: BoundedQueue<Item>) {
         let queueDepth = ReplayPipeline.queueDepth
         do {
@@ -130,7 +150,7 @@ struct ReplayPipeline {
                 if snapshots.contains(index) && index < segments.count - 1 {
                     switch SegmentSnapshot.check(for: segment, directory: directory) {
                     case .success(let snapshot):
-                        var chunk = Chunk(segmentIndex: index, reserve: false)
+                        var chunk = Chunk(segmentIndex: index, reserving: 0)
                         chunk.snapshot = snapshot
                         chunk.dataEnd = segment.size
                         // Checked; the applier collects consecutive snapshots and
@@ -145,7 +165,11 @@ struct ReplayPipeline {
                 defer { fd.close() }
                 fd.adviseSequential()
                 var reader = SegmentReader(fd: fd, fileSize: segment.size, from: segment.dataStart)
-                var chunk = Chunk(segmentIndex: index)
+                // No more records than the segment can hold (a small store's
+                // replay would otherwise reserve ~400 KB per chunk).
+                let most = Int((segment.size - segment.dataStart) / Int64(FormatConstants.recordHeaderSize)) + 1
+                let reserve = min(chunkRecords, max(0, most))
+                var chunk = Chunk(segmentIndex: index, reserving: reserve)
                 let base = segment.basePosition
                 let version = segment.header.version
                 // A checksummed record that is not what its type says: never a torn write.
@@ -181,7 +205,7 @@ struct ReplayPipeline {
                         }
                         if chunk.kinds.count == chunkRecords || chunk.payloadBytes >= chunkPayloadBytes {
                             guard queue.put(.chunk(chunk)) else { return }
-                            chunk = Chunk(segmentIndex: index)
+                            chunk = Chunk(segmentIndex: index, reserving: reserve)
                         }
                     case .damage(let offset, let damage):
                         guard queue.put(.chunk(chunk)) else { return }

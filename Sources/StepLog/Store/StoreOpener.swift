@@ -52,6 +52,7 @@ struct StoreOpener {
         var pipeline = ReplayPipeline(segments: segments)
         pipeline.directory = directory
         pipeline.bandBytes = options.snapshotBandBytes
+        pipeline.inlineReadBytes = options.replayInlineBytes
         if options.useSnapshots {
             pipeline.snapshots = Set(segments.indices.filter { listing.snapshots.contains(segments[$0].sequence) })
         }
@@ -171,6 +172,12 @@ struct StoreOpener {
                 guard header.sequence == entry.sequence else {
                     throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerSequenceOffset),
                                                   reason: "header says sequence \(header.sequence) but the file is named for \(entry.sequence)")
+                }
+                // No writer reaches the last sequence number, and no segment
+                // could follow it (a writer's open trapped on one; found by fuzzing).
+                guard header.sequence < UInt64.max else {
+                    throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerSequenceOffset),
+                                                  reason: "sequence \(header.sequence) is the last there is: no segment can follow it")
                 }
                 // The index holds 46-bit positions: a store past them (64 TiB of
                 // history) cannot be opened by this version.

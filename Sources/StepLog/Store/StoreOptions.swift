@@ -49,6 +49,10 @@ public struct StoreOptions: Sendable {
     /// Replaces the UUID hash the index files keys by: tests force every key
     /// to share one tag, so that each lookup must read records to tell them apart.
     var indexHash: (@Sendable (UUIDBytes) -> UInt64)?
+    /// Stores of at most this many segment bytes are replayed without a
+    /// reader thread (see `ReplayPipeline.startReading`); tests set 0 and
+    /// `.max` to compare the two.
+    var replayInlineBytes = ReplayPipeline.defaultInlineReadBytes
 
     public init(segmentSize: Int = FormatConstants.defaultSegmentSize, readOnly: Bool = false, salvage: Bool = false,
                 createIfMissing: Bool = true) {

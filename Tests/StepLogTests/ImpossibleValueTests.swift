@@ -58,6 +58,29 @@ import Testing
         #expect(throws: Never.self) { _ = try StepLogStore.open(dir, options: .fullReplayReadOnly) }
     }
 
+    /// A snapshot entry pointing inside its segment's header: no record starts
+    /// there, and at offset 0 of the first segment the position is 0, the
+    /// index's empty slot ("position 0 holds no record" trapped; found by the
+    /// snapshot fuzz target in CI, reproducer in its corpus).
+    @Test func aSnapshotEntryPointingIntoTheSegmentHeaderFailsTheOpenInOneLine() throws {
+        for offset: UInt32 in [0, UInt32(FormatConstants.segmentHeaderSizeV1) - 1] {
+            let tmp = TemporaryDirectory()
+            let dir = tmp.sub("store")
+            try writeKnownHistory(dir, segmentSize: 16 << 10, batches: 30, seed: 8)
+            let first = try #require(try StepLogStore.open(dir, options: .fullReplayReadOnly).segmentInfos.first)
+            var snapshot = try SegmentSnapshot.load(for: first, directory: dir).get()
+            try #require(!snapshot.samples.isEmpty)
+            snapshot.samples[0].offset = offset
+            snapshot.samples[0].flags |= FormatConstants.snapshotEntryHasVersion
+            let path = dir + "/" + SegmentName.snapshotFileName(sequence: first.sequence)
+            writeFile(path, snapshot.encoded())
+            let error = #expect(throws: StepLogError.self) { _ = try StepLogStore.open(dir, options: StoreOptions(readOnly: true)) }
+            #expect(error == .corruption(path: path, offset: Int64(FormatConstants.snapshotHeaderSize),
+                                         reason: "snapshot entry 0 points at offset \(offset), inside the segment's header"))
+            #expect(throws: Never.self) { _ = try StepLogStore.open(dir, options: .fullReplayReadOnly) }
+        }
+    }
+
     /// A snapshot header whose checksums match but whose count of keys is
     /// impossible (past Int.max trapped sizing the index; found by the
     /// snapshot fuzz target, reproducer in its corpus) only sizes the index

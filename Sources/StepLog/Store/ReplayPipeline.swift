@@ -301,6 +301,15 @@ struct ReplayPipeline {
                         }
                         if flags & FormatConstants.snapshotEntryHasVersion != 0 {
                             let offset = UInt64(UInt32(littleEndian: entries.loadUnaligned(fromByteOffset: at &+ 16, as: UInt32.self)))
+                            if offset < UInt64(FormatConstants.segmentHeaderSizeV1) {
+                                // No record starts inside a segment's header; at offset 0 of
+                                // the first segment the position would be 0, the index's empty
+                                // slot (found by fuzzing: it trapped in the index).
+                                throw StepLogError.corruption(
+                                    path: Directory.join(directory, SegmentName.snapshotFileName(sequence: snapshot.header.sequence)),
+                                    offset: Int64(FormatConstants.snapshotHeaderSize + i * size),
+                                    reason: "snapshot entry \(i) points at offset \(offset), inside the segment's header")
+                            }
                             try state.applyVersion(key, IndexEntry(position: LogPosition(base + offset),
                                                                synced: flags & FormatConstants.snapshotEntrySynced != 0,
                                                                tombstone: flags & FormatConstants.snapshotEntryTombstone != 0))

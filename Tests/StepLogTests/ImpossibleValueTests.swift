@@ -42,20 +42,27 @@ import Testing
         }
     }
 
-    @Test func aSnapshotEntryHoldingTheNilUUIDFailsTheOpenInOneLine() throws {
+    /// Opening a store whose first snapshot has entry 0 changed by `change`
+    /// (checksums recomputed: the entry is all that is wrong) fails with one
+    /// line naming the snapshot, the entry and `reason`; without snapshots the
+    /// store opens, since the segments themselves are sound.
+    func expectFirstSnapshotEntryRefused(_ change: (inout SegmentSnapshot.SampleEntry) -> Void, reason: String) throws {
         let tmp = TemporaryDirectory()
         let dir = tmp.sub("store")
         try writeKnownHistory(dir, segmentSize: 16 << 10, batches: 30, seed: 8)
         let first = try #require(try StepLogStore.open(dir, options: .fullReplayReadOnly).segmentInfos.first)
         var snapshot = try SegmentSnapshot.load(for: first, directory: dir).get()
         try #require(!snapshot.samples.isEmpty)
-        snapshot.samples[0].uuid = UUIDBytes(high: 0, low: 0)
+        change(&snapshot.samples[0])
         let path = dir + "/" + SegmentName.snapshotFileName(sequence: first.sequence)
-        writeFile(path, snapshot.encoded())      // checksums recomputed: the entry is all that is wrong
+        writeFile(path, snapshot.encoded())
         let error = #expect(throws: StepLogError.self) { _ = try StepLogStore.open(dir, options: StoreOptions(readOnly: true)) }
-        #expect(error == .corruption(path: path, offset: Int64(FormatConstants.snapshotHeaderSize), reason: "snapshot entry 0 holds the nil UUID"))
-        // Without snapshots the store opens: the segments themselves are sound.
+        #expect(error == .corruption(path: path, offset: Int64(FormatConstants.snapshotHeaderSize), reason: reason))
         #expect(throws: Never.self) { _ = try StepLogStore.open(dir, options: .fullReplayReadOnly) }
+    }
+
+    @Test func aSnapshotEntryHoldingTheNilUUIDFailsTheOpenInOneLine() throws {
+        try expectFirstSnapshotEntryRefused({ $0.uuid = UUIDBytes(high: 0, low: 0) }, reason: "snapshot entry 0 holds the nil UUID")
     }
 
     /// A snapshot entry pointing inside its segment's header: no record starts
@@ -64,20 +71,10 @@ import Testing
     /// snapshot fuzz target in CI, reproducer in its corpus).
     @Test func aSnapshotEntryPointingIntoTheSegmentHeaderFailsTheOpenInOneLine() throws {
         for offset: UInt32 in [0, UInt32(FormatConstants.segmentHeaderSizeV1) - 1] {
-            let tmp = TemporaryDirectory()
-            let dir = tmp.sub("store")
-            try writeKnownHistory(dir, segmentSize: 16 << 10, batches: 30, seed: 8)
-            let first = try #require(try StepLogStore.open(dir, options: .fullReplayReadOnly).segmentInfos.first)
-            var snapshot = try SegmentSnapshot.load(for: first, directory: dir).get()
-            try #require(!snapshot.samples.isEmpty)
-            snapshot.samples[0].offset = offset
-            snapshot.samples[0].flags |= FormatConstants.snapshotEntryHasVersion
-            let path = dir + "/" + SegmentName.snapshotFileName(sequence: first.sequence)
-            writeFile(path, snapshot.encoded())
-            let error = #expect(throws: StepLogError.self) { _ = try StepLogStore.open(dir, options: StoreOptions(readOnly: true)) }
-            #expect(error == .corruption(path: path, offset: Int64(FormatConstants.snapshotHeaderSize),
-                                         reason: "snapshot entry 0 points at offset \(offset), inside the segment's header"))
-            #expect(throws: Never.self) { _ = try StepLogStore.open(dir, options: .fullReplayReadOnly) }
+            try expectFirstSnapshotEntryRefused({
+                $0.offset = offset
+                $0.flags |= FormatConstants.snapshotEntryHasVersion
+            }, reason: "snapshot entry 0 points at offset \(offset), inside the segment's header")
         }
     }
 

@@ -222,6 +222,43 @@ enum SegmentHeaderProbe {
         #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path) }
     }
 
+    @Test func aVersionOneSegmentWithTheLastUsableNumberIsRefusedByReadersAndWritersAlike() throws {
+        // A writer continues a version 1 store in a new segment; it made one
+        // numbered past maxSequence, which no open accepted (found by fuzzing
+        // store-open: Tests/Fuzz/corpus/store-open/regression-version-one-last-sequence).
+        let tmp = TemporaryDirectory()
+        let name = SegmentName.fileName(sequence: FormatConstants.maxSequence)
+        writeFile(tmp.path + "/" + name, SegmentHeader(sequence: FormatConstants.maxSequence, basePosition: 0, version: 1).encoded())
+        let refusal = StepLogError.corruption(path: tmp.path + "/" + name, offset: Int64(FormatConstants.headerSequenceOffset),
+                                              reason: "version 1 segment numbered \(FormatConstants.maxSequence): no segment can follow it")
+        #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path, options: StoreOptions(readOnly: true)) }
+        #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path) }
+    }
+
+    @Test func aWriterNeverNumbersASegmentPastTheLastUsableNumber() throws {
+        // A version 2 store at maxSequence opens for writing; a roll past it is
+        // refused in one line, and what was acknowledged before still opens.
+        let tmp = TemporaryDirectory()
+        let name = SegmentName.fileName(sequence: FormatConstants.maxSequence)
+        writeFile(tmp.path + "/" + name, SegmentHeader(sequence: FormatConstants.maxSequence, basePosition: 0).encodedBlock())
+        var options = StoreOptions(segmentSize: 8 << 10, createIfMissing: false)
+        options.preallocationSize = 0
+        options.writeSnapshots = false
+        var acknowledged = 0
+        do {
+            let store = try StepLogStore.open(tmp.path, options: options)
+            #expect(throws: StepLogError.sequencesExhausted(path: tmp.path + "/" + SegmentName.fileName(sequence: .max))) {
+                for n in 0..<1_000 {
+                    try store.upsert([makeSample(UInt64(n))], fetchedAt: Date())
+                    acknowledged = n + 1
+                }
+            }
+            #expect(acknowledged > 0 && acknowledged < 1_000)
+        }
+        let reopened = try StepLogStore.open(tmp.path, options: StoreOptions(readOnly: true))
+        #expect(reopened.counts.samples == acknowledged)
+    }
+
     @Test func randomDamageNeverCrashesAndSalvageKeepsAnExactPrefix() throws {
         let tmp = TemporaryDirectory()
         let history = try ReferenceHistory(in: tmp, segmentSize: 16 << 10, batches: 100, seed: 6)

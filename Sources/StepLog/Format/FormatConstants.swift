@@ -69,6 +69,12 @@ public enum FormatConstants {
     /// a store with a position beyond it is an error (version 1 allowed 47 bits
     /// in the format, but no store comes near either).
     public static let maxPosition: UInt64 = (1 << 46) - 1
+    /// The greatest sequence number a segment may carry. Open refuses a
+    /// segment numbered past it, and no writer or compaction creates one past
+    /// it; so every store that opens can be opened by a writer and opens again
+    /// after (a version 1 last segment numbered this is refused too, since a
+    /// writer continues such a store in a new segment).
+    public static let maxSequence: UInt64 = .max - 1
 
     /// Constant added by the checksum mask (LevelDB's `kMaskDelta`).
     public static let checksumMaskDelta: UInt32 = 0xA282_EAD8

@@ -60,6 +60,7 @@ final class SegmentWriter {
     static func create(directory: String, header: SegmentHeader, preallocation: Int, limit: Int64) throws -> SegmentWriter {
         let name = SegmentName.fileName(sequence: header.sequence)
         let path = Directory.join(directory, name)
+        guard header.sequence <= FormatConstants.maxSequence else { throw StepLogError.sequencesExhausted(path: path) }
         let temporary = path + FormatConstants.temporarySuffix
         let bytes = header.encodedBlock()
         let tmp = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)

@@ -61,6 +61,9 @@ final class CompactionOutput {
     }
 
     private func start(sequence: UInt64, base: UInt64) throws {
+        guard sequence <= FormatConstants.maxSequence else {
+            throw StepLogError.compactionAbandoned(path: directory, reason: "the sequence numbers are exhausted (\(sequence) is past the last a segment may carry)")
+        }
         if let reserved, sequence > reserved.sequence || base >= reserved.position {
             throw StepLogError.compactionAbandoned(path: directory, reason: "the outputs outgrew the sequences and positions reserved for them")
         }

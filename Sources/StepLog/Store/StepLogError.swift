@@ -29,6 +29,9 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
     /// A compaction in the background stopped without committing (its
     /// outputs are discarded; the store is unchanged).
     case compactionAbandoned(path: String, reason: String)
+    /// The next segment would be numbered past `FormatConstants.maxSequence`
+    /// (only a store whose numbers were set by hand gets there).
+    case sequencesExhausted(path: String)
 
     public var description: String {
         switch self {
@@ -55,6 +58,8 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
             return "source anchor of \(bytes) bytes for '\(family)' exceeds the format's limit of \(FormatConstants.maxAnchorBytes) bytes"
         case .compactionAbandoned(let path, let reason):
             return "compaction of \(path) abandoned: \(reason)"
+        case .sequencesExhausted(let path):
+            return "cannot create \(path): segment sequence numbers end at \(FormatConstants.maxSequence)"
         }
     }
 }

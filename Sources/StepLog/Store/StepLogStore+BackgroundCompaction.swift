@@ -46,6 +46,9 @@ extension StepLogStore {
             let reserve = UInt64(segments.count + 2)
             let positions = UInt64(total) + reserve * UInt64(FormatConstants.dataStartV2) + 2 * UInt64(options.segmentSize)
             let k = w.info.sequence
+            guard k < FormatConstants.maxSequence - reserve else {
+                throw StepLogError.compactionAbandoned(path: directory, reason: "the sequence numbers are exhausted (the writer's segment is \(k))")
+            }
             let base = w.info.basePosition + UInt64(options.segmentSize) * 2 + positions
             let header = SegmentHeader(sequence: k + reserve + 1, basePosition: base, flags: FormatConstants.segmentFlagAfterReservation,
                                        compactedThrough: k)

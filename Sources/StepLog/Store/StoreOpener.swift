@@ -173,11 +173,18 @@ struct StoreOpener {
                     throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerSequenceOffset),
                                                   reason: "header says sequence \(header.sequence) but the file is named for \(entry.sequence)")
                 }
-                // No writer reaches the last sequence number, and no segment
-                // could follow it (a writer's open trapped on one; found by fuzzing).
-                guard header.sequence < UInt64.max else {
+                // No writer goes past maxSequence, and no segment could follow
+                // the last number (a writer's open trapped on one; found by fuzzing).
+                guard header.sequence <= FormatConstants.maxSequence else {
                     throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerSequenceOffset),
                                                   reason: "sequence \(header.sequence) is the last there is: no segment can follow it")
+                }
+                // A writer continues a version 1 store in a new segment: none can
+                // follow this one (a writer made the next, which no open accepted;
+                // found by fuzzing), so readers refuse it as writers must.
+                guard header.version == FormatConstants.formatVersion || header.sequence < FormatConstants.maxSequence else {
+                    throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerSequenceOffset),
+                                                  reason: "version 1 segment numbered \(header.sequence): no segment can follow it")
                 }
                 // The index holds 46-bit positions: a store past them (64 TiB of
                 // history) cannot be opened by this version.

@@ -34,7 +34,12 @@ before it reads any sample and keeps a day only if no write touched it since; co
 run one at a time (its compute lock), so an older result never replaces a newer one.
 
 Restarts: `save` (when the server stops) hands the current days to the backend's BucketStore with the
-storage's state; a user first used after the start gets them back only if that state is unchanged.
+storage's state: a header (the state, the sources, per UTC day which sources have steps) and the sums,
+day after day, in one bytes object. A user first used after the start reads the header only, and only
+if its state is unchanged; a read then takes the saved days of its range with one read of the sums
+between them (a year is a tenth of ten years: the first query after a start no longer waits for the
+whole file or row), and a write drops the saved days it touches. `save` reads what is still saved
+before it writes again.
 
 Only correct while every write to the user's data goes through this process (as totals_cache.py): one
 worker.
@@ -42,6 +47,7 @@ worker.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -82,36 +88,50 @@ Sums = tuple[Sequence[int], Sequence[int]]  # prefix sums of a source's raw and 
 Day = dict[int, Sums]  # source number -> its sums; only sources with steps that day
 SamplesBetween = Callable[[str, int, int], Iterable[DaySample]]
 ColumnsBetween = Callable[[str, int, int], SampleColumns]
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+PAIR_BYTES = 2 * (SLOTS + 1) * 8  # a (day, source)'s saved sums: 97 raw then 97 merged, int64 little-endian
 
 
 class BucketStore(Protocol):
-    """Where a backend keeps the buckets between runs (storage/embedded_buckets.py, postgres_buckets.py)."""
+    """Where a backend keeps the buckets between runs (storage/embedded_buckets.py, postgres_buckets.py).
+    A save is a header and the sums; `saved_id` names one save, so that a read of sums never mixes two."""
 
     def state(self, user: str) -> Optional[str]:
         """A text that changes with every write of the user's samples."""
 
-    def load(self, user: str) -> Optional[bytes]: ...
+    def load_header(self, user: str) -> Optional[bytes]: ...
 
-    def save(self, user: str, blob: bytes) -> None: ...
+    def load_sums(self, user: str, saved_id: bytes, offset: int, length: int) -> Optional[bytes]:
+        """`length` bytes of the sums from `offset`, or None when that save is no longer there."""
+
+    def save(self, user: str, saved_id: bytes, header: bytes, sums: bytes) -> None: ...
 
 
 class _Saved(msgspec.Struct, array_like=True):
-    """A user's buckets as saved: the storage's state then, the sources, per UTC day the sources (indexes
-    into `sources`) with steps that day, and in `sums`, for each of those (day, source) in that order,
-    the 97 raw then the 97 merged prefix sums, int64 little-endian. One bytes object, read back as
-    slices of one memoryview: loading ten years of three sources is a few milliseconds, not 22,000
-    arrays."""
+    """A user's buckets as saved (the header): the save's id, the storage's state then, the sources, and
+    per UTC day (ascending) the sources (indexes into `sources`) with steps that day. The sums hold, for
+    each of those (day, source) in that order, PAIR_BYTES: a day's are one slice, a range of days one read."""
 
     version: int
+    saved_id: bytes
     state: str
     sources: list[tuple[str, Optional[str]]]
     days: list[tuple[int, list[int]]]
-    sums: bytes
+
+
+class _SavedDays:
+    """The days of the last stop's save that no write has touched since the start and no read has
+    taken yet: UTC day -> (its first byte in the sums, its sources' numbers)."""
+
+    __slots__ = ("saved_id", "places")
+
+    def __init__(self, saved_id: bytes, places: dict[int, tuple[int, list[int]]]) -> None:
+        self.saved_id = saved_id
+        self.places = places
 
 
 class _User:
-    __slots__ = ("days", "touched", "writes", "every_day_touched", "compute_lock", "held", "frontier", "writing")
+    __slots__ = ("days", "touched", "writes", "every_day_touched", "compute_lock", "held", "frontier", "writing", "saved")
 
     def __init__(self) -> None:
         self.days: dict[int, Day] = {}  # UTC day -> its buckets, only while current
@@ -124,6 +144,7 @@ class _User:
         # Writes between before_write and their touch -> (their first day, when they began); one that
         # saved nothing is never touched: entries older than WRITING_S are dropped.
         self.writing: dict[int, tuple[int, float]] = {}
+        self.saved: Optional[_SavedDays] = None  # read when a read asks for them (_restore)
 
 
 class _HeldDay:
@@ -307,6 +328,8 @@ class DailyBuckets:
             for day in days:
                 entry.touched[day] = entry.writes
                 entry.days.pop(day, None)
+                if entry.saved is not None:
+                    entry.saved.places.pop(day, None)
                 self._pending[(user, day)] = now
                 held = entry.held.get(day)
                 if held is not None:
@@ -326,6 +349,10 @@ class DailyBuckets:
             entry.every_day_touched = entry.writes
             for day in entry.days:
                 self._pending[(user, day)] = now
+            if entry.saved is not None:
+                for day in entry.saved.places:
+                    self._pending[(user, day)] = now
+                entry.saved = None
             entry.days = {}
             entry.held = {}
             entry.writing = {}
@@ -351,51 +378,87 @@ class DailyBuckets:
         return entry
 
     def _user(self, user: str) -> None:
-        """A user first used since the start gets the buckets saved at the last stop, if nothing was
-        written since; read without the lock, so another thread that made the user meanwhile wins."""
+        """A user first used since the start gets the header of the buckets saved at the last stop, if
+        nothing was written since; read without the lock, so another thread that made the user meanwhile wins."""
         if self.store is None or user in self._users:
             return
-        days = self._load(user)
+        saved = self._load(user)
         with self._lock:
             if user not in self._users:
                 self._users[user] = _User()
-                self._users[user].days = days
+                self._users[user].saved = saved
 
-    def _load(self, user: str) -> dict[int, Day]:
+    def _load(self, user: str) -> Optional[_SavedDays]:
         try:
-            blob = self.store.load(user)
-            if blob is None:
-                return {}
-            saved = _decode(blob)
+            header = self.store.load_header(user)
+            if header is None:
+                return None
+            saved = _decode(header)
             if saved.version != FORMAT_VERSION or saved.state != self.store.state(user):
-                return {}
+                return None
             with self._lock:
                 numbers = [self._source_number(key) for key in saved.sources]
-            if BIG_ENDIAN:
-                swapped = array("q")
-                swapped.frombytes(saved.sums)
-                swapped.byteswap()
-                values = memoryview(swapped)
-            else:
-                values = memoryview(saved.sums).cast("q")
-            pairs = sum(len(indexes) for _, indexes in saved.days)
-            if len(values) != pairs * 2 * (SLOTS + 1):
-                raise ValueError(f"{len(values)} sums for {pairs} days and sources, not {pairs * 2 * (SLOTS + 1)}")
-            days: dict[int, Day] = {}
+            places: dict[int, tuple[int, list[int]]] = {}
             position = 0
-            width = SLOTS + 1
             for day, indexes in saved.days:
-                buckets: Day = {}
-                for index in indexes:
-                    buckets[numbers[index]] = (values[position : position + width], values[position + width : position + 2 * width])
-                    position += 2 * width
-                days[day] = buckets
-            return days
+                places[day] = (position, [numbers[index] for index in indexes])
+                position += len(indexes) * PAIR_BYTES
+            return _SavedDays(saved.saved_id, places)
         except Exception as error:  # noqa: BLE001 - computed again from the samples
-            line = (str(error).splitlines() or [type(error).__name__])[0]
-            log(f"daily buckets: the saved buckets of {user} are not used ({type(error).__name__}: {line}); "
-                "they are computed again from the samples")
+            self._not_used(user, error)
+            return None
+
+    def _not_used(self, user: str, error: Exception) -> None:
+        line = (str(error).splitlines() or [type(error).__name__])[0]
+        log(f"daily buckets: the saved buckets of {user} are not used ({type(error).__name__}: {line}); "
+            "they are computed again from the samples")
+
+    def _restore(self, user: str, entry: _User, days: list[int]) -> dict[int, Day]:
+        """The saved days among these (caller holds the user's compute lock), with one read of the sums
+        from the first to the last; those no write touched meanwhile become current."""
+        with self._lock:
+            saved = entry.saved
+            if saved is None:
+                return {}
+            wanted = [(day, place) for day in days if (place := saved.places.get(day)) is not None]
+        if not wanted:
             return {}
+        begin = wanted[0][1][0]
+        last_offset, last_numbers = wanted[-1][1]
+        end = last_offset + len(last_numbers) * PAIR_BYTES
+        try:
+            sums = self.store.load_sums(user, saved.saved_id, begin, end - begin)
+            if sums is None:
+                raise LookupError("the saved buckets were replaced or removed since the start")
+            if len(sums) != end - begin:
+                raise ValueError(f"{len(sums)} bytes of sums read, not {end - begin}")
+        except Exception as error:  # noqa: BLE001 - computed again from the samples
+            self._not_used(user, error)
+            with self._lock:
+                if entry.saved is saved:
+                    entry.saved = None
+            return {}
+        if BIG_ENDIAN:
+            swapped = array("q")
+            swapped.frombytes(sums)
+            swapped.byteswap()
+            values = memoryview(swapped)
+        else:
+            values = memoryview(sums).cast("q")
+        width = SLOTS + 1
+        restored: dict[int, Day] = {}
+        for day, (offset, numbers) in wanted:
+            position = (offset - begin) // 8
+            buckets: Day = {}
+            for number in numbers:
+                buckets[number] = (values[position : position + width], values[position + width : position + 2 * width])
+                position += 2 * width
+            restored[day] = buckets
+        with self._lock:
+            for day, buckets in restored.items():
+                if saved.places.pop(day, None) is not None:  # else a write touched it while it was read
+                    entry.days[day] = buckets
+        return restored
 
     def save(self) -> None:
         """Saves every user's current days (the server has stopped taking requests); a user's days that
@@ -406,8 +469,12 @@ class DailyBuckets:
         with self._lock:
             users = list(self._users.items())
         for user, entry in users:
-            with entry.compute_lock, self._lock:
-                days = dict(entry.days)
+            with entry.compute_lock:
+                with self._lock:
+                    unread = sorted(entry.saved.places) if entry.saved is not None else []
+                self._restore(user, entry, unread)  # what is still saved is saved again
+                with self._lock:
+                    days = dict(entry.days)
             try:
                 state = self.store.state(user)
                 if state is None:
@@ -417,9 +484,10 @@ class DailyBuckets:
                 ordered = sorted(days.items())
                 sums = b"".join(_little(raw_sums) + _little(merged_sums)
                                 for _, buckets in ordered for raw_sums, merged_sums in buckets.values())
-                saved = _Saved(FORMAT_VERSION, state, [self._sources[number] for number in numbers],
-                               [(day, [index[number] for number in buckets]) for day, buckets in ordered], sums)
-                self.store.save(user, _encoder.encode(saved))
+                saved_id = os.urandom(16)
+                header = _Saved(FORMAT_VERSION, saved_id, state, [self._sources[number] for number in numbers],
+                                [(day, [index[number] for number in buckets]) for day, buckets in ordered])
+                self.store.save(user, saved_id, _encoder.encode(header), sums)
             except Exception as error:  # noqa: BLE001 - the next start computes them again
                 line = (str(error).splitlines() or [type(error).__name__])[0]
                 log(f"daily buckets: saving {user}'s failed ({type(error).__name__}: {line}); the next start "
@@ -474,8 +542,9 @@ class DailyBuckets:
             with self._lock:  # what another computation added while this one waited
                 days.update((day, found) for day in range(first_day, last_day + 1)
                             if day not in days and (found := entry.days.get(day)) is not None)
-            days.update(self._compute_days(user, entry, [day for day in range(first_day, last_day + 1) if day not in days],
-                                           READ_RUN_DAYS))
+            missing = [day for day in range(first_day, last_day + 1) if day not in days]
+            days.update(self._restore(user, entry, missing))
+            days.update(self._compute_days(user, entry, [day for day in missing if day not in days], READ_RUN_DAYS))
         return days
 
     def _compute(self, user: str, entry: _User, first_day: int, last_day: int) -> dict[int, Day]:

@@ -37,11 +37,13 @@ class Store:
     def __init__(self) -> None:
         self.samples: dict[str, tuple[int, int, int, str, object]] = {}  # id -> (start_ms, end_ms, count, bundle, device)
         self.reads = 0
+        self.ranges: list[tuple[int, int]] = []  # every read's [start_ns, end_ns)
         self.read_samples = 0
         self.during_read = None  # called once while a read is under way (a write landing then)
 
     def between(self, user: str, start_ns: int, end_ns: int):
         self.reads += 1
+        self.ranges.append((start_ns, end_ns))
         found = [DaySample(s * _MS, e * _MS, c, b, d) for s, e, c, b, d in list(self.samples.values())
                  if e * _MS >= start_ns and s * _MS < end_ns]
         self.read_samples += len(found)
@@ -242,20 +244,32 @@ def test_disabled_buckets_answer_nothing_and_keep_nothing():
 
 
 class MemoryBucketStore:
-    """A BucketStore in memory; its state is a counter the test bumps for a write made elsewhere."""
+    """A BucketStore in memory; its state is a counter the test bumps for a write made elsewhere. It notes
+    every read of sums (offset, length)."""
 
     def __init__(self) -> None:
-        self.blobs: dict[str, bytes] = {}
+        self.saves: dict[str, tuple[bytes, bytes, bytes]] = {}  # user -> (saved id, header, sums)
         self.writes = 0
+        self.sums_reads: list[tuple[int, int]] = []
 
     def state(self, user: str):
         return str(self.writes)
 
-    def load(self, user: str):
-        return self.blobs.get(user)
+    def load_header(self, user: str):
+        return self.saves[user][1] if user in self.saves else None
 
-    def save(self, user: str, blob: bytes) -> None:
-        self.blobs[user] = blob
+    def load_sums(self, user: str, saved_id: bytes, offset: int, length: int):
+        if user not in self.saves or self.saves[user][0] != saved_id:
+            return None
+        self.sums_reads.append((offset, length))
+        return self.saves[user][2][offset : offset + length]
+
+    def save(self, user: str, saved_id: bytes, header: bytes, sums: bytes) -> None:
+        self.saves[user] = (saved_id, header, sums)
+
+
+def day_range(day: int) -> tuple[int, int]:
+    return day * DAY_MS * _MS, (day + 1) * DAY_MS * _MS
 
 
 def test_saved_buckets_are_used_after_a_restart_only_while_nothing_was_written():
@@ -267,29 +281,77 @@ def test_saved_buckets_are_used_after_a_restart_only_while_nothing_was_written()
     zone, first, last = "Australia/Eucla", date(2026, 3, 1), date(2026, 3, 21)
     before = DailyBuckets(store.between, background=False, store=kept)
     assert before.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last)
-    before.touch_days("u", [(BASE_MS // DAY_MS + 3, BASE_MS // DAY_MS + 3)])  # one day not current at the stop
+    touched = BASE_MS // DAY_MS + 3
+    before.touch_days("u", [(touched, touched)])  # one day not current at the stop
     before.save()
-    reads = store.reads
+    store.ranges.clear()
     after = DailyBuckets(store.between, background=False, store=kept)
     assert after.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last)
-    assert store.reads == reads + 1  # only the day that was not current
+    assert store.ranges == [day_range(touched)]  # only the day that was not current; the rest were saved
     # A write while stopped (the state differs): nothing saved is used.
+    after.save()
     kept.writes += 1
     store.samples["new"] = (BASE_MS + 10 * DAY_MS, BASE_MS + 10 * DAY_MS + 60_000, 4321, "com.example.band", None)
+    kept.sums_reads.clear()
     again = DailyBuckets(store.between, background=False, store=kept)
     assert again.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last)
-    assert store.reads > reads + 1
+    assert kept.sums_reads == []
 
 
-def test_damaged_saved_buckets_are_computed_again(capfd):
+def test_a_start_reads_the_saved_days_a_query_asks_for_and_a_write_drops_those_it_touches():
+    """After a start the sums are read a range of days at a time: a query of 3 days of 40 reads those 3
+    days' sums, once; a day a write touched before any read asked for it is computed from the samples,
+    not restored; the next stop saves the days never read again with the others."""
+    rng = random.Random(5)
+    store = Store()
+    for n in range(600):
+        store.samples[f"s{n}"] = random_sample(rng, days=40)
+    kept = MemoryBucketStore()
+    zone = "UTC"
+    before = DailyBuckets(store.between, background=False, store=kept)
+    assert before.rows("u", ZoneInfo(zone), date(2026, 3, 1), date(2026, 4, 9)) == expected(store, zone, date(2026, 3, 1), date(2026, 4, 9))
+    before.save()
+    whole = len(kept.saves["u"][2])
+    store.ranges.clear()
+    after = DailyBuckets(store.between, background=False, store=kept)
+    three = (date(2026, 3, 10), date(2026, 3, 12))
+    assert after.rows("u", ZoneInfo(zone), *three) == expected(store, zone, *three)
+    assert after.rows("u", ZoneInfo(zone), *three) == expected(store, zone, *three)
+    assert store.ranges == [] and len(kept.sums_reads) == 1
+    assert 0 < kept.sums_reads[0][1] <= whole * 3 // 40 + 1552 * 6  # those days' pairs, not the rest
+    # A write on a saved day nobody has read yet: that day comes from the samples, with the new sample.
+    written = BASE_MS // DAY_MS + 20
+    store.samples["late"] = (written * DAY_MS + 5_000, written * DAY_MS + 65_000, 999, "com.example.band", None)
+    after.touch_days("u", [(written, written)])
+    month = (date(2026, 3, 1), date(2026, 3, 31))
+    assert after.rows("u", ZoneInfo(zone), *month) == expected(store, zone, *month)
+    assert store.ranges == [day_range(written)]
+    # The next stop saves every day again, read or not: a third start reads no sample for the 40 days.
+    after.save()
+    store.ranges.clear()
+    third = DailyBuckets(store.between, background=False, store=kept)
+    whole_range = (date(2026, 3, 1), date(2026, 4, 9))
+    assert third.rows("u", ZoneInfo(zone), *whole_range) == expected(store, zone, *whole_range)
+    assert store.ranges == []
+
+
+@pytest.mark.parametrize("damage", ["sums cut short", "header cut short", "saved again meanwhile"])
+def test_damaged_saved_buckets_are_computed_again(capfd, damage):
     store = Store()
     store.samples["a"] = (BASE_MS, BASE_MS + 60_000, 10, "com.example.band", None)
     kept = MemoryBucketStore()
     before = DailyBuckets(store.between, background=False, store=kept)
     before.rows("u", ZoneInfo("UTC"), date(2026, 3, 1), date(2026, 3, 1))
     before.save()
-    kept.blobs["u"] = kept.blobs["u"][:-5]
+    saved_id, header, sums = kept.saves["u"]
     after = DailyBuckets(store.between, background=False, store=kept)
+    if damage == "sums cut short":
+        kept.saves["u"] = (saved_id, header, sums[:-5])
+    elif damage == "header cut short":
+        kept.saves["u"] = (saved_id, header[:-5], sums)
+    else:  # after this process read the header, another save replaced the sums: not mixed in
+        after.touch_days("u", [(0, 0)])  # reads the header
+        kept.saves["u"] = (b"another save    ", header, sums)
     assert after.rows("u", ZoneInfo("UTC"), date(2026, 3, 1), date(2026, 3, 1))[0]["raw"] == 10
     assert "the saved buckets of u are not used" in capfd.readouterr().err
 

@@ -6,7 +6,7 @@ serves many users unchanged.
   samples          the current live version of each (user_name, id); a deletion removes the row
   sample_versions  every version saved, in the order received (GET /steps?versions=all)
   tokens           API tokens (hashes only)
-  daily_buckets    the daily totals' buckets, saved when the server stops (postgres_buckets.py)
+  daily_buckets    the daily totals' buckets, saved when the server stops: a header and the sums (postgres_buckets.py)
   deletion_counts  per user, how many deletions committed (the saved buckets' state)
 A save is one transaction: the request's samples are sent with COPY (binary) into the session's
 temporary table incoming_batch (ON COMMIT DELETE ROWS, made when the pool opens a connection), then
@@ -98,6 +98,13 @@ MIGRATIONS: list[str] = [
         user_name text PRIMARY KEY,
         deletions bigint NOT NULL
     );
+    """,
+    # 4: the daily buckets saved as a header and sums, so that a start reads only the days a query asks
+    # for (postgres_buckets.py); buckets saved in the old layout are dropped (computed again from samples)
+    """
+    DELETE FROM daily_buckets;
+    ALTER TABLE daily_buckets RENAME COLUMN data TO sums;
+    ALTER TABLE daily_buckets ADD COLUMN saved_id bytea NOT NULL, ADD COLUMN header bytea NOT NULL;
     """,
 ]
 

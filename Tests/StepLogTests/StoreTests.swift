@@ -288,6 +288,26 @@ import Testing
         #expect(try StepLogStore.open(dir.path, options: options).counts.samples == 2)
     }
 
+    @Test func intervalsOfOneRangeAreListedByIdByEveryOpen() throws {
+        // Two ids for the same range were listed in the dictionary's order, which
+        // differed between a read-only and a writer's open (found by fuzzing store-open).
+        let dir = TemporaryDirectory()
+        let ids = (1...50).map { UUID.test(UInt64($0 * 7919)) }
+        let byId = ids.sorted { (UUIDBytes($0).high, UUIDBytes($0).low) < (UUIDBytes($1).high, UUIDBytes($1).low) }
+        do {
+            let store = try StepLogStore.open(dir.path)
+            try store.recordIntervals(ids.reversed().map {
+                SyncInterval(id: $0, startMilliseconds: 0, endMilliseconds: 86_400_000, stepCount: 1234, status: .pending)
+            })
+            try store.recordIntervals([SyncInterval(id: .test(1), startMilliseconds: -5, endMilliseconds: 0, stepCount: 0, status: .empty)])
+            #expect(store.intervals().map(\.id) == [.test(1)] + byId)
+        }
+        var readOnly = StoreOptions(readOnly: true)
+        readOnly.useSnapshots = false
+        #expect(try StepLogStore.open(dir.path, options: readOnly).intervals().map(\.id) == [.test(1)] + byId)
+        #expect(try StepLogStore.open(dir.path).intervals().map(\.id) == [.test(1)] + byId)
+    }
+
     @Test func intervalsClearAndRanges() throws {
         let dir = TemporaryDirectory()
         let store = try StepLogStore.open(dir.path)

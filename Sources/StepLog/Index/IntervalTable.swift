@@ -51,12 +51,16 @@ public struct IntervalTable {
         sortedCache = nil
     }
 
-    /// Every entry in time order (by start, then end).
+    /// Every entry in time order (by start, then end, then id).
     public mutating func sortedEntries() -> [Entry] {
         if sortedCache == nil {
-            sortedCache = entries.values.sorted {
-                ($0.interval.startMilliseconds, $0.interval.endMilliseconds) < ($1.interval.startMilliseconds, $1.interval.endMilliseconds)
-            }.map(\.interval.id)
+            // Ties (the same range under two ids) by id: every open lists them
+            // alike, whatever order the dictionary holds (found by fuzzing
+            // store-open: a read-only open and a writer's open differed).
+            sortedCache = entries.values.map { ($0.interval, UUIDBytes($0.interval.id)) }.sorted {
+                ($0.0.startMilliseconds, $0.0.endMilliseconds, $0.1.high, $0.1.low)
+                    < ($1.0.startMilliseconds, $1.0.endMilliseconds, $1.1.high, $1.1.low)
+            }.map(\.0.id)
         }
         return sortedCache!.map { entries[$0]! }
     }

@@ -210,27 +210,21 @@ enum SegmentHeaderProbe {
         }
     }
 
-    @Test func theLastSequenceNumberIsRefusedByReadersAndWritersAlike() throws {
-        // No writer gets there; a writer's open of such a store trapped (found
-        // by fuzzing store-open: Tests/Fuzz/corpus/store-open/regression-last-sequence-number).
+    /// Segments no writer continues, refused by readers and writers alike (both
+    /// found by fuzzing store-open; reproducers in Tests/Fuzz/corpus/store-open/):
+    /// the last sequence number (a writer's open of it trapped), and a version 1
+    /// segment at maxSequence (a writer continues it in a new segment, numbered
+    /// past what any open accepted).
+    @Test(arguments: [
+        (UInt64.max, FormatConstants.formatVersion, "sequence \(UInt64.max) is the last there is: no segment can follow it"),
+        (FormatConstants.maxSequence, UInt16(1), "version 1 segment numbered \(FormatConstants.maxSequence): no segment can follow it"),
+    ])
+    func segmentsNoWriterCanContinueAreRefusedByReadersAndWritersAlike(sequence: UInt64, version: UInt16, reason: String) throws {
         let tmp = TemporaryDirectory()
-        let name = SegmentName.fileName(sequence: .max)
-        writeFile(tmp.path + "/" + name, SegmentHeader(sequence: .max, basePosition: 0).encodedBlock())
-        let refusal = StepLogError.corruption(path: tmp.path + "/" + name, offset: Int64(FormatConstants.headerSequenceOffset),
-                                              reason: "sequence \(UInt64.max) is the last there is: no segment can follow it")
-        #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path, options: StoreOptions(readOnly: true)) }
-        #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path) }
-    }
-
-    @Test func aVersionOneSegmentWithTheLastUsableNumberIsRefusedByReadersAndWritersAlike() throws {
-        // A writer continues a version 1 store in a new segment; it made one
-        // numbered past maxSequence, which no open accepted (found by fuzzing
-        // store-open: Tests/Fuzz/corpus/store-open/regression-version-one-last-sequence).
-        let tmp = TemporaryDirectory()
-        let name = SegmentName.fileName(sequence: FormatConstants.maxSequence)
-        writeFile(tmp.path + "/" + name, SegmentHeader(sequence: FormatConstants.maxSequence, basePosition: 0, version: 1).encoded())
-        let refusal = StepLogError.corruption(path: tmp.path + "/" + name, offset: Int64(FormatConstants.headerSequenceOffset),
-                                              reason: "version 1 segment numbered \(FormatConstants.maxSequence): no segment can follow it")
+        let name = SegmentName.fileName(sequence: sequence)
+        let header = SegmentHeader(sequence: sequence, basePosition: 0, version: version)
+        writeFile(tmp.path + "/" + name, version == 1 ? header.encoded() : header.encodedBlock())
+        let refusal = StepLogError.corruption(path: tmp.path + "/" + name, offset: Int64(FormatConstants.headerSequenceOffset), reason: reason)
         #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path, options: StoreOptions(readOnly: true)) }
         #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path) }
     }

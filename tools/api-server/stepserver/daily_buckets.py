@@ -455,9 +455,10 @@ class DailyBuckets:
                 position += 2 * width
             restored[day] = buckets
         with self._lock:
-            for day, buckets in restored.items():
-                if saved.places.pop(day, None) is not None:  # else a write touched it while it was read
-                    entry.days[day] = buckets
+            if entry.saved is saved:  # else a write touched every day (touch_all) while they were read
+                for day, buckets in restored.items():
+                    if saved.places.pop(day, None) is not None:  # else a write touched it while it was read
+                        entry.days[day] = buckets
         return restored
 
     def save(self) -> None:

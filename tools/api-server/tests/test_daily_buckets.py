@@ -251,6 +251,7 @@ class MemoryBucketStore:
         self.saves: dict[str, tuple[bytes, bytes, bytes]] = {}  # user -> (saved id, header, sums)
         self.writes = 0
         self.sums_reads: list[tuple[int, int]] = []
+        self.during_read = None  # called once while sums are read (a write landing then)
 
     def state(self, user: str):
         return str(self.writes)
@@ -262,7 +263,11 @@ class MemoryBucketStore:
         if user not in self.saves or self.saves[user][0] != saved_id:
             return None
         self.sums_reads.append((offset, length))
-        return self.saves[user][2][offset : offset + length]
+        sums = self.saves[user][2][offset : offset + length]
+        if self.during_read is not None:
+            hook, self.during_read = self.during_read, None
+            hook()
+        return sums
 
     def save(self, user: str, saved_id: bytes, header: bytes, sums: bytes) -> None:
         self.saves[user] = (saved_id, header, sums)
@@ -333,6 +338,35 @@ def test_a_start_reads_the_saved_days_a_query_asks_for_and_a_write_drops_those_i
     whole_range = (date(2026, 3, 1), date(2026, 4, 9))
     assert third.rows("u", ZoneInfo(zone), *whole_range) == expected(store, zone, *whole_range)
     assert store.ranges == []
+
+
+@pytest.mark.parametrize("write", ["one day", "every day"])
+def test_a_write_while_saved_days_are_read_keeps_them_from_becoming_current(write):
+    """A write lands while a query reads saved sums: that query may answer as of before it, but the days
+    it touched (one, or every day: a deletion by id) are not kept, and the next query counts the write."""
+    rng = random.Random(8)
+    store = Store()
+    for n in range(200):
+        store.samples[f"s{n}"] = random_sample(rng, days=6)
+    kept = MemoryBucketStore()
+    first, last = date(2026, 3, 1), date(2026, 3, 6)
+    before = DailyBuckets(store.between, background=False, store=kept)
+    before.rows("u", ZoneInfo("UTC"), first, last)
+    before.save()
+    after = DailyBuckets(store.between, background=False, store=kept)
+    day = BASE_MS // DAY_MS + 2
+
+    def landing() -> None:
+        store.samples["x"] = (day * DAY_MS + 1000, day * DAY_MS + 61_000, 555, "com.example.band", None)
+        if write == "one day":
+            after.touch_days("u", [(day, day)])
+        else:
+            after.touch_all("u")
+
+    kept.during_read = landing
+    after.rows("u", ZoneInfo("UTC"), first, last)
+    assert kept.during_read is None  # the write landed during the read
+    assert after.rows("u", ZoneInfo("UTC"), first, last) == expected(store, "UTC", first, last)
 
 
 @pytest.mark.parametrize("damage", ["sums cut short", "header cut short", "saved again meanwhile"])

@@ -152,7 +152,10 @@ SELECT * FROM written
 
 # The same, also saying which dates the replaced versions named: the least startDate and the greatest
 # endDate texts of the batch's ids stored before it (every part of a statement reads the rows as they
-# were when it began), for the daily totals' cache.
+# were when it began), for the daily totals' cache. The ids go in as an array, so that they are looked
+# up by the primary key: as `id IN (SELECT …)` the planner (without statistics on the session's table)
+# read every sample of the user into a hash join, a cost that grew with the user's data (34 ms of a
+# 1,000-sample save at 60,000 samples stored; 3 ms by the key, however many).
 _SAVE_REPORTING = _SAVE.replace("""INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,
                              source_device_name, received_at)
 SELECT * FROM written
@@ -163,7 +166,7 @@ SELECT * FROM written
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM versions), min(start_date), max(end_date)
-FROM samples WHERE user_name = %(user)s AND id IN (SELECT id FROM incoming_batch)
+FROM samples WHERE user_name = %(user)s AND id = ANY(ARRAY(SELECT id FROM incoming_batch))
 """)
 
 _encode = msgspec.json.Encoder().encode

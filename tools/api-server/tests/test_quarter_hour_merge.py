@@ -19,7 +19,7 @@ from stepserver import totals  # noqa: E402
 from stepserver.contract import instant_ns  # noqa: E402
 from stepserver.daily_buckets import DAY_MS, DailyBuckets  # noqa: E402
 from stepserver.quarter_hour_merge import QUARTER_MS, fits, merge_quarter_hours  # noqa: E402
-from stepserver.sample_columns import SampleColumns, concatenate, instants_ms  # noqa: E402
+from stepserver.sample_columns import SampleColumns, concatenate, instants_ms, instants_ns  # noqa: E402
 
 SOURCES = [("com.apple.health.A1", "Apple Watch"), ("com.apple.health.B2", "iPhone"), ("com.example.pedometer", "iPhone"),
            ("com.apple.Health", None), ("com.example.band", None), ("com.apple.health.C3", "Anna\u2019s\u00a0iPhone")]
@@ -102,6 +102,11 @@ def test_date_texts_parse_as_the_contract_parses_them():
     assert instants_ms(utc).tolist() == [instant_ns(text) // 1_000_000 for text in utc]
     mixed = ["2026-03-29T01:30:00.5Z", "2026-03-29T01:30:00.123+01:00"]  # the general path
     assert instants_ms(mixed).tolist() == [instant_ns(text) // 1_000_000 for text in mixed]
+    # The exact nanoseconds PostgreSQL's save stores: the one-string path and the contract's.
+    assert instants_ns(utc) == [instant_ns(text) for text in utc]
+    assert instants_ns(texts) == [instant_ns(text) for text in texts]
+    assert instants_ns(mixed) == [instant_ns(text) for text in mixed]
+    assert instants_ns([]) == []
 
 
 def test_columns_from_several_reads_number_their_sources_as_one():

@@ -125,16 +125,9 @@ _COPY_INCOMING = "COPY incoming_batch FROM STDIN (FORMAT BINARY)"
 _COUNT_DELETION = """INSERT INTO deletion_counts AS d (user_name, deletions) VALUES (%s, 1)
 ON CONFLICT (user_name) DO UPDATE SET deletions = d.deletions + 1"""
 
-_SAVE = """
-WITH base AS (SELECT nextval('request_seq') * %(per)s AS b),
-incoming AS (SELECT t.* FROM incoming_batch t ORDER BY t.id),
-written AS (
-    INSERT INTO samples AS s (user_name, id, seq, start_date, end_date, start_ns, end_ns, count,
-                              source_bundle_id, source_device_name, received_at)
-    SELECT %(user)s, i.id, base.b + i.ordinal, i.start_date, i.end_date, i.start_ns, i.end_ns, i.count,
-           i.source_bundle_id, i.source_device_name, %(received)s
-    FROM incoming i, base
-    ON CONFLICT (user_name, id) DO UPDATE SET
+# An upsert's conflict clause (both saves): a stored id takes the new version only when its content
+# differs, and the rows written are returned for sample_versions.
+_UPDATE_CHANGED = """    ON CONFLICT (user_name, id) DO UPDATE SET
         seq = excluded.seq, start_date = excluded.start_date, end_date = excluded.end_date,
         start_ns = excluded.start_ns, end_ns = excluded.end_ns, count = excluded.count,
         source_bundle_id = excluded.source_bundle_id, source_device_name = excluded.source_device_name,
@@ -144,7 +137,18 @@ written AS (
           (excluded.start_date, excluded.end_date, excluded.count, excluded.source_bundle_id, excluded.source_device_name)
     RETURNING s.user_name, s.seq, s.id, s.start_date, s.end_date, s.count, s.source_bundle_id,
               s.source_device_name, s.received_at
-)
+"""
+
+_SAVE = """
+WITH base AS (SELECT nextval('request_seq') * %(per)s AS b),
+incoming AS (SELECT t.* FROM incoming_batch t ORDER BY t.id),
+written AS (
+    INSERT INTO samples AS s (user_name, id, seq, start_date, end_date, start_ns, end_ns, count,
+                              source_bundle_id, source_device_name, received_at)
+    SELECT %(user)s, i.id, base.b + i.ordinal, i.start_date, i.end_date, i.start_ns, i.end_ns, i.count,
+           i.source_bundle_id, i.source_device_name, %(received)s
+    FROM incoming i, base
+""" + _UPDATE_CHANGED + """)
 INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,
                              source_device_name, received_at)
 SELECT * FROM written
@@ -200,17 +204,7 @@ changed AS (
            i.source_bundle_id, i.source_device_name, %(received)s
     FROM incoming i, base
     WHERE i.id IN (SELECT id FROM existing)
-    ON CONFLICT (user_name, id) DO UPDATE SET
-        seq = excluded.seq, start_date = excluded.start_date, end_date = excluded.end_date,
-        start_ns = excluded.start_ns, end_ns = excluded.end_ns, count = excluded.count,
-        source_bundle_id = excluded.source_bundle_id, source_device_name = excluded.source_device_name,
-        received_at = excluded.received_at
-    WHERE (s.start_date, s.end_date, s.count, s.source_bundle_id, s.source_device_name)
-          IS DISTINCT FROM
-          (excluded.start_date, excluded.end_date, excluded.count, excluded.source_bundle_id, excluded.source_device_name)
-    RETURNING s.user_name, s.seq, s.id, s.start_date, s.end_date, s.count, s.source_bundle_id,
-              s.source_device_name, s.received_at
-),
+""" + _UPDATE_CHANGED + """),
 versions AS (
     INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,
                                  source_device_name, received_at)

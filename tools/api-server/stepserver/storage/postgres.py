@@ -125,6 +125,14 @@ _COPY_INCOMING = "COPY incoming_batch FROM STDIN (FORMAT BINARY)"
 _COUNT_DELETION = """INSERT INTO deletion_counts AS d (user_name, deletions) VALUES (%s, 1)
 ON CONFLICT (user_name) DO UPDATE SET deletions = d.deletions + 1"""
 
+# The batch's rows as the samples table takes them (both saves' upserts): seq from the request's base.
+_INSERT_INCOMING = """    INSERT INTO samples AS s (user_name, id, seq, start_date, end_date, start_ns, end_ns, count,
+                              source_bundle_id, source_device_name, received_at)
+    SELECT %(user)s, i.id, base.b + i.ordinal, i.start_date, i.end_date, i.start_ns, i.end_ns, i.count,
+           i.source_bundle_id, i.source_device_name, %(received)s
+    FROM incoming i, base
+"""
+
 # An upsert's conflict clause (both saves): a stored id takes the new version only when its content
 # differs, and the rows written are returned for sample_versions.
 _UPDATE_CHANGED = """    ON CONFLICT (user_name, id) DO UPDATE SET
@@ -143,12 +151,7 @@ _SAVE = """
 WITH base AS (SELECT nextval('request_seq') * %(per)s AS b),
 incoming AS (SELECT t.* FROM incoming_batch t ORDER BY t.id),
 written AS (
-    INSERT INTO samples AS s (user_name, id, seq, start_date, end_date, start_ns, end_ns, count,
-                              source_bundle_id, source_device_name, received_at)
-    SELECT %(user)s, i.id, base.b + i.ordinal, i.start_date, i.end_date, i.start_ns, i.end_ns, i.count,
-           i.source_bundle_id, i.source_device_name, %(received)s
-    FROM incoming i, base
-""" + _UPDATE_CHANGED + """)
+""" + _INSERT_INCOMING + """""" + _UPDATE_CHANGED + """)
 INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,
                              source_device_name, received_at)
 SELECT * FROM written
@@ -198,12 +201,7 @@ fresh AS (
     RETURNING user_name, seq, id, start_date, end_date, count, source_bundle_id, source_device_name, received_at
 ),
 changed AS (
-    INSERT INTO samples AS s (user_name, id, seq, start_date, end_date, start_ns, end_ns, count,
-                              source_bundle_id, source_device_name, received_at)
-    SELECT %(user)s, i.id, base.b + i.ordinal, i.start_date, i.end_date, i.start_ns, i.end_ns, i.count,
-           i.source_bundle_id, i.source_device_name, %(received)s
-    FROM incoming i, base
-    WHERE i.id IN (SELECT id FROM existing)
+""" + _INSERT_INCOMING + """    WHERE i.id IN (SELECT id FROM existing)
 """ + _UPDATE_CHANGED + """),
 versions AS (
     INSERT INTO sample_versions (user_name, seq, id, start_date, end_date, count, source_bundle_id,

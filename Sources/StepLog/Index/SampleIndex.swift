@@ -47,9 +47,19 @@ public final class SampleIndex {
     static let minimumCapacity = 1 << 10
     static let entryMask: UInt64 = (1 << 48) - 1
 
-    private var slots: UnsafeMutableRawPointer
-    private var capacity: Int
-    private var threshold: Int
+    // The table's geometry, kept in `shortcuts` (see `Shortcuts`).
+    private var slots: UnsafeMutableRawPointer {
+        get { shortcuts.pointee.slots }
+        set { shortcuts.pointee.slots = newValue }
+    }
+    private var capacity: Int {
+        get { shortcuts.pointee.capacity }
+        set { shortcuts.pointee.capacity = newValue }
+    }
+    private var threshold: Int {
+        get { shortcuts.pointee.threshold }
+        set { shortcuts.pointee.threshold = newValue }
+    }
     /// Faulting in a table reserved for a rebuild, if that is still going on.
     private var populator: BackgroundPopulator?
     /// Number of keys.
@@ -66,11 +76,15 @@ public final class SampleIndex {
     /// Tag matches `keyAt` was asked to confirm (tests and benchmarks).
     public var confirmingReads: Int { shortcuts.pointee.confirmingReads }
 
-    /// What `confirm` consults before reading a record, with the key count
-    /// and `keyAt`. Kept behind a pointer the index owns: as stored properties
-    /// of the class, each `set` (which may call `keyAt`) paid dynamic
-    /// exclusivity checks on them, a fifth of opening's CPU.
+    /// What every operation reads or writes: the table's geometry, the key
+    /// count, `keyAt`, and what `confirm` consults before reading a record.
+    /// Kept behind a pointer the index owns: as stored properties of the
+    /// class, each access paid a dynamic exclusivity check (with the store's
+    /// counters, a third of opening's CPU at 100M samples).
     private struct Shortcuts {
+        var slots = UnsafeMutableRawPointer(bitPattern: 64)!
+        var capacity = 0
+        var threshold = 0
         var count = 0
         var keyAt: ((LogPosition) throws -> UUIDBytes)?
         /// The last slot a lookup confirmed: slot, entry bits, key.

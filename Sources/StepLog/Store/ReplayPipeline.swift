@@ -228,6 +228,9 @@ struct ReplayPipeline {
     /// on the machines we measure, where 0.5–8 MiB all measured alike and 32
     /// MiB a quarter slower.
     static let defaultBandBytes = 2 << 20
+    /// Slots past a band's end its key cache also covers (a probe run that
+    /// spills over; the cache is a power of two, usually larger anyway).
+    static let bandCacheSpill = 4_096
     /// Most snapshots applied together (a 10 GB store has ~160 segments).
     static let longestSnapshotRun = 256
 
@@ -266,11 +269,15 @@ struct ReplayPipeline {
         let size = FormatConstants.snapshotEntrySize
         let bands = max(1, state.index.memoryBytes / bandBytes)
         let bandWidth = UInt64.max / UInt64(bands)
-        // A key's later entries (a new version, an acknowledgement) are
-        // confirmed by loading the UUID from the segment's mapping. The index's
-        // key cache (a band wide) saved those loads but cost more than they
-        // did: at 10M its writes took opening from 1.05 to 1.4–2.2 s of CPU.
+        // A key's later entries (a new version, an acknowledgement) must
+        // confirm that the slot with their tag is theirs. The index's key
+        // cache, a band wide (plus the runs that spill past it), remembers the
+        // UUID beside each slot this band set, so that is a load from cache
+        // rather than from the segment's mapping: at 100M samples those loads
+        // were a third of opening (page faults over 8 GB of mappings).
         var cursors = [Int](repeating: 0, count: snapshots.count)
+        state.index.setKeyCache(entries: SampleIndex.slots(inBytes: bandBytes) + Self.bandCacheSpill)
+        defer { state.index.setKeyCache(entries: 0) }
         for band in 1...bands {
             let end = band == bands ? UInt64.max : bandWidth &* UInt64(band)
             for (k, snapshot) in snapshots.enumerated() {

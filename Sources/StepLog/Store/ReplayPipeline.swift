@@ -21,6 +21,8 @@ struct ReplayPipeline {
     var snapshots: Set<Int> = []
     var directory = ""
     var bandBytes = ReplayPipeline.defaultBandBytes
+    /// Snapshot entries from which two threads apply them.
+    var parallelEntries = SnapshotBandApplier.defaultParallelEntries
     var inlineReadBytes = ReplayPipeline.defaultInlineReadBytes
 
     enum Outcome {
@@ -73,7 +75,7 @@ struct ReplayPipeline {
         func applyPending() throws -> Outcome? {
             defer { pending.removeAll() }
             guard !pending.isEmpty else { return nil }
-            guard let problem = try applySnapshots(pending.map { $0.snapshot! }, to: state) else {
+            guard let problem = try applySnapshots(pending.map { $0.snapshot! }, to: state, report: &report) else {
                 report.segmentsFromSnapshots += pending.count
                 return nil
             }
@@ -228,28 +230,17 @@ struct ReplayPipeline {
     /// on the machines we measure, where 0.5–8 MiB all measured alike and 32
     /// MiB a quarter slower.
     static let defaultBandBytes = 2 << 20
-    /// Slots past a band's end its key cache also covers (a probe run that
-    /// spills over; the cache is a power of two, usually larger anyway).
-    static let bandCacheSpill = 4_096
     /// Most snapshots applied together (a 10 GB store has ~160 segments).
     static let longestSnapshotRun = 256
 
     /// Applies consecutive checked snapshots, which together mean what
-    /// replaying their segments in order would.
-    ///
-    /// Each snapshot's entries are in hash order, so one snapshot alone writes
-    /// the index front to back; but a hundred of them applied one after the
-    /// other sweep the whole table a hundred times, each entry a cache miss.
-    /// So the table is cut into bands of hash range (`bandBytes` of slots),
-    /// and for each band every snapshot applies its entries in that range, in
-    /// segment order: a key's entries all fall in one band, so each key still
-    /// sees its versions in log order, while the band's slots stay cached.
+    /// replaying their segments in order would (see `SnapshotBandApplier`).
     ///
     /// Segments' other records touch no sample, so they are applied first, in
     /// order; if snapshot `run` holds one that does not apply, the samples of
     /// the snapshots up to and including it are applied (as a sequential
     /// replay stopping there would have) and the problem is returned.
-    private func applySnapshots(_ run: [SegmentSnapshot.Checked], to state: StoreState) throws
+    private func applySnapshots(_ run: [SegmentSnapshot.Checked], to state: StoreState, report: inout OpenReport) throws
         -> (run: Int, offset: Int64, reason: String)? {
         var failure: (run: Int, offset: Int64, reason: String)?
         othersLoop: for (k, snapshot) in run.enumerated() {
@@ -264,73 +255,13 @@ struct ReplayPipeline {
                 }
             }
         }
-        let snapshots = failure.map { Array(run[0...$0.run]) } ?? run
-
-        let size = FormatConstants.snapshotEntrySize
-        let bands = max(1, state.index.memoryBytes / bandBytes)
-        let bandWidth = UInt64.max / UInt64(bands)
-        // A key's later entries (a new version, an acknowledgement) must
-        // confirm that the slot with their tag is theirs. The index's key
-        // cache, a band wide (plus the runs that spill past it), remembers the
-        // UUID beside each slot this band set, so that is a load from cache
-        // rather than from the segment's mapping: at 100M samples those loads
-        // were a third of opening (page faults over 8 GB of mappings).
-        var cursors = [Int](repeating: 0, count: snapshots.count)
-        state.index.setKeyCache(entries: SampleIndex.slots(inBytes: bandBytes) + Self.bandCacheSpill)
-        defer { state.index.setKeyCache(entries: 0) }
-        for band in 1...bands {
-            let end = band == bands ? UInt64.max : bandWidth &* UInt64(band)
-            for (k, snapshot) in snapshots.enumerated() {
-                let reader = snapshot.entries
-                let base = snapshot.header.basePosition
-                var i = cursors[k]
-                bandLoop: while i < reader.count {
-                    if i >= reader.windowEnd { try reader.load(from: i) }
-                    // The entries of this band that are in the window.
-                    let entries = reader.window
-                    let first = reader.windowStart, last = reader.windowEnd
-                    while i < last {
-                        let at = (i &- first) &* size
-                        let key = UUIDBytes(loadingFrom: entries, at: at)
-                        if band < bands && key.mixedHash >= end { break bandLoop }
-                        if i &+ Self.prefetchDistance < last {
-                            state.index.prefetch(UUIDBytes(loadingFrom: entries, at: at &+ Self.prefetchDistance &* size))
-                        }
-                        let flags = entries[at &+ 20]
-                        if key.isNil {
-                            // No writer indexes the nil UUID: a snapshot holding it
-                            // was not written by this engine (found by fuzzing: it
-                            // trapped in the index). One line, not a crash.
-                            throw StepLogError.corruption(
-                                path: Directory.join(directory, SegmentName.snapshotFileName(sequence: snapshot.header.sequence)),
-                                offset: Int64(FormatConstants.snapshotHeaderSize + i * size),
-                                reason: "snapshot entry \(i) holds the nil UUID")
-                        }
-                        if flags & FormatConstants.snapshotEntryHasVersion != 0 {
-                            let offset = UInt64(UInt32(littleEndian: entries.loadUnaligned(fromByteOffset: at &+ 16, as: UInt32.self)))
-                            if offset < UInt64(FormatConstants.segmentHeaderSizeV1) {
-                                // No record starts inside a segment's header; at offset 0 of
-                                // the first segment the position would be 0, the index's empty
-                                // slot (found by fuzzing: it trapped in the index).
-                                throw StepLogError.corruption(
-                                    path: Directory.join(directory, SegmentName.snapshotFileName(sequence: snapshot.header.sequence)),
-                                    offset: Int64(FormatConstants.snapshotHeaderSize + i * size),
-                                    reason: "snapshot entry \(i) points at offset \(offset), inside the segment's header")
-                            }
-                            try state.applyVersion(key, IndexEntry(position: LogPosition(base + offset),
-                                                               synced: flags & FormatConstants.snapshotEntrySynced != 0,
-                                                               tombstone: flags & FormatConstants.snapshotEntryTombstone != 0))
-                        } else if flags & FormatConstants.snapshotEntryRemoved != 0 {
-                            try state.applyRemoved(key)
-                        } else if flags & FormatConstants.snapshotEntrySynced != 0 {
-                            try state.applyAcknowledged(key)
-                        }
-                        i &+= 1
-                    }
-                }
-                cursors[k] = i
-            }
-        }
+        var applier = SnapshotBandApplier(snapshots: failure.map { Array(run[0...$0.run]) } ?? run, state: state,
+                                          segments: segments, directory: directory)
+        applier.bandBytes = bandBytes
+        applier.parallelEntries = parallelEntries
+        let outcome = try applier.run()
+        report.snapshotEntriesInParallel += outcome.entriesInParallel
+        report.snapshotLaneRefusals += outcome.laneRefusals
         return failure
     }
 

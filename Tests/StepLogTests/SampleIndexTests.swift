@@ -183,7 +183,7 @@ import Testing
             // Each half tries every key: the other half's are refused (homed outside).
             for i in keys.indices {
                 do {
-                    try index.set(keys[i], entries[i], in: halves[h].lane)
+                    try index.set(keys[i], entries[i], in: halves[h].lane, mixedHash: keys[i].mixedHash)
                 } catch {
                     halves[h].refused.append(i)
                 }
@@ -207,7 +207,7 @@ import Testing
         for key in keys where index.homeSlot(ofHash: key.mixedHash) < split {
             let entry = log.entry(key, synced: true)
             do {
-                #expect(try index.set(key, entry, in: lane) == model[key])
+                #expect(try index.set(key, entry, in: lane, mixedHash: key.mixedHash) == model[key])
                 model[key] = entry
             } catch is SampleIndex.LaneOverflow {
                 insertsRefused += 1
@@ -222,10 +222,10 @@ import Testing
             let entry = log.entry(key)
             let tight = index.makeLane(slots: 0..<split, budget: .max, keyAt: { log.keys[$0.rawValue]! }, cacheEntries: 0)
             do {
-                try index.set(key, entry, in: tight)
+                try index.set(key, entry, in: tight, mixedHash: key.mixedHash)
                 model[key] = entry
                 do {
-                    try index.remove(key, in: tight)
+                    try index.remove(key, in: tight, mixedHash: key.mixedHash)
                     model[key] = nil
                 } catch is SampleIndex.LaneOverflow {
                     removalsRefused += 1

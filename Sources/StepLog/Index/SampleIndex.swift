@@ -131,7 +131,11 @@ public final class SampleIndex {
         let state: UnsafeMutablePointer<State>
 
         init(_ initial: State) {
-            state = UnsafeMutablePointer<State>.allocate(capacity: 1)
+            // Lanes are written on every operation by different threads: each
+            // on cache lines of its own (two sharing one cost a third of a
+            // parallel open's time).
+            state = UnsafeMutableRawPointer.allocate(byteCount: (MemoryLayout<State>.stride + 127) / 128 * 128, alignment: 128)
+                .bindMemory(to: State.self, capacity: 1)
             state.initialize(to: initial)
         }
 
@@ -220,6 +224,11 @@ public final class SampleIndex {
         (hashFunction.map { $0(key) } ?? key.mixedHash) >> 16
     }
 
+    /// The tag of `key`, given its `mixedHash` (which a caller needed anyway).
+    @inline(__always) func tag(_ key: UUIDBytes, mixedHash: UInt64) -> UInt64 {
+        hashFunction == nil ? mixedHash >> 16 : tag(key)
+    }
+
     @inline(__always) private func home(_ tag: UInt64) -> Int {
         Int(truncatingIfNeeded: (tag << 16).multipliedFullWidth(by: UInt64(truncatingIfNeeded: capacity)).high)
     }
@@ -301,8 +310,12 @@ public final class SampleIndex {
     /// keys they will touch next (a replayed batch, an upserted batch) prefetch
     /// them first, so the misses overlap instead of queueing.
     @inline(__always)
-    public func prefetch(_ key: UUIDBytes) {
-        let p = slotPointer(home(tag(key)))
+    public func prefetch(_ key: UUIDBytes) { prefetch(key, mixedHash: key.mixedHash) }
+
+    /// `prefetch`, given the key's `mixedHash`.
+    @inline(__always)
+    public func prefetch(_ key: UUIDBytes, mixedHash: UInt64) {
+        let p = slotPointer(home(tag(key, mixedHash: mixedHash)))
         steplog_prefetch(p)
         steplog_prefetch(p + 64) // a probe run often crosses into the next line
     }
@@ -310,12 +323,12 @@ public final class SampleIndex {
     /// The entry for `key`, if present. A tag match costs a read of the
     /// record it points at (`keyAt`), unless remembered.
     @inline(__always)
-    public func find(_ key: UUIDBytes) throws -> IndexEntry? { try find(key, in: main) }
+    public func find(_ key: UUIDBytes) throws -> IndexEntry? { try find(key, in: main, mixedHash: key.mixedHash) }
 
-    /// `find` on `lane`.
+    /// `find` on `lane`, given the key's `mixedHash`.
     @inline(__always)
-    public func find(_ key: UUIDBytes, in lane: Lane) throws -> IndexEntry? {
-        let (i, found) = try probe(key, tag: tag(key), lane.state)
+    public func find(_ key: UUIDBytes, in lane: Lane, mixedHash: UInt64) throws -> IndexEntry? {
+        let (i, found) = try probe(key, tag: tag(key, mixedHash: mixedHash), lane.state)
         return found ? IndexEntry(rawValue: Self.raw(at: slotPointer(i))) : nil
     }
 
@@ -378,12 +391,14 @@ public final class SampleIndex {
     /// Inserts or replaces the entry for `key`; returns the previous entry.
     @discardableResult
     @inline(__always)
-    public func set(_ key: UUIDBytes, _ entry: IndexEntry) throws -> IndexEntry? { try set(key, entry, in: main) }
+    public func set(_ key: UUIDBytes, _ entry: IndexEntry) throws -> IndexEntry? {
+        try set(key, entry, in: main, mixedHash: key.mixedHash)
+    }
 
-    /// `set` on `lane`.
+    /// `set` on `lane`, given the key's `mixedHash`.
     @discardableResult
     @inline(__always)
-    public func set(_ key: UUIDBytes, _ entry: IndexEntry, in lane: Lane) throws -> IndexEntry? {
+    public func set(_ key: UUIDBytes, _ entry: IndexEntry, in lane: Lane, mixedHash: UInt64) throws -> IndexEntry? {
         precondition(entry.position.rawValue != 0, "position 0 holds no record (it marks empty index slots)")
         let m = lane.state
         if m.pointee.limit == Int.max {
@@ -391,7 +406,7 @@ public final class SampleIndex {
         } else if m.pointee.added >= m.pointee.budget {
             throw LaneOverflow()
         }
-        let tag = tag(key)
+        let tag = tag(key, mixedHash: mixedHash)
         let (i, found) = try probe(key, tag: tag, m)
         let p = slotPointer(i)
         if found {
@@ -411,14 +426,14 @@ public final class SampleIndex {
     @discardableResult
     @inline(__always)
     public func update(_ key: UUIDBytes, _ transform: (IndexEntry) -> IndexEntry) throws -> IndexEntry? {
-        try update(key, in: main, transform)
+        try update(key, in: main, mixedHash: key.mixedHash, transform)
     }
 
-    /// `update` on `lane`.
+    /// `update` on `lane`, given the key's `mixedHash`.
     @discardableResult
     @inline(__always)
-    public func update(_ key: UUIDBytes, in lane: Lane, _ transform: (IndexEntry) -> IndexEntry) throws -> IndexEntry? {
-        let (i, found) = try probe(key, tag: tag(key), lane.state)
+    public func update(_ key: UUIDBytes, in lane: Lane, mixedHash: UInt64, _ transform: (IndexEntry) -> IndexEntry) throws -> IndexEntry? {
+        let (i, found) = try probe(key, tag: tag(key, mixedHash: mixedHash), lane.state)
         guard found else { return nil }
         let p = slotPointer(i)
         let old = IndexEntry(rawValue: Self.raw(at: p))
@@ -436,14 +451,14 @@ public final class SampleIndex {
     /// so every remaining key stays reachable from its home and lookups never
     /// slow down with deletions. Keeps the table in (nearly) hash order.
     @discardableResult
-    public func remove(_ key: UUIDBytes) throws -> IndexEntry? { try remove(key, in: main) }
+    public func remove(_ key: UUIDBytes) throws -> IndexEntry? { try remove(key, in: main, mixedHash: key.mixedHash) }
 
-    /// `remove` on `lane`. A bounded lane first finds where the probe run
-    /// ends, so that one leaving its slots changes nothing.
+    /// `remove` on `lane`, given the key's `mixedHash`. A bounded lane first
+    /// finds where the probe run ends, so that one leaving its slots changes nothing.
     @discardableResult
-    public func remove(_ key: UUIDBytes, in lane: Lane) throws -> IndexEntry? {
+    public func remove(_ key: UUIDBytes, in lane: Lane, mixedHash: UInt64) throws -> IndexEntry? {
         let m = lane.state
-        let (start, found) = try probe(key, tag: tag(key), m)
+        let (start, found) = try probe(key, tag: tag(key, mixedHash: mixedHash), m)
         guard found else { return nil }
         if m.pointee.limit != Int.max {
             var i = start &+ 1

@@ -86,14 +86,13 @@ struct SnapshotBandApplier {
                                        cacheEntries: cacheEntries)
         let upperLane = index.makeLane(slots: split..<index.slotCount, budget: room,
                                        keyAt: SegmentKeyReader(segments: segments).key(at:), cacheEntries: cacheEntries)
-        let lowerCounts = UnsafeMutablePointer<StoreState.Counters>.allocate(capacity: 1)
-        let upperCounts = UnsafeMutablePointer<StoreState.Counters>.allocate(capacity: 1)
+        // Written on every entry by different threads: each on cache lines of its own.
+        let counts = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 128)
+        defer { counts.deallocate() }
+        let lowerCounts = counts.bindMemory(to: StoreState.Counters.self, capacity: 1)
+        let upperCounts = (counts + 128).bindMemory(to: StoreState.Counters.self, capacity: 1)
         lowerCounts.initialize(to: .init())
         upperCounts.initialize(to: .init())
-        defer {
-            lowerCounts.deallocate()
-            upperCounts.deallocate()
-        }
 
         let job = UpperHalf(self, cursor: upper, readers: upperReaders, bands: bands, width: width, lane: upperLane, counts: upperCounts)
         let thread = Thread { job.run() }
@@ -186,6 +185,12 @@ struct SnapshotBandApplier {
         let size = FormatConstants.snapshotEntrySize
         let distance = Self.prefetchDistance
         let index = state.index
+        // Each entry's hash, computed once, when its slot is prefetched
+        // (`distance` entries ahead); ring slot i % ringSize.
+        let ringSize = 32
+        precondition(distance < ringSize)
+        let hashes = UnsafeMutablePointer<UInt64>.allocate(capacity: ringSize)
+        defer { hashes.deallocate() }
         while cursor.band < end {
             let bandEnd = cursor.band == bands - 1 ? UInt64.max : width &* UInt64(cursor.band + 1)
             let lastBand = cursor.band == bands - 1
@@ -200,12 +205,21 @@ struct SnapshotBandApplier {
                     // The entries of this band that are in the window.
                     let entries = reader.window
                     let first = reader.windowStart, last = reader.windowEnd
+                    for j in i..<min(last, i &+ distance) {
+                        let key = UUIDBytes(loadingFrom: entries, at: (j &- first) &* size)
+                        hashes[j & (ringSize - 1)] = key.mixedHash
+                        index.prefetch(key, mixedHash: hashes[j & (ringSize - 1)])
+                    }
                     while i < last {
                         let at = (i &- first) &* size
                         let key = UUIDBytes(loadingFrom: entries, at: at)
-                        if !lastBand && key.mixedHash >= bandEnd { break bandLoop }
+                        let hash = hashes[i & (ringSize - 1)]
+                        if !lastBand && hash >= bandEnd { break bandLoop }
                         if i &+ distance < last {
-                            index.prefetch(UUIDBytes(loadingFrom: entries, at: at &+ distance &* size))
+                            let ahead = UUIDBytes(loadingFrom: entries, at: at &+ distance &* size)
+                            let aheadHash = ahead.mixedHash
+                            hashes[(i &+ distance) & (ringSize - 1)] = aheadHash
+                            index.prefetch(ahead, mixedHash: aheadHash)
                         }
                         let flags = entries[at &+ 20]
                         if key.isNil {
@@ -228,11 +242,11 @@ struct SnapshotBandApplier {
                             try state.applyVersion(key, IndexEntry(position: LogPosition(base + offset),
                                                                    synced: flags & FormatConstants.snapshotEntrySynced != 0,
                                                                    tombstone: flags & FormatConstants.snapshotEntryTombstone != 0),
-                                                   in: lane, counting: counts)
+                                                   in: lane, mixedHash: hash, counting: counts)
                         } else if flags & FormatConstants.snapshotEntryRemoved != 0 {
-                            try state.applyRemoved(key, in: lane, counting: counts)
+                            try state.applyRemoved(key, in: lane, mixedHash: hash, counting: counts)
                         } else if flags & FormatConstants.snapshotEntrySynced != 0 {
-                            try state.applyAcknowledged(key, in: lane, counting: counts)
+                            try state.applyAcknowledged(key, in: lane, mixedHash: hash, counting: counts)
                         }
                         i &+= 1
                     }

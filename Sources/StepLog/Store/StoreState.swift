@@ -165,13 +165,14 @@ public final class StoreState {
     /// `id`, keeping the counters: the hot path of replay and upsert.
     @inline(__always)
     func applyVersion(_ id: UUIDBytes, _ entry: IndexEntry) throws {
-        try applyVersion(id, entry, in: index.ownLane, counting: counters)
+        try applyVersion(id, entry, in: index.ownLane, mixedHash: id.mixedHash, counting: counters)
     }
 
-    /// `applyVersion` on a lane of the index, counting into `c`.
+    /// `applyVersion` on a lane of the index, given the UUID's `mixedHash`, counting into `c`.
     @inline(__always)
-    func applyVersion(_ id: UUIDBytes, _ entry: IndexEntry, in lane: SampleIndex.Lane, counting c: UnsafeMutablePointer<Counters>) throws {
-        let old = try index.set(id, entry, in: lane)
+    func applyVersion(_ id: UUIDBytes, _ entry: IndexEntry, in lane: SampleIndex.Lane, mixedHash: UInt64,
+                      counting c: UnsafeMutablePointer<Counters>) throws {
+        let old = try index.set(id, entry, in: lane, mixedHash: mixedHash)
         var unsynced = c.pointee.unsynced, pending = c.pointee.pendingDeletions
         if let old {
             if old.isUnsyncedLive { unsynced -= 1 }
@@ -200,31 +201,32 @@ public final class StoreState {
     /// tombstone is done and the UUID leaves the index. Absent: nothing.
     @inline(__always)
     func applyAcknowledged(_ id: UUIDBytes) throws {
-        try applyAcknowledged(id, in: index.ownLane, counting: counters)
+        try applyAcknowledged(id, in: index.ownLane, mixedHash: id.mixedHash, counting: counters)
     }
 
-    /// `applyAcknowledged` on a lane of the index, counting into `c`.
+    /// `applyAcknowledged` on a lane of the index, given the UUID's `mixedHash`, counting into `c`.
     @inline(__always)
-    func applyAcknowledged(_ id: UUIDBytes, in lane: SampleIndex.Lane, counting c: UnsafeMutablePointer<Counters>) throws {
-        guard let entry = try index.find(id, in: lane) else { return }
-        try acknowledge(id, entry, in: lane, counting: c)
+    func applyAcknowledged(_ id: UUIDBytes, in lane: SampleIndex.Lane, mixedHash: UInt64,
+                           counting c: UnsafeMutablePointer<Counters>) throws {
+        guard let entry = try index.find(id, in: lane, mixedHash: mixedHash) else { return }
+        try acknowledge(id, entry, in: lane, mixedHash: mixedHash, counting: c)
     }
 
     /// `applyAcknowledged` of the version of `id` at `position` (read by the
     /// caller), which needs no read to confirm the index's entry.
     func applyAcknowledged(_ id: UUIDBytes, versionAt position: LogPosition) throws {
         guard let entry = index.entry(id, at: position) else { return }
-        try acknowledge(id, entry, in: index.ownLane, counting: counters)
+        try acknowledge(id, entry, in: index.ownLane, mixedHash: id.mixedHash, counting: counters)
     }
 
     @inline(__always)
-    private func acknowledge(_ id: UUIDBytes, _ entry: IndexEntry, in lane: SampleIndex.Lane,
+    private func acknowledge(_ id: UUIDBytes, _ entry: IndexEntry, in lane: SampleIndex.Lane, mixedHash: UInt64,
                              counting c: UnsafeMutablePointer<Counters>) throws {
         if entry.isTombstone {
-            try index.remove(id, in: lane)
+            try index.remove(id, in: lane, mixedHash: mixedHash)
             c.pointee.pendingDeletions -= 1
         } else if !entry.isSynced {
-            try index.update(id, in: lane) { $0.withSynced(true) }
+            try index.update(id, in: lane, mixedHash: mixedHash) { $0.withSynced(true) }
             c.pointee.unsynced -= 1
         }
     }
@@ -261,11 +263,13 @@ public final class StoreState {
 
     /// Removes `id` whatever its state (a snapshot entry saying the UUID is
     /// absent after its segment).
-    func applyRemoved(_ id: UUIDBytes) throws { try applyRemoved(id, in: index.ownLane, counting: counters) }
+    func applyRemoved(_ id: UUIDBytes) throws {
+        try applyRemoved(id, in: index.ownLane, mixedHash: id.mixedHash, counting: counters)
+    }
 
-    /// `applyRemoved` on a lane of the index, counting into `c`.
-    func applyRemoved(_ id: UUIDBytes, in lane: SampleIndex.Lane, counting c: UnsafeMutablePointer<Counters>) throws {
-        guard let old = try index.remove(id, in: lane) else { return }
+    /// `applyRemoved` on a lane of the index, given the UUID's `mixedHash`, counting into `c`.
+    func applyRemoved(_ id: UUIDBytes, in lane: SampleIndex.Lane, mixedHash: UInt64, counting c: UnsafeMutablePointer<Counters>) throws {
+        guard let old = try index.remove(id, in: lane, mixedHash: mixedHash) else { return }
         if old.isUnsyncedLive { c.pointee.unsynced -= 1 }
         if old.isTombstone { c.pointee.pendingDeletions -= 1 }
     }

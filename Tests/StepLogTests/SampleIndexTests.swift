@@ -154,6 +154,93 @@ import Testing
         try Self.expectSame(index, log, model)
     }
 
+    @Test func twoLanesFillTheirHalvesAtOnceAndRefuseWhatLeavesThem() throws {
+        // Opening a large store fills the index on two threads, each in a
+        // lane holding the slots its keys are homed in. A lane refuses, and
+        // leaves unchanged, what would leave its slots: a key homed outside,
+        // a probe run reaching its limit (an insert, a removal's backward
+        // shift), more keys than its budget. The refused operations, done
+        // afterwards on the index's own lane, give the model's contents.
+        let log = Log()
+        let index = SampleIndex(expectedKeys: 40_000)
+        log.attach(index)
+        let split = index.homeSlot(ofHash: 1 << 63)
+        var rng = SeededGenerator(seed: 23)
+        let keys = (0..<30_000).map { _ in Self.randomKey(&rng) }
+        let entries = keys.map { log.entry($0) }
+        var model: [UUIDBytes: IndexEntry] = [:]
+        struct UnsafeSendable<T>: @unchecked Sendable { let value: T; init(_ value: T) { self.value = value } }
+        final class Half: @unchecked Sendable {
+            let lane: SampleIndex.Lane
+            var refused: [Int] = []
+            init(_ lane: SampleIndex.Lane) { self.lane = lane }
+        }
+        let halves = [Half(index.makeLane(slots: 0..<split, budget: .max, keyAt: { log.keys[$0.rawValue]! }, cacheEntries: 0)),
+                      Half(index.makeLane(slots: split..<index.slotCount, budget: 14_000, keyAt: { log.keys[$0.rawValue]! }, cacheEntries: 0))]
+        let work = UnsafeSendable((index, keys, entries))
+        DispatchQueue.concurrentPerform(iterations: 2) { h in
+            let (index, keys, entries) = work.value
+            // Each half tries every key: the other half's are refused (homed outside).
+            for i in keys.indices {
+                do {
+                    try index.set(keys[i], entries[i], in: halves[h].lane, mixedHash: keys[i].mixedHash)
+                } catch {
+                    halves[h].refused.append(i)
+                }
+            }
+        }
+        for half in halves { index.absorb(half.lane) }
+        let done = Set(0..<keys.count).subtracting(Set(halves[0].refused).intersection(halves[1].refused))
+        #expect(halves[1].refused.count > keys.count / 2, "the upper lane's budget ran out")
+        for i in done { model[keys[i]] = entries[i] }
+        #expect(index.count == model.count)
+        for i in Set(halves[0].refused).intersection(halves[1].refused).sorted() {
+            try index.set(keys[i], entries[i])
+            model[keys[i]] = entries[i]
+        }
+        try Self.expectSame(index, log, model)
+
+        // A lane ending inside a probe run: inserts and removals reaching its
+        // limit are refused and change nothing.
+        let lane = index.makeLane(slots: 0..<split, budget: .max, keyAt: { log.keys[$0.rawValue]! }, cacheEntries: 64)
+        var insertsRefused = 0, removalsRefused = 0
+        for key in keys where index.homeSlot(ofHash: key.mixedHash) < split {
+            let entry = log.entry(key, synced: true)
+            do {
+                #expect(try index.set(key, entry, in: lane, mixedHash: key.mixedHash) == model[key])
+                model[key] = entry
+            } catch is SampleIndex.LaneOverflow {
+                insertsRefused += 1
+            }
+        }
+        var near = 0
+        while near < 300 {
+            let key = Self.randomKey(&rng)
+            let home = index.homeSlot(ofHash: key.mixedHash)
+            guard home >= split - 40 && home < split else { continue }
+            near += 1
+            let entry = log.entry(key)
+            let tight = index.makeLane(slots: 0..<split, budget: .max, keyAt: { log.keys[$0.rawValue]! }, cacheEntries: 0)
+            do {
+                try index.set(key, entry, in: tight, mixedHash: key.mixedHash)
+                model[key] = entry
+                do {
+                    try index.remove(key, in: tight, mixedHash: key.mixedHash)
+                    model[key] = nil
+                } catch is SampleIndex.LaneOverflow {
+                    removalsRefused += 1
+                }
+            } catch is SampleIndex.LaneOverflow {
+                insertsRefused += 1
+            }
+            index.absorb(tight)
+        }
+        index.absorb(lane)
+        #expect(insertsRefused > 0)
+        #expect(removalsRefused > 0)
+        try Self.expectSame(index, log, model)
+    }
+
     @Test func reservedForKnownSizeCostsFifteenBytesPerKey() throws {
         // The capacity need not be a power of two, so a rebuild of known size
         // (what opening a store does) pays 80% load, not up to 2x that.

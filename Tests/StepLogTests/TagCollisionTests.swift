@@ -79,6 +79,17 @@ import Testing
         let fromSnapshots = try StepLogStore.open(forced.path, options: withSnapshots)
         #expect(fromSnapshots.openReport.segmentsFromSnapshots > 0)
         #expect(try StoreDigest.of(fromSnapshots) == expected)
+        // On two threads, each half of the hash range in a lane of the index:
+        // the keys of the upper half's bands are all homed in the lower half's
+        // slots, so that lane refuses its first and the opening thread applies
+        // the rest; the lower lane confirms every match by reading records.
+        var twoThreads = withSnapshots
+        twoThreads.snapshotParallelEntries = 0
+        twoThreads.snapshotBandBytes = 48
+        let parallel = try StepLogStore.open(forced.path, options: twoThreads)
+        #expect(parallel.openReport.snapshotEntriesInParallel > 0)
+        #expect(parallel.openReport.snapshotLaneRefusals >= 1)
+        #expect(try StoreDigest.of(parallel) == expected)
         var replay = withSnapshots
         replay.useSnapshots = false
         #expect(try StoreDigest.of(try StepLogStore.open(forced.path, options: replay)) == expected)

@@ -47,47 +47,115 @@ public final class SampleIndex {
     static let minimumCapacity = 1 << 10
     static let entryMask: UInt64 = (1 << 48) - 1
 
-    private var slots: UnsafeMutableRawPointer
-    private var capacity: Int
-    private var threshold: Int
+    // The table's geometry and key count, kept behind a pointer (see `Table`).
+    private var slots: UnsafeMutableRawPointer {
+        get { table.pointee.slots }
+        set { table.pointee.slots = newValue }
+    }
+    private var capacity: Int {
+        get { table.pointee.capacity }
+        set { table.pointee.capacity = newValue }
+    }
+    private var threshold: Int {
+        get { table.pointee.threshold }
+        set { table.pointee.threshold = newValue }
+    }
     /// Faulting in a table reserved for a rebuild, if that is still going on.
     private var populator: BackgroundPopulator?
     /// Number of keys.
-    public var count: Int { shortcuts.pointee.count }
+    public var count: Int { table.pointee.count &+ main.state.pointee.added }
 
     /// The UUID of the sample or tombstone record at a position: how a tag
     /// match is confirmed. Set by the index's owner before the first lookup.
     public var keyAt: ((LogPosition) throws -> UUIDBytes)? {
-        get { shortcuts.pointee.keyAt }
-        set { shortcuts.pointee.keyAt = newValue }
+        get { main.state.pointee.keyAt }
+        set { main.state.pointee.keyAt = newValue }
     }
     /// The hash of a key (`mixedHash` unless a test forces collisions).
     private let hashFunction: ((UUIDBytes) -> UInt64)?
     /// Tag matches `keyAt` was asked to confirm (tests and benchmarks).
-    public var confirmingReads: Int { shortcuts.pointee.confirmingReads }
+    public var confirmingReads: Int { table.pointee.confirmingReads &+ main.state.pointee.confirmingReads }
 
-    /// What `confirm` consults before reading a record, with the key count
-    /// and `keyAt`. Kept behind a pointer the index owns: as stored properties
-    /// of the class, each `set` (which may call `keyAt`) paid dynamic
-    /// exclusivity checks on them, a fifth of opening's CPU.
-    private struct Shortcuts {
+    /// The table's geometry and key count. Kept behind a pointer the index
+    /// owns, as `Lane.State` is: as stored properties of the class, each
+    /// access paid a dynamic exclusivity check (with the store's counters, a
+    /// third of opening's CPU at 100M samples).
+    private struct Table {
+        var slots = UnsafeMutableRawPointer(bitPattern: 64)!
+        var capacity = 0
+        var threshold = 0
+        /// Keys, less those the lanes added since they were last absorbed.
         var count = 0
-        var keyAt: ((LogPosition) throws -> UUIDBytes)?
-        /// The last slot a lookup confirmed: slot, entry bits, key.
-        var slot = -1
-        var raw: UInt64 = 0
-        var key = UUIDBytes(high: 0, low: 0)
-        /// Position-checked UUIDs of recently set slots, by slot modulo its
-        /// size (24 bytes each: entry bits, UUID high, UUID low); nil unless enabled.
-        var cache: UnsafeMutablePointer<UInt64>?
-        var cacheMask = 0
+        /// Confirming reads of lanes absorbed.
         var confirmingReads = 0
     }
-    private let shortcuts: UnsafeMutablePointer<Shortcuts> = {
-        let p = UnsafeMutablePointer<Shortcuts>.allocate(capacity: 1)
-        p.initialize(to: Shortcuts())
+    private let table: UnsafeMutablePointer<Table> = {
+        let p = UnsafeMutablePointer<Table>.allocate(capacity: 1)
+        p.initialize(to: Table())
         return p
     }()
+
+    /// What one thread's operations keep between calls: what `confirm`
+    /// consults before reading a record, and for a lane that fills part of
+    /// the table while another thread fills another part (opening a large
+    /// store), the slots it may touch and the keys it added.
+    ///
+    /// Every public operation without a lane uses the index's own (`main`),
+    /// which may touch any slot. A bounded lane (`makeLane`) throws
+    /// `LaneOverflow` from an operation that would reach outside its slots
+    /// (a key homed outside them, a probe run reaching `limit`) or insert
+    /// more than `budget` keys, before changing anything; the caller then
+    /// repeats that operation, and the rest, on the index's own lane once the
+    /// other threads are done.
+    public final class Lane {
+        struct State {
+            var keyAt: ((LogPosition) throws -> UUIDBytes)?
+            /// The last slot a lookup confirmed: slot, entry bits, key.
+            var slot = -1
+            var raw: UInt64 = 0
+            var key = UUIDBytes(high: 0, low: 0)
+            /// Position-checked UUIDs of recently set slots, by slot modulo its
+            /// size (24 bytes each: entry bits, UUID high, UUID low); nil unless enabled.
+            var cache: UnsafeMutablePointer<UInt64>?
+            var cacheMask = 0
+            var confirmingReads = 0
+            /// Slots `start ..< limit` are this lane's (`limit` Int.max: every
+            /// slot, wrapping at the end of the table).
+            var start = 0
+            var limit = Int.max
+            /// Keys this lane may still add (inserts less removals).
+            var budget = Int.max
+            /// Keys this lane added (inserts less removals).
+            var added = 0
+        }
+        let state: UnsafeMutablePointer<State>
+
+        init(_ initial: State) {
+            // Lanes are written on every operation by different threads: each
+            // on cache lines of its own (two sharing one cost a third of a
+            // parallel open's time).
+            state = UnsafeMutableRawPointer.allocate(byteCount: (MemoryLayout<State>.stride + 127) / 128 * 128, alignment: 128)
+                .bindMemory(to: State.self, capacity: 1)
+            state.initialize(to: initial)
+        }
+
+        deinit {
+            state.pointee.cache?.deallocate()
+            state.deinitialize(count: 1)
+            state.deallocate()
+        }
+
+        /// Keys this lane added (inserts less removals) since it was made.
+        public var added: Int { state.pointee.added }
+    }
+
+    /// Thrown by an operation of a bounded lane that would reach outside its
+    /// slots; nothing was changed.
+    public struct LaneOverflow: Error {}
+
+    private let main = Lane(Lane.State())
+    /// The lane of every operation called without one.
+    public var ownLane: Lane { main }
 
     /// `hash` replaces `UUIDBytes.mixedHash` (tests force tag collisions with it).
     public init(expectedKeys: Int = 0, hash: ((UUIDBytes) -> UInt64)? = nil) {
@@ -100,9 +168,8 @@ public final class SampleIndex {
     deinit {
         populator?.stop()
         Self.freeSlots(slots, capacity)
-        shortcuts.pointee.cache?.deallocate()
-        shortcuts.deinitialize(count: 1)
-        shortcuts.deallocate()
+        table.deinitialize(count: 1)
+        table.deallocate()
     }
 
     /// Slots for `keys` keys at 80% load, a whole number of KiB-slots.
@@ -157,6 +224,11 @@ public final class SampleIndex {
         (hashFunction.map { $0(key) } ?? key.mixedHash) >> 16
     }
 
+    /// The tag of `key`, given its `mixedHash` (which a caller needed anyway).
+    @inline(__always) func tag(_ key: UUIDBytes, mixedHash: UInt64) -> UInt64 {
+        hashFunction == nil ? mixedHash >> 16 : tag(key)
+    }
+
     @inline(__always) private func home(_ tag: UInt64) -> Int {
         Int(truncatingIfNeeded: (tag << 16).multipliedFullWidth(by: UInt64(truncatingIfNeeded: capacity)).high)
     }
@@ -181,17 +253,16 @@ public final class SampleIndex {
 
     /// True when the slot `i`, holding entry bits `raw` and the key's tag, is `key`'s.
     @inline(__always)
-    private func confirm(_ key: UUIDBytes, slot i: Int, raw: UInt64) throws -> Bool {
+    private func confirm(_ key: UUIDBytes, slot i: Int, raw: UInt64, _ m: UnsafeMutablePointer<Lane.State>) throws -> Bool {
         // Both shortcuts hold a UUID beside the position it was read or
         // written at; the record at a position has one UUID, so a hit is exact.
         let position = raw & FormatConstants.maxPosition
-        let m = shortcuts
         if m.pointee.slot == i && m.pointee.raw & FormatConstants.maxPosition == position { return m.pointee.key == key }
         if let cache = m.pointee.cache {
             let c = cache + (i & m.pointee.cacheMask) &* 3
             if c[0] & FormatConstants.maxPosition == position { return c[1] == key.high && c[2] == key.low }
         }
-        guard let keyAt else { preconditionFailure("SampleIndex.keyAt is not set: a tag match cannot be confirmed") }
+        guard let keyAt = m.pointee.keyAt else { preconditionFailure("SampleIndex.keyAt is not set: a tag match cannot be confirmed") }
         m.pointee.confirmingReads += 1
         let found = try keyAt(IndexEntry(rawValue: raw).position)
         m.pointee.slot = i
@@ -202,8 +273,7 @@ public final class SampleIndex {
 
     /// Remembers that slot `i`, now holding `raw`, is `key`'s.
     @inline(__always)
-    private func remember(_ key: UUIDBytes, slot i: Int, raw: UInt64) {
-        let m = shortcuts
+    private func remember(_ key: UUIDBytes, slot i: Int, raw: UInt64, _ m: UnsafeMutablePointer<Lane.State>) {
         m.pointee.slot = i
         m.pointee.raw = raw
         m.pointee.key = key
@@ -215,16 +285,21 @@ public final class SampleIndex {
         }
     }
 
-    /// The slot holding `key`, or the empty slot where it would go.
+    /// The slot holding `key`, or the empty slot where it would go. A bounded
+    /// lane throws `LaneOverflow` when the key's home or the probe run leaves
+    /// its slots.
     @inline(__always)
-    private func probe(_ key: UUIDBytes, tag: UInt64) throws -> (slot: Int, found: Bool) {
+    private func probe(_ key: UUIDBytes, tag: UInt64, _ m: UnsafeMutablePointer<Lane.State>) throws -> (slot: Int, found: Bool) {
         var i = home(tag)
+        let limit = m.pointee.limit
+        if limit != Int.max && (i < m.pointee.start || i >= limit) { throw LaneOverflow() }
         while true {
             let p = slotPointer(i)
             let raw = Self.raw(at: p)
             if raw == 0 { return (i, false) }
-            if Self.tag(at: p) == tag, try confirm(key, slot: i, raw: raw) { return (i, true) }
+            if Self.tag(at: p) == tag, try confirm(key, slot: i, raw: raw, m) { return (i, true) }
             i &+= 1
+            if i == limit { throw LaneOverflow() }
             if i == capacity { i = 0 }
         }
     }
@@ -235,8 +310,12 @@ public final class SampleIndex {
     /// keys they will touch next (a replayed batch, an upserted batch) prefetch
     /// them first, so the misses overlap instead of queueing.
     @inline(__always)
-    public func prefetch(_ key: UUIDBytes) {
-        let p = slotPointer(home(tag(key)))
+    public func prefetch(_ key: UUIDBytes) { prefetch(key, mixedHash: key.mixedHash) }
+
+    /// `prefetch`, given the key's `mixedHash`.
+    @inline(__always)
+    public func prefetch(_ key: UUIDBytes, mixedHash: UInt64) {
+        let p = slotPointer(home(tag(key, mixedHash: mixedHash)))
         steplog_prefetch(p)
         steplog_prefetch(p + 64) // a probe run often crosses into the next line
     }
@@ -244,8 +323,12 @@ public final class SampleIndex {
     /// The entry for `key`, if present. A tag match costs a read of the
     /// record it points at (`keyAt`), unless remembered.
     @inline(__always)
-    public func find(_ key: UUIDBytes) throws -> IndexEntry? {
-        let (i, found) = try probe(key, tag: tag(key))
+    public func find(_ key: UUIDBytes) throws -> IndexEntry? { try find(key, in: main, mixedHash: key.mixedHash) }
+
+    /// `find` on `lane`, given the key's `mixedHash`.
+    @inline(__always)
+    public func find(_ key: UUIDBytes, in lane: Lane, mixedHash: UInt64) throws -> IndexEntry? {
+        let (i, found) = try probe(key, tag: tag(key, mixedHash: mixedHash), lane.state)
         return found ? IndexEntry(rawValue: Self.raw(at: slotPointer(i))) : nil
     }
 
@@ -264,7 +347,7 @@ public final class SampleIndex {
             let raw = Self.raw(at: p)
             if raw == 0 { return nil }
             if Self.tag(at: p) == tag, !isKnownOther(key, slot: i, raw: raw), let examined = try examine(IndexEntry(rawValue: raw)) {
-                remember(key, slot: i, raw: raw)
+                remember(key, slot: i, raw: raw, main.state)
                 return (IndexEntry(rawValue: raw), examined)
             }
             i &+= 1
@@ -277,7 +360,7 @@ public final class SampleIndex {
     @inline(__always)
     private func isKnownOther(_ key: UUIDBytes, slot i: Int, raw: UInt64) -> Bool {
         let position = raw & FormatConstants.maxPosition
-        let m = shortcuts
+        let m = main.state
         if m.pointee.slot == i && m.pointee.raw & FormatConstants.maxPosition == position { return m.pointee.key != key }
         if let cache = m.pointee.cache {
             let c = cache + (i & m.pointee.cacheMask) &* 3
@@ -309,20 +392,32 @@ public final class SampleIndex {
     @discardableResult
     @inline(__always)
     public func set(_ key: UUIDBytes, _ entry: IndexEntry) throws -> IndexEntry? {
+        try set(key, entry, in: main, mixedHash: key.mixedHash)
+    }
+
+    /// `set` on `lane`, given the key's `mixedHash`.
+    @discardableResult
+    @inline(__always)
+    public func set(_ key: UUIDBytes, _ entry: IndexEntry, in lane: Lane, mixedHash: UInt64) throws -> IndexEntry? {
         precondition(entry.position.rawValue != 0, "position 0 holds no record (it marks empty index slots)")
-        if count >= threshold { grow() }
-        let tag = tag(key)
-        let (i, found) = try probe(key, tag: tag)
+        let m = lane.state
+        if m.pointee.limit == Int.max {
+            if count >= threshold { grow() }
+        } else if m.pointee.added >= m.pointee.budget {
+            throw LaneOverflow()
+        }
+        let tag = tag(key, mixedHash: mixedHash)
+        let (i, found) = try probe(key, tag: tag, m)
         let p = slotPointer(i)
         if found {
             let old = IndexEntry(rawValue: Self.raw(at: p))
             Self.store(raw: entry.rawValue, at: p)
-            remember(key, slot: i, raw: entry.rawValue)
+            remember(key, slot: i, raw: entry.rawValue, m)
             return old
         }
         Self.store(raw: entry.rawValue, tag: tag, at: p)
-        remember(key, slot: i, raw: entry.rawValue)
-        shortcuts.pointee.count += 1
+        remember(key, slot: i, raw: entry.rawValue, m)
+        m.pointee.added &+= 1
         return nil
     }
 
@@ -331,14 +426,21 @@ public final class SampleIndex {
     @discardableResult
     @inline(__always)
     public func update(_ key: UUIDBytes, _ transform: (IndexEntry) -> IndexEntry) throws -> IndexEntry? {
-        let (i, found) = try probe(key, tag: tag(key))
+        try update(key, in: main, mixedHash: key.mixedHash, transform)
+    }
+
+    /// `update` on `lane`, given the key's `mixedHash`.
+    @discardableResult
+    @inline(__always)
+    public func update(_ key: UUIDBytes, in lane: Lane, mixedHash: UInt64, _ transform: (IndexEntry) -> IndexEntry) throws -> IndexEntry? {
+        let (i, found) = try probe(key, tag: tag(key, mixedHash: mixedHash), lane.state)
         guard found else { return nil }
         let p = slotPointer(i)
         let old = IndexEntry(rawValue: Self.raw(at: p))
         let new = transform(old)
         precondition(new.position.rawValue != 0, "position 0 holds no record (it marks empty index slots)")
         Self.store(raw: new.rawValue, at: p)
-        remember(key, slot: i, raw: new.rawValue)
+        remember(key, slot: i, raw: new.rawValue, lane.state)
         return old
     }
 
@@ -349,9 +451,20 @@ public final class SampleIndex {
     /// so every remaining key stays reachable from its home and lookups never
     /// slow down with deletions. Keeps the table in (nearly) hash order.
     @discardableResult
-    public func remove(_ key: UUIDBytes) throws -> IndexEntry? {
-        let (start, found) = try probe(key, tag: tag(key))
+    public func remove(_ key: UUIDBytes) throws -> IndexEntry? { try remove(key, in: main, mixedHash: key.mixedHash) }
+
+    /// `remove` on `lane`, given the key's `mixedHash`. A bounded lane first
+    /// finds where the probe run ends, so that one leaving its slots changes nothing.
+    @discardableResult
+    public func remove(_ key: UUIDBytes, in lane: Lane, mixedHash: UInt64) throws -> IndexEntry? {
+        let m = lane.state
+        let (start, found) = try probe(key, tag: tag(key, mixedHash: mixedHash), m)
         guard found else { return nil }
+        if m.pointee.limit != Int.max {
+            var i = start &+ 1
+            while i < m.pointee.limit && Self.raw(at: slotPointer(i)) != 0 { i &+= 1 }
+            if i == m.pointee.limit { throw LaneOverflow() }
+        }
         let old = IndexEntry(rawValue: Self.raw(at: slotPointer(start)))
         var hole = start
         var i = hole
@@ -370,8 +483,8 @@ public final class SampleIndex {
             }
         }
         slotPointer(hole).initializeMemory(as: UInt8.self, repeating: 0, count: Self.slotSize)
-        shortcuts.pointee.slot = -1
-        shortcuts.pointee.count -= 1
+        m.pointee.slot = -1
+        m.pointee.added &-= 1
         return old
     }
 
@@ -387,7 +500,7 @@ public final class SampleIndex {
         capacity = newCapacity
         threshold = Self.threshold(capacity)
         (slots, populator) = Self.allocateSlots(capacity, inBackground: populateInBackground)
-        shortcuts.pointee.slot = -1
+        main.state.pointee.slot = -1
         for i in 0..<oldCapacity {
             let p = oldSlots + i * Self.slotSize
             if Self.raw(at: p) == 0 { continue }
@@ -413,18 +526,51 @@ public final class SampleIndex {
     /// position-checked UUIDs, or off with 0. Worth it while a hash range of
     /// at most that many slots is filled (opening applies snapshots band by
     /// band): a later tag match in the range is then confirmed from memory.
-    public func setKeyCache(entries: Int) {
-        shortcuts.pointee.cache?.deallocate()
-        shortcuts.pointee.cache = nil
-        shortcuts.pointee.cacheMask = 0
+    public func setKeyCache(entries: Int) { Self.setKeyCache(entries: entries, main.state) }
+
+    private static func setKeyCache(entries: Int, _ m: UnsafeMutablePointer<Lane.State>) {
+        m.pointee.cache?.deallocate()
+        m.pointee.cache = nil
+        m.pointee.cacheMask = 0
         guard entries > 0 else { return }
         var size = 1
         while size < entries { size <<= 1 }
         let cache = UnsafeMutablePointer<UInt64>.allocate(capacity: size * 3)
         // Entry bits 0 match no slot (0 marks an empty one).
         for k in 0..<size { cache[k * 3] = 0 }
-        shortcuts.pointee.cache = cache
-        shortcuts.pointee.cacheMask = size - 1
+        m.pointee.cache = cache
+        m.pointee.cacheMask = size - 1
+    }
+
+    // MARK: Lanes
+
+    /// Slots in the table.
+    public var slotCount: Int { capacity }
+
+    /// The home slot of keys whose hash is `hash`: where a range of hashes
+    /// begins in the table (the home is monotone in the hash).
+    public func homeSlot(ofHash hash: UInt64) -> Int { home(hash >> 16) }
+
+    /// A lane for another thread that fills the keys homed in `slots` while
+    /// this one fills others: it touches no slot outside `slots`, adds at
+    /// most `budget` keys (so the table never needs to grow meanwhile),
+    /// confirms tag matches with `keyAt`, and keeps a key cache of
+    /// `cacheEntries` (see `setKeyCache`). Call `absorb` once its thread is done.
+    public func makeLane(slots: Range<Int>, budget: Int, keyAt: @escaping (LogPosition) throws -> UUIDBytes,
+                         cacheEntries: Int) -> Lane {
+        precondition(slots.lowerBound >= 0 && slots.upperBound <= capacity, "a lane's slots must be in the table")
+        let lane = Lane(Lane.State(keyAt: keyAt, start: slots.lowerBound, limit: slots.upperBound, budget: budget))
+        Self.setKeyCache(entries: cacheEntries, lane.state)
+        return lane
+    }
+
+    /// Counts what `lane` added (keys, confirming reads) into the index's
+    /// own counts. Call when no other thread uses the lane any more.
+    public func absorb(_ lane: Lane) {
+        table.pointee.count &+= lane.state.pointee.added
+        table.pointee.confirmingReads &+= lane.state.pointee.confirmingReads
+        lane.state.pointee.added = 0
+        lane.state.pointee.confirmingReads = 0
     }
 
     /// Slots one band of `bytes` of table covers.

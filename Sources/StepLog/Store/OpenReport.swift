@@ -26,6 +26,12 @@ public struct OpenReport: Sendable, Equatable {
     public var bytesReplayed: Int64 = 0
     /// Sealed segments whose index snapshot was loaded instead of replaying them.
     public var segmentsFromSnapshots = 0
+    /// Snapshot entries two threads applied at once, each in its half of the
+    /// index (a large store; see `SnapshotBandApplier`).
+    public var snapshotEntriesInParallel = 0
+    /// Times one of those threads left the rest of its half to the opening
+    /// thread (a probe run reaching the other half: rare but allowed).
+    public var snapshotLaneRefusals = 0
     /// Snapshots found damaged or stale and ignored (their segments were replayed).
     public var snapshotsIgnored: [String] = []
     public var tornTail: TornTail?

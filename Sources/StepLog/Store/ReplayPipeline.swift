@@ -21,6 +21,8 @@ struct ReplayPipeline {
     var snapshots: Set<Int> = []
     var directory = ""
     var bandBytes = ReplayPipeline.defaultBandBytes
+    /// Snapshot entries from which two threads apply them.
+    var parallelEntries = SnapshotBandApplier.defaultParallelEntries
     var inlineReadBytes = ReplayPipeline.defaultInlineReadBytes
 
     enum Outcome {
@@ -73,7 +75,7 @@ struct ReplayPipeline {
         func applyPending() throws -> Outcome? {
             defer { pending.removeAll() }
             guard !pending.isEmpty else { return nil }
-            guard let problem = try applySnapshots(pending.map { $0.snapshot! }, to: state) else {
+            guard let problem = try applySnapshots(pending.map { $0.snapshot! }, to: state, report: &report) else {
                 report.segmentsFromSnapshots += pending.count
                 return nil
             }
@@ -133,22 +135,26 @@ struct ReplayPipeline {
         let segments = self.segments, snapshots = self.snapshots, directory = self.directory
         if segments.reduce(0, { $0 + $1.size }) <= inlineReadBytes {
             let queue = BoundedQueue<Item>(capacity: .max)
-            ReplayPipeline.read(segments, snapshots: snapshots, directory: directory, into: queue)
+            ReplayPipeline.read(segments, snapshots: snapshots, directory: directory, checkingOnTwoThreads: false, into: queue)
             return queue
         }
         let queue = BoundedQueue<Item>(capacity: Self.queueDepth)
-        let reader = Thread { ReplayPipeline.read(segments, snapshots: snapshots, directory: directory, into: queue) }
+        let reader = Thread {
+            ReplayPipeline.read(segments, snapshots: snapshots, directory: directory, checkingOnTwoThreads: true, into: queue)
+        }
         reader.stackSize = 1 << 20
         reader.start()
         return queue
     }
 
-    private static func read(_ segments: [SegmentInfo], snapshots: Set<Int>, directory: String, into queue: BoundedQueue<Item>) {
+    private static func read(_ segments: [SegmentInfo], snapshots: Set<Int>, directory: String, checkingOnTwoThreads: Bool,
+                             into queue: BoundedQueue<Item>) {
         let queueDepth = ReplayPipeline.queueDepth
+        let checked = checkSnapshots(segments, snapshots, directory: directory, onTwoThreads: checkingOnTwoThreads)
         do {
             for (index, segment) in segments.enumerated() {
-                if snapshots.contains(index) && index < segments.count - 1 {
-                    switch SegmentSnapshot.check(for: segment, directory: directory) {
+                if let check = checked[index] {
+                    switch check {
                     case .success(let snapshot):
                         var chunk = Chunk(segmentIndex: index, reserving: 0)
                         chunk.snapshot = snapshot
@@ -222,31 +228,52 @@ struct ReplayPipeline {
         }
     }
 
+    /// Checks the snapshot of every sealed segment in `snapshots`, by segment
+    /// index. Each check reads its file through and computes its checksum;
+    /// the applier waits for them all (it applies a run of snapshots band by
+    /// band), so with `onTwoThreads` two threads share them, a third of
+    /// opening 100M samples otherwise.
+    private static func checkSnapshots(_ segments: [SegmentInfo], _ snapshots: Set<Int>, directory: String,
+                                       onTwoThreads: Bool) -> [Int: Result<SegmentSnapshot.Checked, SegmentSnapshot.Problem>] {
+        let wanted = snapshots.filter { $0 < segments.count - 1 }.sorted()
+        typealias Check = Result<SegmentSnapshot.Checked, SegmentSnapshot.Problem>
+        // Each thread writes its own elements.
+        struct Results: @unchecked Sendable { let slots: UnsafeMutableBufferPointer<Check?> }
+        let results = Results(slots: .allocate(capacity: wanted.count))
+        results.slots.initialize(repeating: nil)
+        defer {
+            _ = results.slots.deinitialize()
+            results.slots.deallocate()
+        }
+        let threads = onTwoThreads && wanted.count >= 2 ? 2 : 1
+        DispatchQueue.concurrentPerform(iterations: threads) { t in
+            for j in stride(from: t, to: wanted.count, by: threads) {
+                results.slots[j] = SegmentSnapshot.check(for: segments[wanted[j]], directory: directory)
+            }
+        }
+        var checked: [Int: Result<SegmentSnapshot.Checked, SegmentSnapshot.Problem>] = [:]
+        for (j, index) in wanted.enumerated() { checked[index] = results.slots[j] }
+        return checked
+    }
+
     // MARK: Applying thread
 
-    /// Bytes of index one band covers (see applySnapshots): a core's L2 cache
-    /// on the machines we measure, where 0.5–8 MiB all measured alike and 32
-    /// MiB a quarter slower.
-    static let defaultBandBytes = 2 << 20
+    /// Bytes of index one band covers (see `SnapshotBandApplier`). With its
+    /// key cache (twice the band's bytes, rounded up to a power of two) and
+    /// two threads, 0.5 and 1 MiB took 2.3–2.4 s of CPU to open 100M samples,
+    /// 2 MiB 3.3–3.6 s. (Without the cache, 0.5–8 MiB had measured alike.)
+    static let defaultBandBytes = 1 << 20
     /// Most snapshots applied together (a 10 GB store has ~160 segments).
     static let longestSnapshotRun = 256
 
     /// Applies consecutive checked snapshots, which together mean what
-    /// replaying their segments in order would.
-    ///
-    /// Each snapshot's entries are in hash order, so one snapshot alone writes
-    /// the index front to back; but a hundred of them applied one after the
-    /// other sweep the whole table a hundred times, each entry a cache miss.
-    /// So the table is cut into bands of hash range (`bandBytes` of slots),
-    /// and for each band every snapshot applies its entries in that range, in
-    /// segment order: a key's entries all fall in one band, so each key still
-    /// sees its versions in log order, while the band's slots stay cached.
+    /// replaying their segments in order would (see `SnapshotBandApplier`).
     ///
     /// Segments' other records touch no sample, so they are applied first, in
     /// order; if snapshot `run` holds one that does not apply, the samples of
     /// the snapshots up to and including it are applied (as a sequential
     /// replay stopping there would have) and the problem is returned.
-    private func applySnapshots(_ run: [SegmentSnapshot.Checked], to state: StoreState) throws
+    private func applySnapshots(_ run: [SegmentSnapshot.Checked], to state: StoreState, report: inout OpenReport) throws
         -> (run: Int, offset: Int64, reason: String)? {
         var failure: (run: Int, offset: Int64, reason: String)?
         othersLoop: for (k, snapshot) in run.enumerated() {
@@ -261,69 +288,13 @@ struct ReplayPipeline {
                 }
             }
         }
-        let snapshots = failure.map { Array(run[0...$0.run]) } ?? run
-
-        let size = FormatConstants.snapshotEntrySize
-        let bands = max(1, state.index.memoryBytes / bandBytes)
-        let bandWidth = UInt64.max / UInt64(bands)
-        // A key's later entries (a new version, an acknowledgement) are
-        // confirmed by loading the UUID from the segment's mapping. The index's
-        // key cache (a band wide) saved those loads but cost more than they
-        // did: at 10M its writes took opening from 1.05 to 1.4–2.2 s of CPU.
-        var cursors = [Int](repeating: 0, count: snapshots.count)
-        for band in 1...bands {
-            let end = band == bands ? UInt64.max : bandWidth &* UInt64(band)
-            for (k, snapshot) in snapshots.enumerated() {
-                let reader = snapshot.entries
-                let base = snapshot.header.basePosition
-                var i = cursors[k]
-                bandLoop: while i < reader.count {
-                    if i >= reader.windowEnd { try reader.load(from: i) }
-                    // The entries of this band that are in the window.
-                    let entries = reader.window
-                    let first = reader.windowStart, last = reader.windowEnd
-                    while i < last {
-                        let at = (i &- first) &* size
-                        let key = UUIDBytes(loadingFrom: entries, at: at)
-                        if band < bands && key.mixedHash >= end { break bandLoop }
-                        if i &+ Self.prefetchDistance < last {
-                            state.index.prefetch(UUIDBytes(loadingFrom: entries, at: at &+ Self.prefetchDistance &* size))
-                        }
-                        let flags = entries[at &+ 20]
-                        if key.isNil {
-                            // No writer indexes the nil UUID: a snapshot holding it
-                            // was not written by this engine (found by fuzzing: it
-                            // trapped in the index). One line, not a crash.
-                            throw StepLogError.corruption(
-                                path: Directory.join(directory, SegmentName.snapshotFileName(sequence: snapshot.header.sequence)),
-                                offset: Int64(FormatConstants.snapshotHeaderSize + i * size),
-                                reason: "snapshot entry \(i) holds the nil UUID")
-                        }
-                        if flags & FormatConstants.snapshotEntryHasVersion != 0 {
-                            let offset = UInt64(UInt32(littleEndian: entries.loadUnaligned(fromByteOffset: at &+ 16, as: UInt32.self)))
-                            if offset < UInt64(FormatConstants.segmentHeaderSizeV1) {
-                                // No record starts inside a segment's header; at offset 0 of
-                                // the first segment the position would be 0, the index's empty
-                                // slot (found by fuzzing: it trapped in the index).
-                                throw StepLogError.corruption(
-                                    path: Directory.join(directory, SegmentName.snapshotFileName(sequence: snapshot.header.sequence)),
-                                    offset: Int64(FormatConstants.snapshotHeaderSize + i * size),
-                                    reason: "snapshot entry \(i) points at offset \(offset), inside the segment's header")
-                            }
-                            try state.applyVersion(key, IndexEntry(position: LogPosition(base + offset),
-                                                               synced: flags & FormatConstants.snapshotEntrySynced != 0,
-                                                               tombstone: flags & FormatConstants.snapshotEntryTombstone != 0))
-                        } else if flags & FormatConstants.snapshotEntryRemoved != 0 {
-                            try state.applyRemoved(key)
-                        } else if flags & FormatConstants.snapshotEntrySynced != 0 {
-                            try state.applyAcknowledged(key)
-                        }
-                        i &+= 1
-                    }
-                }
-                cursors[k] = i
-            }
-        }
+        var applier = SnapshotBandApplier(snapshots: failure.map { Array(run[0...$0.run]) } ?? run, state: state,
+                                          segments: segments, directory: directory)
+        applier.bandBytes = bandBytes
+        applier.parallelEntries = parallelEntries
+        let outcome = try applier.run()
+        report.snapshotEntriesInParallel += outcome.entriesInParallel
+        report.snapshotLaneRefusals += outcome.laneRefusals
         return failure
     }
 

@@ -124,6 +124,7 @@ extension StepLogStore {
         var pipeline = ReplayPipeline(segments: live)
         pipeline.directory = directory
         pipeline.bandBytes = options.snapshotBandBytes
+        pipeline.parallelEntries = options.snapshotParallelEntries
         if options.useSnapshots && options.writeSnapshots { pipeline.snapshots = Set(live.indices.dropLast()) }
         var openReport = OpenReport()
         let keys = locked { state.index.count }

@@ -52,6 +52,7 @@ struct StoreOpener {
         var pipeline = ReplayPipeline(segments: segments)
         pipeline.directory = directory
         pipeline.bandBytes = options.snapshotBandBytes
+        pipeline.parallelEntries = options.snapshotParallelEntries
         pipeline.inlineReadBytes = options.replayInlineBytes
         if options.useSnapshots {
             pipeline.snapshots = Set(segments.indices.filter { listing.snapshots.contains(segments[$0].sequence) })

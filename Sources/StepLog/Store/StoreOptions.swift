@@ -46,6 +46,9 @@ public struct StoreOptions: Sendable {
     /// Bytes of index per band when applying snapshots (see
     /// `ReplayPipeline.applySnapshots`); tests make it tiny to get many bands.
     var snapshotBandBytes = ReplayPipeline.defaultBandBytes
+    /// Snapshot entries from which opening applies them on two threads (see
+    /// `SnapshotBandApplier`); tests set 0 to use both threads on small stores.
+    var snapshotParallelEntries = SnapshotBandApplier.defaultParallelEntries
     /// Replaces the UUID hash the index files keys by: tests force every key
     /// to share one tag, so that each lookup must read records to tell them apart.
     var indexHash: (@Sendable (UUIDBytes) -> UInt64)?

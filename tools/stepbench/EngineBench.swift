@@ -235,7 +235,7 @@ struct EngineBench {
                   re-upsert 10% changed: \(fmt(result.reupsertPerSecond, 0)) samples/s
                   delete all, same batches: \(fmt(result.deletePerSecond, 0)) deletes/s
                   open (fresh process, median of 3): full replay \(fmt(openSeconds, 3)) s, with index snapshots \(fmt(snapshotSeconds, 3)) s
-                    with snapshots: CPU user \(fmt(withSnapshots.userSeconds)) s + system \(fmt(withSnapshots.systemSeconds)) s (system: mostly the kernel zeroing the index's \(mib(withSnapshots.indexBytes)))
+                    with snapshots: \(withSnapshots.snapshotEntriesInParallel) entries applied on two threads; CPU user \(fmt(withSnapshots.userSeconds)) s + system \(fmt(withSnapshots.systemSeconds)) s (system: mostly the kernel zeroing the index's \(mib(withSnapshots.indexBytes)))
                   index: \(fmt(bytesPerKey, 1)) bytes/key
                   peer SQLite \(peerVersion ?? "-"): \(peerRate.map { fmt($0, 0) } ?? "not run") upserts/s; StepLog/SQLite = \(result.ratioToPeer.map { fmt($0, 1) + "x" } ?? "-")
                 """)

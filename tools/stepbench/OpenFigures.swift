@@ -9,6 +9,8 @@ struct OpenFigures: Codable {
     var indexBytes: Int
     var recordsReplayed: Int
     var segmentsFromSnapshots: Int
+    /// Snapshot entries applied by two threads at once (`OpenReport`).
+    var snapshotEntriesInParallel: Int
     var userSeconds: Double
     var systemSeconds: Double
 

@@ -62,12 +62,13 @@ do {
             let figures = OpenFigures(seconds: seconds, samples: store.counts.samples, indexBytes: store.indexMemoryBytes,
                                       recordsReplayed: store.openReport.records,
                                       segmentsFromSnapshots: store.openReport.segmentsFromSnapshots,
+                                      snapshotEntriesInParallel: store.openReport.snapshotEntriesInParallel,
                                       userSeconds: cpu.user - cpuBefore.user, systemSeconds: cpu.system - cpuBefore.system)
             try store.close()
             if arguments.contains("--json") {
                 print(String(decoding: try JSONEncoder().encode(figures), as: UTF8.self))
             } else {
-                print("open \(dir): \(fmt(seconds, 3)) s (CPU user \(fmt(figures.userSeconds)) s, system \(fmt(figures.systemSeconds)) s), \(figures.samples) samples, \(figures.recordsReplayed) records replayed, \(figures.segmentsFromSnapshots) segments from snapshots, index \(mib(figures.indexBytes))")
+                print("open \(dir): \(fmt(seconds, 3)) s (CPU user \(fmt(figures.userSeconds)) s, system \(fmt(figures.systemSeconds)) s), \(figures.samples) samples, \(figures.recordsReplayed) records replayed, \(figures.segmentsFromSnapshots) segments from snapshots (\(figures.snapshotEntriesInParallel) entries on two threads), index \(mib(figures.indexBytes))")
             }
         }
     case "snapshots":

@@ -547,6 +547,9 @@ public final class SampleIndex {
     /// Slots in the table.
     public var slotCount: Int { capacity }
 
+    /// Keys that can be added before the table grows (lanes share them).
+    public var roomBeforeGrowing: Int { max(0, threshold - count) }
+
     /// The home slot of keys whose hash is `hash`: where a range of hashes
     /// begins in the table (the home is monotone in the hash).
     public func homeSlot(ofHash hash: UInt64) -> Int { home(hash >> 16) }

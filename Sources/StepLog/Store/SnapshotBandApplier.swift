@@ -80,8 +80,9 @@ struct SnapshotBandApplier {
         let upperReaders = try snapshots.map { $0.entries.sharingFile() }
         var upper = Cursor(band: half, entries: try upperReaders.map { try $0.firstEntry(hashAtLeast: upperStart) })
         let split = index.homeSlot(ofHash: upperStart)
-        // Room for this many new keys before the table would grow, shared.
-        let room = max(0, Int(Double(index.slotCount) * 0.875) - index.count - 1) / 2
+        // The table must not grow while the lanes fill it: each may add half
+        // of what it has room for.
+        let room = index.roomBeforeGrowing / 2
         let lowerLane = index.makeLane(slots: 0..<split, budget: room, keyAt: SegmentKeyReader(segments: segments).key(at:),
                                        cacheEntries: cacheEntries)
         let upperLane = index.makeLane(slots: split..<index.slotCount, budget: room,

@@ -320,8 +320,12 @@ class PostgresStorage:
             rows = cursor.execute(_LOOKUP, lookup).fetchall()
             base = rows[0][0]
             stored = {row[1]: row[2:] for row in rows if row[1] is not None}
-            fresh = [k for k, sample_id in enumerate(ids) if sample_id not in stored]
-            changed = [k for k in range(len(unique)) if ids[k] in stored and stored[ids[k]] != _content_of(unique[k])]
+            if stored:
+                fresh = [k for k, sample_id in enumerate(ids) if sample_id not in stored]
+                changed = [k for k, sample_id in enumerate(ids)
+                           if sample_id in stored and stored[sample_id] != _content_of(unique[k])]
+            else:  # the usual upload: every id new
+                fresh, changed = list(range(len(ids))), []
             if fresh:
                 fresh.sort(key=ids.__getitem__)  # id order (see _LOOKUP)
                 with cursor.copy(_COPY_SAMPLES) as copy:

@@ -81,7 +81,7 @@ HOLD_BEHIND_DAYS = 4  # a computed day is let go (read again if written) once th
 COMPACT_SPAN_DAYS = 7  # a request's samples within this many dates are touched as one span
 _start_text = attrgetter("startDate")
 _end_text = attrgetter("endDate")
-_written_fields = attrgetter("startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName")
+_written_fields = [attrgetter(name) for name in ("startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName")]
 _MS = 1_000_000
 
 Sums = tuple[Sequence[int], Sequence[int]]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
@@ -268,7 +268,8 @@ class DailyBuckets:
         if frontier is None:  # the storage's bound, once per user and process
             latest = self.latest_end_ns(user)
             frontier = -(1 << 62) if latest is None else -(-latest // _MS)
-        starts, ends, counts, bundles, devices = zip(*map(_written_fields, samples))  # one C call a sample
+        # A list per field, each one pass in C (no tuple a sample for the collector to trace).
+        starts, ends, counts, bundles, devices = [list(map(field, samples)) for field in _written_fields]
         columns = SampleColumns.from_texts(starts, ends, counts, bundles, devices)
         with self._lock:
             numbers = np.array([self._source_number((bundle, None if device is msgspec.UNSET else device))

@@ -81,6 +81,10 @@ def concatenate(parts: list[SampleColumns]) -> SampleColumns:
 
 
 def _source_indexes(bundles: Sequence[str], devices: Sequence[Optional[str]]) -> tuple[np.ndarray, list]:
+    count = len(bundles)
+    if count and bundles.count(bundles[0]) == count and devices.count(devices[0]) == count:
+        # One source (an upload's batch usually): two passes in C instead of a key a sample.
+        return np.zeros(count, dtype=np.int64), [(bundles[0], devices[0])]
     keys = list(zip(bundles, devices))
     sources = list(dict.fromkeys(keys))  # a few distinct ones, in order of first appearance
     numbers = {key: number for number, key in enumerate(sources)}

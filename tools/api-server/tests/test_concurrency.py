@@ -70,9 +70,10 @@ def test_concurrent_identical_posts_store_each_sample_once(server):
 
 
 def test_postgres_save_of_an_id_stored_beside_it_meanwhile_upserts(postgres_cluster):
-    """PostgreSQL inserts a save's new ids with a plain INSERT (storage/postgres.py, _SAVE_SPLIT): when
+    """PostgreSQL inserts a save's new ids with a plain INSERT (storage/postgres.py, _SAVE): when
     another transaction stores one of them after the save's statement began, that INSERT fails and the
-    save runs again as an upsert: every sample once, the other's version replaced, its dates reported."""
+    save runs again, seeing it: every sample once, the other's version replaced (kept in the history),
+    its dates reported."""
     import psycopg
     from stepserver.contract import SampleFields
     from stepserver.storage.postgres import PostgresStorage
@@ -103,7 +104,9 @@ def test_postgres_save_of_an_id_stored_beside_it_meanwhile_upserts(postgres_clus
         lines, total = storage.read("alice", 0, 10, False)
         assert total == 3 and sorted((json.loads(line)["id"], json.loads(line)["count"]) for line in lines) == \
             [("x0", 1), ("x1", 9), ("x2", 3)]
-        assert storage.read("alice", 0, 10, True)[1] == 3
+        history, total = storage.read("alice", 0, 10, True)
+        assert total == 4 and [(json.loads(line)["id"], json.loads(line)["count"]) for line in history] == \
+            [("x1", 5), ("x0", 1), ("x1", 9), ("x2", 3)]
         assert storage.save("alice", [sample(0, 1), sample(1, 9), sample(2, 3)], "2024-01-20T15:00:02Z", []) == 0
     finally:
         storage.close()

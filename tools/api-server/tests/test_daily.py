@@ -269,7 +269,7 @@ def test_daily_buckets_saved_at_a_stop_serve_after_the_start_unless_written_sinc
     """The buckets are saved when the server stops and used after it starts (the answer equals the
     merge); on the embedded backend a line added by hand while stopped changes the history, so the
     saved buckets are not used and the line counts; on PostgreSQL a deletion or a save made by another
-    process while stopped changes the state (greatest version seq, deletion count) the same way."""
+    process while stopped changes the state (greatest seq of the live samples, deletion count) the same way."""
     samples = [make_sample(n, count=100) for n in range(20)]
     server.post(samples)
     params = {"tz": "Asia/Kathmandu", "from": "2023-12-31", "to": "2024-01-02"}

@@ -4,12 +4,17 @@ read when the user is first used, the sums a range of days at a time (substring 
 column: a year of ten is a tenth of the 17 MB, which took 50-130 ms to read whole). Sent and read in
 binary (a 17 MB text-format bytea took a second).
 
-Its state is the greatest seq of the user's sample_versions and the user's row of deletion_counts,
-two index lookups (a count(*) of the samples took 2 s at 3M and held back the first query after a
-start). Every save that changes a sample writes a version whose seq, from a sequence, is greater than
-any handed out before (the buckets are saved when no request runs); every deletion request that
-removes a row, and every DELETE /steps, adds one to the count in its own transaction. So any write
-since the buckets were saved changes the state; only a write that changed nothing leaves it."""
+Its state is the greatest seq of the user's samples (the live versions) and the user's row of
+deletion_counts, two index lookups (a count(*) of the samples took 2 s at 3M and held back the first
+query after a start). Every save that writes a row gives it a seq, from a sequence, greater than any
+handed out before (the buckets are saved when no request runs), and the row stays in samples until it
+is replaced (by a greater seq again) or deleted; every deletion request that removes a row, and every
+DELETE /steps, adds one to the count in its own transaction, and the count never goes down. So while
+the count is unchanged the greatest seq only grows, with every save that wrote something: any write
+since the buckets were saved changes the state; only a write that changed nothing leaves it. (Up to
+schema version 4 the greatest seq was that of sample_versions, which then also held the live
+versions; a state saved so still names the same data: if the newest version written is live, the two
+are equal, and any write since would have raised the samples' greatest seq above it.)"""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ class PostgresBucketStore:
 
     def state(self, user: str) -> Optional[str]:
         greatest, deletions = self.storage._run(lambda c: c.execute(
-            "SELECT (SELECT max(seq) FROM sample_versions WHERE user_name = %s), "
+            "SELECT (SELECT max(seq) FROM samples WHERE user_name = %s), "
             "(SELECT deletions FROM deletion_counts WHERE user_name = %s)", (user, user)).fetchone())
         return f"{greatest}:{deletions or 0}"
 

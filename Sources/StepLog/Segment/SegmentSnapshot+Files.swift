@@ -59,45 +59,47 @@ extension SegmentSnapshot {
         public let others: [OtherRecord]
     }
 
-    /// Reads the snapshot file of `segment` through once, 4 MiB at a time, and
-    /// checks it, without decoding its entries.
+    /// Reads the snapshot file of `segment` through once, through a read-only
+    /// mapping (no copy, and no buffer to fault in: at 100M samples a 4 MiB
+    /// buffer a snapshot and the copies into it were a tenth of opening's
+    /// CPU), and checks it, without decoding its entries.
     public static func check(for segment: SegmentInfo, directory: String) -> Result<Checked, Problem> {
         let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence))
         guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return .failure(Problem("cannot read the snapshot")) }
         var owned: FileDescriptor? = fd
         defer { owned?.close() }
         guard let size = try? Int(fd.size()) else { return .failure(Problem("cannot read the snapshot")) }
-        fd.adviseSequential()
         let headerSize = FormatConstants.snapshotHeaderSize
-        let piece = 4 << 20
-        let buffer = PageBuffer(count: max(headerSize, min(piece, size)))
-        func read(_ count: Int, at offset: Int) -> UnsafeRawBufferPointer? {
-            guard let n = try? fd.read(into: buffer.base, count: count, at: Int64(offset)), n == count else { return nil }
-            return UnsafeRawBufferPointer(start: buffer.base, count: count)
+        guard size >= headerSize else {
+            var bytes = [UInt8](repeating: 0, count: size)
+            guard (try? bytes.withUnsafeMutableBytes { size == 0 ? 0 : try fd.read(into: $0.baseAddress!, count: size, at: 0) }) == size else {
+                return .failure(Problem("cannot read the snapshot"))
+            }
+            return bytes.withUnsafeBytes { decodeHeader($0) }.flatMap { _ in .failure(Problem("cannot read the snapshot")) }
         }
-        guard let headerBytes = read(min(headerSize, size), at: 0) else { return .failure(Problem("cannot read the snapshot")) }
+        // Snapshot files are replaced by rename, never cut in place, so the
+        // mapping cannot lose pages under it (a SIGBUS).
+        guard let base = mmap(nil, size, PROT_READ, MAP_SHARED, fd.rawValue, 0), base != MAP_FAILED else {
+            return .failure(Problem("cannot read the snapshot"))
+        }
+        defer { munmap(base, size) }
+        #if canImport(Glibc)
+        _ = madvise(base, size, MADV_SEQUENTIAL)
+        #endif
+        let file = UnsafeRawBufferPointer(start: base, count: size)
         let header: Header
-        switch decodeHeader(headerBytes) {
+        switch decodeHeader(UnsafeRawBufferPointer(rebasing: file[0..<headerSize])) {
         case .failure(let p): return .failure(p)
         case .success(let h): header = h
         }
         let bodySize = size - headerSize
         let entryBytes = header.sampleCount * FormatConstants.snapshotEntrySize
         guard entryBytes <= bodySize else { return .failure(Problem("snapshot ends inside its sample entries")) }
-        var crc: UInt32 = 0
-        var others: [UInt8] = []
-        others.reserveCapacity(bodySize - entryBytes)
-        var at = 0
-        while at < bodySize {
-            let count = min(piece, bodySize - at)
-            guard let bytes = read(count, at: headerSize + at) else { return .failure(Problem("cannot read the snapshot")) }
-            crc = CRC32C.extend(crc, bytes)
-            if at + count > entryBytes { others.append(contentsOf: bytes[max(0, entryBytes - at)...]) }
-            at += count
-        }
+        let crc = CRC32C.extend(0, UnsafeRawBufferPointer(rebasing: file[headerSize...]))
         guard CRC32C.unmask(header.bodyChecksum) == crc else {
             return .failure(Problem("snapshot body checksum mismatch (damaged or truncated)"))
         }
+        let others = Array(file[(headerSize + entryBytes)...])
         let otherRecords: [OtherRecord]
         switch others.withUnsafeBytes({ parseOthers($0, after: 0, count: header.otherCount) }) {
         case .failure(let p): return .failure(p)

@@ -144,9 +144,6 @@ public final class SampleIndex {
             state.deinitialize(count: 1)
             state.deallocate()
         }
-
-        /// Keys this lane added (inserts less removals) since it was made.
-        public var added: Int { state.pointee.added }
     }
 
     /// Thrown by an operation of a bounded lane that would reach outside its

@@ -251,7 +251,7 @@ struct ReplayPipeline {
                 results.slots[j] = SegmentSnapshot.check(for: segments[wanted[j]], directory: directory)
             }
         }
-        var checked: [Int: Result<SegmentSnapshot.Checked, SegmentSnapshot.Problem>] = [:]
+        var checked: [Int: Check] = [:]
         for (j, index) in wanted.enumerated() { checked[index] = results.slots[j] }
         return checked
     }

@@ -83,8 +83,10 @@ struct SnapshotBandApplier {
         // The table must not grow while the lanes fill it: each may add half
         // of what it has room for.
         let room = index.roomBeforeGrowing / 2
-        let lowerLane = index.makeLane(slots: 0..<split, budget: room, keyAt: SegmentKeyReader(segments: segments).key(at:),
-                                       cacheEntries: cacheEntries)
+        // The lower half runs on this thread, so it confirms as the index's own
+        // lane does; the upper half needs a segment reader of its own.
+        guard let ownKeyAt = index.keyAt else { preconditionFailure("SampleIndex.keyAt is not set: a tag match cannot be confirmed") }
+        let lowerLane = index.makeLane(slots: 0..<split, budget: room, keyAt: ownKeyAt, cacheEntries: cacheEntries)
         let upperLane = index.makeLane(slots: split..<index.slotCount, budget: room,
                                        keyAt: SegmentKeyReader(segments: segments).key(at:), cacheEntries: cacheEntries)
         // Written on every entry by different threads: each on cache lines of its own.

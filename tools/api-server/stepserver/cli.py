@@ -18,7 +18,8 @@ from .settings import Settings, UsageError, add_storage_arguments, is_loopback, 
 from .storage.base import Storage
 
 
-def open_storage(data, database: Optional[str], pool_size: int = 8) -> Storage:
+def open_storage(data, database: Optional[str], pool_size: int = 8, role: str = "alone") -> Storage:
+    """role (the embedded backend): "alone", or with --workers "supervisor" (the parent) and "worker"."""
     if database:
         from .storage.postgres import PostgresStorage
 
@@ -26,7 +27,7 @@ def open_storage(data, database: Optional[str], pool_size: int = 8) -> Storage:
     else:
         from .storage.embedded import EmbeddedStorage
 
-        storage = EmbeddedStorage(data)
+        storage = EmbeddedStorage(data, role)
     storage.open()
     return storage
 
@@ -49,7 +50,8 @@ def serve(settings: Settings) -> int:
 
     tune_malloc()
     try:
-        storage = open_storage(settings.data, settings.database, settings.database_pool)
+        storage = open_storage(settings.data, settings.database, settings.database_pool,
+                               "supervisor" if settings.workers > 1 else "alone")
     except StartupError as error:
         log(f"error: {error}")
         return 1
@@ -72,8 +74,16 @@ def serve(settings: Settings) -> int:
         workers = f", {settings.workers} workers" if settings.workers > 1 else ""
         line = f"api-server listening on http://{shown_host}:{port}, {storage.describe()}, {mode}{workers}"
         if settings.workers > 1:
-            storage.close()  # each worker opens its own (a pool must not cross a fork)
-            return serve_workers(settings, sock, line)
+            # Each worker opens its own (a pool must not cross a fork). The embedded backend's DIR/LOCK
+            # stays held: its descriptor is kept open here and in every worker forked with it.
+            keep = getattr(storage, "keep_lock_for_workers", None)
+            lock_fd = keep() if keep is not None else -1
+            storage.close()
+            try:
+                return serve_workers(settings, sock, line)
+            finally:
+                if lock_fd >= 0:
+                    os.close(lock_fd)
         app = create_app(settings, storage)
         server = make_server(app, settings, host, port)
 
@@ -159,10 +169,11 @@ def run_worker(settings: Settings, sock, parent: int) -> int:
     from .server import die_with_parent, make_server
 
     die_with_parent(parent)
-    storage = open_storage(settings.data, settings.database, settings.database_pool)
+    storage = open_storage(settings.data, settings.database, settings.database_pool, "worker")
     try:
         host, port = sock.getsockname()[:2]
-        server = make_server(create_app(settings, storage), settings, host, port)
+        app = create_app(settings, storage)
+        server = make_server(app, settings, host, port)
 
         def request_stop(number: int, frame: Any) -> None:
             server.should_exit = True
@@ -170,7 +181,9 @@ def run_worker(settings: Settings, sock, parent: int) -> int:
         for stop_signal in STOP_SIGNALS:
             signal.signal(stop_signal, request_stop)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        gc.freeze()  # as serve() does
         server.run(sockets=[sock])
+        app.context.daily_buckets.save()  # no request runs any more in this worker
         return 0
     finally:
         storage.close()

@@ -15,6 +15,21 @@ a crash can never leave it out of step with the file. Its cost is about 200 byte
 Writes are group-committed per user: lines are written under the user's lock, the sync runs without
 it (one sync covers every write before it), and the index takes a write (readers see it) only once a
 sync covered it, in file order. See UserLog._await_durable.
+
+Several workers (--workers N): the supervisor holds DIR/LOCK for its workers and cuts torn last lines
+before forking them; each worker indexes a user's history when it first serves that user, and the
+workers share the file through DIR/users/NAME.lock (flock):
+  - a write holds it exclusively from before its append until a sync covered it (the writes of one
+    worker under way together share the hold and their syncs, as above), and first applies the lines
+    other workers appended since it last looked;
+  - a read (a page, a day's samples, the buckets' state) first applies those lines under the lock held
+    shared, so it never sees a write that is not durable yet, nor one being rolled back;
+  - what was applied is reported (EmbeddedStorage.on_foreign: the samples, the dates of the versions
+    they replaced or deleted), so that the daily totals' caches of this worker drop those days;
+  - DELETE /steps renames an empty file over the history: another worker tells by the inode that what
+    it indexed is gone and indexes the file again.
+A worker whose failed write could not be rolled back keeps the exclusive hold until a later write of
+its own rolls it back; the others answer 503 for that user after FLOCK_WAIT_S meanwhile.
 """
 
 from __future__ import annotations

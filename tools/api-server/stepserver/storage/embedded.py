@@ -1092,7 +1092,8 @@ class EmbeddedStorage:
                 if user_log is None:
                     if not create and not (self.users_directory / (user + JSONL_SUFFIX)).exists():
                         return None  # (a worker: another may have created it since the start)
-                    self._writable()
+                    if create:
+                        self._writable()
                     try:
                         user_log = self._open_user(user)
                     except OSError as error:

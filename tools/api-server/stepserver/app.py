@@ -100,7 +100,11 @@ class Context:
     def foreign_write(self, user: str, samples: Optional[list], replaced: Optional[list[str]]) -> None:
         """Another worker's write, applied by the storage (which holds the user's history meanwhile)."""
         self.daily_cache.invalidate_user(user)
-        self.daily_buckets.foreign_write(user, samples, replaced)
+        try:
+            self.daily_buckets.foreign_write(user, samples, replaced)
+        except Exception as error:  # noqa: BLE001 - never an answer from days the write may have changed
+            log(f"daily buckets: {user}'s days dropped after another worker's write ({type(error).__name__})")
+            self.daily_buckets.touch_all(user)
 
     def refresh(self, user: str) -> None:
         """Before an answer from memory: what other workers wrote is applied (embedded --workers)."""

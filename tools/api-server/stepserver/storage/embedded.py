@@ -722,9 +722,12 @@ class UserLog:
         if len(changes.superseded) > MAX_FOREIGN_REPLACED:
             replaced = None
         elif changes.superseded:
-            for line in _read_lines(self.fd, array("q", sorted(changes.superseded)), self.written):
-                old = decode_stored_sample(line)
-                replaced += (old.startDate, old.endDate)
+            try:
+                for line in _read_lines(self.fd, array("q", sorted(changes.superseded)), self.written):
+                    old = decode_stored_sample(line)
+                    replaced += (old.startDate, old.endDate)
+            except (OSError, ValueError, ApiError):  # their days unknown: any day may have changed
+                replaced = None
         self._tell_foreign(changes.samples if replaced is not None else None, replaced)
 
     def _tell_foreign(self, samples: Optional[list], replaced: Optional[list[str]]) -> None:

@@ -5,6 +5,7 @@ the server as it was before the package split (the peer), all in one run. Prints
 
 Usage: .venv/bin/python bench_post.py [--requests 200] [--batch 1000] [--clients 8] [--in-flight 1,2,4]
        [--peer-python PY] [--only embedded,postgres,peer] [--no-daily-buckets] [--daily N] [--beside MAIN_PY]
+       [--embedded-workers 2]
 Each server gets a fresh data directory (or database) on a free loopback port and is stopped after.
 Bodies are encoded before the clock starts; each client is its own process with one keep-alive
 connection per request it keeps in flight (http.client). "1 client, N in flight" is one user's
@@ -315,6 +316,8 @@ def main() -> int:
                              "`git archive main tools/api-server` unpacked), labelled beside ours")
     parser.add_argument("--daily", type=int, default=0, metavar="N",
                         help="instead: load N samples (3 sources over 10 years) and time GET /steps/daily for a year")
+    parser.add_argument("--embedded-workers", type=int, default=2, metavar="N",
+                        help="also the embedded backend with --workers N, 8 clients (default 2; 1: not)")
     parser.add_argument("--no-daily-buckets", action="store_true",
                         help="start the servers with --no-daily-buckets (the POST cost of keeping them, by difference)")
     arguments = parser.parse_args()
@@ -361,6 +364,20 @@ def main() -> int:
             server = Server("embedded", [sys.executable, str(main_py), "--port", str(port), *storage, *flags], port)
             try:
                 measure("embedded backend" + beside, server, tokens[:1], tokens[1:])
+            finally:
+                server.stop()
+            if beside or arguments.embedded_workers < 2:
+                continue
+            # A fresh directory served by --workers processes (a worker indexes a user when first used).
+            storage = ["--data", str(Path(directory) / "embedded-workers")]
+            tokens = [create_token(storage, user, main_py) for user in users]
+            port = free_port()
+            server = Server("embedded", [sys.executable, str(main_py), "--port", str(port), *storage, *flags,
+                                         "--workers", str(arguments.embedded_workers)], port)
+            try:
+                saved, elapsed = run_clients(port, tokens, many, server_pid=server.process.pid)
+                print(f"embedded backend, --workers {arguments.embedded_workers}: {len(many)} clients of different users, "
+                      f"1 in flight each: {saved / elapsed:,.0f} samples/s aggregate ({client_share()})", flush=True)
             finally:
                 server.stop()
         cluster = None

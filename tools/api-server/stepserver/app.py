@@ -86,12 +86,31 @@ class Context:
         self.storage = storage
         self.auth = Authenticator(storage.tokens, settings.single_user)
         self.budget = BodyBudget(settings.max_bodies_in_flight)
-        # Kept only while this process sees every write (one worker): see totals_cache.py.
-        self.daily_cache = DailyTotalsCache(enabled=settings.workers == 1)
-        self.daily_buckets = DailyBuckets(storage.samples_between, enabled=settings.workers == 1 and settings.daily_buckets,
+        # Kept only while this process learns of every write: one worker, or the embedded backend's
+        # workers, whose storage reports what the others wrote (foreign_write). See totals_cache.py.
+        caches = settings.workers == 1 or not settings.database
+        self.daily_cache = DailyTotalsCache(enabled=caches)
+        self.daily_buckets = DailyBuckets(storage.samples_between, enabled=caches and settings.daily_buckets,
                                           store=bucket_store(storage),
                                           columns_between=getattr(storage, "sample_columns_between", None),
                                           latest_end_ns=getattr(storage, "latest_end_ns", None))
+        if hasattr(storage, "on_foreign"):
+            storage.on_foreign = self.foreign_write
+
+    def foreign_write(self, user: str, samples: Optional[list], replaced: Optional[list[str]]) -> None:
+        """Another worker's write, applied by the storage (which holds the user's history meanwhile)."""
+        self.daily_cache.invalidate_user(user)
+        try:
+            self.daily_buckets.foreign_write(user, samples, replaced)
+        except Exception as error:  # noqa: BLE001 - never an answer from days the write may have changed
+            log(f"daily buckets: {user}'s days dropped after another worker's write ({type(error).__name__})")
+            self.daily_buckets.touch_all(user)
+
+    def refresh(self, user: str) -> None:
+        """Before an answer from memory: what other workers wrote is applied (embedded --workers)."""
+        refresh = getattr(self.storage, "refresh", None)
+        if refresh is not None:
+            refresh(user)
 
     def user(self, request: Request) -> str:
         return self.auth.user(request.headers.get("authorization"))

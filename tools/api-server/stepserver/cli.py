@@ -9,7 +9,9 @@ import argparse
 import gc
 import os
 import signal
+import socket
 import sys
+import threading
 from typing import Any, Optional
 
 from .errors import StartupError
@@ -18,7 +20,8 @@ from .settings import Settings, UsageError, add_storage_arguments, is_loopback, 
 from .storage.base import Storage
 
 
-def open_storage(data, database: Optional[str], pool_size: int = 8) -> Storage:
+def open_storage(data, database: Optional[str], pool_size: int = 8, role: str = "alone") -> Storage:
+    """role (the embedded backend): "alone", or with --workers "supervisor" (the parent) and "worker"."""
     if database:
         from .storage.postgres import PostgresStorage
 
@@ -26,7 +29,7 @@ def open_storage(data, database: Optional[str], pool_size: int = 8) -> Storage:
     else:
         from .storage.embedded import EmbeddedStorage
 
-        storage = EmbeddedStorage(data)
+        storage = EmbeddedStorage(data, role)
     storage.open()
     return storage
 
@@ -49,7 +52,8 @@ def serve(settings: Settings) -> int:
 
     tune_malloc()
     try:
-        storage = open_storage(settings.data, settings.database, settings.database_pool)
+        storage = open_storage(settings.data, settings.database, settings.database_pool,
+                               "supervisor" if settings.workers > 1 else "alone")
     except StartupError as error:
         log(f"error: {error}")
         return 1
@@ -72,8 +76,16 @@ def serve(settings: Settings) -> int:
         workers = f", {settings.workers} workers" if settings.workers > 1 else ""
         line = f"api-server listening on http://{shown_host}:{port}, {storage.describe()}, {mode}{workers}"
         if settings.workers > 1:
-            storage.close()  # each worker opens its own (a pool must not cross a fork)
-            return serve_workers(settings, sock, line)
+            # Each worker opens its own (a pool must not cross a fork). The embedded backend's DIR/LOCK
+            # stays held: its descriptor is kept open here and in every worker forked with it.
+            keep = getattr(storage, "keep_lock_for_workers", None)
+            lock_fd = keep() if keep is not None else -1
+            storage.close()
+            try:
+                return serve_workers(settings, sock, line)
+            finally:
+                if lock_fd >= 0:
+                    os.close(lock_fd)
         app = create_app(settings, storage)
         server = make_server(app, settings, host, port)
 
@@ -103,15 +115,16 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 def serve_workers(settings: Settings, sock, line: str) -> int:
-    """Pre-forks settings.workers processes that accept on the same socket, each with its own storage
-    (its own connection pool). The parent only supervises: a stop signal goes to every worker; a worker
-    that exits on its own stops the others (exit 1). Workers die with the parent (PR_SET_PDEATHSIG)."""
+    """Pre-forks settings.workers processes, each with its own storage (its own connection pool, its own
+    index). The parent accepts on the port and hands each connection to the workers in turn (over a
+    Unix socket each: server.HandedServer), so that they share the load evenly, and supervises: a stop
+    signal goes to every worker; a worker that exits on its own stops the others (exit 1). Workers die
+    with the parent (PR_SET_PDEATHSIG)."""
     children: dict[int, int] = {}
-    stopping = False
+    stopping = threading.Event()
 
     def stop_all(number: int, frame: Any) -> None:
-        nonlocal stopping
-        stopping = True
+        stopping.set()
         for pid in children:
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -119,6 +132,7 @@ def serve_workers(settings: Settings, sock, line: str) -> int:
                 pass
 
     parent = os.getpid()
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(settings.workers)]
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # no handler of the parent's runs in a child
     try:
         for number in range(settings.workers):
@@ -126,7 +140,12 @@ def serve_workers(settings: Settings, sock, line: str) -> int:
             if pid == 0:
                 code = 1
                 try:
-                    code = run_worker(settings, sock, parent)
+                    sock.close()  # only the supervisor accepts
+                    for other, (ours, theirs) in enumerate(pairs):
+                        ours.close()
+                        if other != number:
+                            theirs.close()
+                    code = run_worker(settings, pairs[number][1], parent)
                 except BaseException as error:  # noqa: BLE001 - a worker reports and exits
                     log(f"worker {os.getpid()}: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
                 finally:
@@ -136,33 +155,74 @@ def serve_workers(settings: Settings, sock, line: str) -> int:
             signal.signal(stop_signal, stop_all)
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    channels = [ours for ours, _ in pairs]
+    for _, theirs in pairs:
+        theirs.close()
+    accepting = threading.Thread(target=hand_connections, args=(sock, channels, stopping), name="accept", daemon=True)
+    accepting.start()
     print(line, file=sys.stderr, flush=True)
-    sock.close()
     status = 0
-    while children:
-        pid, wait_status = os.wait()
-        if pid not in children:
-            continue
-        del children[pid]
-        code = os.waitstatus_to_exitcode(wait_status)
-        if not stopping:
-            log(f"worker {pid} exited ({code}); stopping the others")
-            stop_all(signal.SIGTERM, None)
-            status = 1
-        elif code != 0:
-            status = 1
+    try:
+        while children:
+            pid, wait_status = os.wait()
+            if pid not in children:
+                continue
+            del children[pid]
+            code = os.waitstatus_to_exitcode(wait_status)
+            if not stopping.is_set():
+                log(f"worker {pid} exited ({code}); stopping the others")
+                stop_all(signal.SIGTERM, None)
+                status = 1
+            elif code != 0:
+                status = 1
+    finally:
+        stopping.set()
+        accepting.join()
+        sock.close()
+        for channel in channels:
+            channel.close()
     return status
 
 
-def run_worker(settings: Settings, sock, parent: int) -> int:
+ACCEPT_POLL_S = 0.25  # how often the supervisor's accept loop looks whether it should stop
+
+
+def hand_connections(sock, channels: list, stopping: threading.Event) -> None:
+    """The supervisor's accept loop: each connection goes to the next worker in turn (its descriptor sent
+    over that worker's channel, then closed here); a worker that cannot take it is skipped."""
+    sock.settimeout(ACCEPT_POLL_S)
+    turn = 0
+    while not stopping.is_set():
+        try:
+            connection, _ = sock.accept()
+        except socket.timeout:
+            continue
+        except OSError as error:  # e.g. EMFILE: wait for descriptors to be freed
+            if stopping.is_set():
+                return
+            log(f"accept: {error.strerror or error}")
+            stopping.wait(ACCEPT_POLL_S)
+            continue
+        with connection:
+            for _ in range(len(channels)):
+                channel = channels[turn % len(channels)]
+                turn += 1
+                try:
+                    socket.send_fds(channel, [b"c"], [connection.fileno()])
+                    break
+                except OSError:
+                    continue
+
+
+def run_worker(settings: Settings, channel, parent: int) -> int:
     from .app import create_app
     from .server import die_with_parent, make_server
 
     die_with_parent(parent)
-    storage = open_storage(settings.data, settings.database, settings.database_pool)
+    storage = open_storage(settings.data, settings.database, settings.database_pool, "worker")
     try:
-        host, port = sock.getsockname()[:2]
-        server = make_server(create_app(settings, storage), settings, host, port)
+        app = create_app(settings, storage)
+        server = make_server(app, settings, settings.host, settings.port, channel=channel)
 
         def request_stop(number: int, frame: Any) -> None:
             server.should_exit = True
@@ -170,10 +230,13 @@ def run_worker(settings: Settings, sock, parent: int) -> int:
         for stop_signal in STOP_SIGNALS:
             signal.signal(stop_signal, request_stop)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        server.run(sockets=[sock])
+        gc.freeze()  # as serve() does
+        server.run()
+        app.context.daily_buckets.save()  # no request runs any more in this worker
         return 0
     finally:
         storage.close()
+        channel.close()
 
 
 def tokens_command(argv: list[str]) -> int:

@@ -41,8 +41,9 @@ between them (a year is a tenth of ten years: the first query after a start no l
 whole file or row), and a write drops the saved days it touches. `save` reads what is still saved
 before it writes again.
 
-Only correct while every write to the user's data goes through this process (as totals_cache.py): one
-worker.
+Only correct while this process learns of every write to the user's data (as totals_cache.py): its own,
+and with the embedded backend's --workers those of the other workers, which its storage applies before
+any read of that user and reports (foreign_write). PostgreSQL with --workers keeps no buckets.
 """
 
 from __future__ import annotations
@@ -341,6 +342,23 @@ class DailyBuckets:
                         held.parts.append((columns.start[chosen], columns.end[chosen], columns.count[chosen],
                                            columns.source[chosen], (written.ticket << 20) + chosen))
 
+    def foreign_write(self, user: str, samples: Optional[list], replaced: Optional[list[str]]) -> None:
+        """Another worker (--workers) wrote these samples (objects with startDate and endDate) and replaced
+        or deleted versions spanning the `replaced` text pairs; None for either: any day may have changed.
+        Called by the storage while it holds the user's history, so nothing here may call the storage: a
+        user this process has not used is left alone (a saved header read later checks the state)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            if user not in self._users:
+                return
+        if samples is None or replaced is None:
+            self.touch_all(user)
+        else:
+            self.touch_written(user, self.sample_days(samples), replaced)
+        with self._lock:
+            self._users[user].frontier = None  # the storage's bound again (it ends later now)
+
     def touch_all(self, user: str) -> None:
         """A write may have changed any day of the user (a deletion by id, DELETE /steps): every day is
         dropped, and those that were present are queued again."""
@@ -471,14 +489,16 @@ class DailyBuckets:
         with self._lock:
             users = list(self._users.items())
         for user, entry in users:
-            with entry.compute_lock:
-                with self._lock:
-                    unread = sorted(entry.saved.places) if entry.saved is not None else []
-                self._restore(user, entry, unread)  # what is still saved is saved again
-                with self._lock:
-                    days = dict(entry.days)
             try:
-                state = self.store.state(user)
+                with entry.compute_lock:
+                    with self._lock:
+                        unread = sorted(entry.saved.places) if entry.saved is not None else []
+                    self._restore(user, entry, unread)  # what is still saved is saved again
+                    # The state first: with --workers, taking it applies what the others wrote (which
+                    # drops the days they touched), so the days taken after are exactly those of the state.
+                    state = self.store.state(user)
+                    with self._lock:
+                        days = dict(entry.days)
                 if state is None:
                     continue
                 numbers = sorted({number for buckets in days.values() for number in buckets})

@@ -148,7 +148,60 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def make_server(app: Callable[..., Any], settings: Settings, host: str, port: int) -> uvicorn.Server:
+class HandedServer(uvicorn.Server):
+    """A worker of --workers: serves the connections its supervisor accepted and handed over (their
+    descriptors, over a Unix socket, SCM_RIGHTS) instead of accepting on the shared port itself, so
+    that connections are spread evenly (workers accepting on one socket took 6 of 8 in one and 2 in
+    the other, measured). A stop closes the channel first; the connections then finish as uvicorn's own."""
+
+    def __init__(self, config: uvicorn.Config, channel: socket.socket) -> None:
+        super().__init__(config)
+        self.channel = channel
+
+    async def startup(self, sockets: Optional[list] = None) -> None:
+        await super().startup(sockets=[])
+        loop = asyncio.get_running_loop()
+        config = self.config
+
+        def create_protocol(_loop: Optional[asyncio.AbstractEventLoop] = None) -> asyncio.Protocol:
+            return config.http_protocol_class(config=config, server_state=self.server_state,  # type: ignore[call-arg]
+                                              app_state=self.lifespan.state, _loop=_loop)
+
+        def take() -> None:
+            while True:
+                try:
+                    data, fds, _, _ = socket.recv_fds(self.channel, 16, HANDED_AT_ONCE)
+                except BlockingIOError:
+                    return
+                except OSError:
+                    data, fds = b"", []
+                if not data and not fds:  # the supervisor is gone or stopping
+                    loop.remove_reader(self.channel.fileno())
+                    return
+                for fd in fds:
+                    connection = socket.socket(fileno=fd)
+                    if self.should_exit:
+                        connection.close()
+                        continue
+                    connection.setblocking(False)
+                    loop.create_task(loop.connect_accepted_socket(create_protocol, connection))
+
+        self.channel.setblocking(False)
+        loop.add_reader(self.channel.fileno(), take)
+
+    async def shutdown(self, sockets: Optional[list] = None) -> None:
+        try:
+            asyncio.get_running_loop().remove_reader(self.channel.fileno())
+        except (ValueError, OSError):
+            pass
+        await super().shutdown(sockets)
+
+
+HANDED_AT_ONCE = 64  # descriptors one receive takes
+
+
+def make_server(app: Callable[..., Any], settings: Settings, host: str, port: int,
+                channel: Optional[socket.socket] = None) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         host=host,
@@ -165,4 +218,4 @@ def make_server(app: Callable[..., Any], settings: Settings, host: str, port: in
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         limit_concurrency=settings.max_connections,
     )
-    return uvicorn.Server(config)
+    return uvicorn.Server(config) if channel is None else HandedServer(config, channel)

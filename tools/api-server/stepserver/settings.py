@@ -93,8 +93,9 @@ def parse_serve(argv: list[str]) -> Settings:
     parser.add_argument("--request-body-timeout", type=float, default=Settings.body_timeout_s, metavar="S",
                         help="seconds for a whole body to arrive after the headers (default %(default)s)")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
-                        help="server processes sharing the port (PostgreSQL only: the embedded backend's index "
-                        "lives in one process); default 1")
+                        help="server processes sharing the port, each on its own core (the embedded backend: "
+                        "each keeps its own index of the users it serves, a user's writes take turns between "
+                        "them); default 1")
     parser.add_argument("--no-daily-buckets", action="store_true",
                         help="do not keep daily totals up to date on write (GET /steps/daily then merges the "
                         "samples of the days it has not computed since the last write)")
@@ -102,8 +103,6 @@ def parse_serve(argv: list[str]) -> Settings:
     data, database = storage_settings(arguments)
     if arguments.workers < 1 or arguments.workers > 64:
         raise UsageError("--workers must be between 1 and 64")
-    if arguments.workers > 1 and not database:
-        raise UsageError("--workers needs --database: the embedded backend's index lives in one process")
     if arguments.single_user and not is_loopback(arguments.host):
         raise UsageError(f"--single-user is allowed on a loopback address only (not {arguments.host}); "
                          "create tokens instead: main.py tokens create --user NAME")

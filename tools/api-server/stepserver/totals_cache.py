@@ -17,9 +17,10 @@ Races: every user has a version, bumped by each invalidation. A request notes th
 reads any sample and stores its rows only if the version is still the same afterwards; so rows computed
 from a state older than an invalidation are never kept.
 
-Only correct while every write to the user's data goes through this process: the embedded backend (one
-server per directory, enforced by its lock), or PostgreSQL with one worker and a database of its own
-(`--workers N` > 1 turns the cache off).
+Only correct while this process learns of every write to the user's data: the embedded backend (one
+server per directory, enforced by its lock; with `--workers N` each worker's storage applies what the
+others wrote before it reads that user, and tells the cache: app.Context.foreign_write), or PostgreSQL
+with one worker and a database of its own (`--workers N` > 1 turns the cache off there).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ temporary directory, Unix socket only) once per session and stop it at the end."
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -25,7 +26,9 @@ HERE = Path(__file__).resolve().parent
 MAIN = HERE.parent / "main.py"
 START_DEADLINE_S = 30.0
 STOP_DEADLINE_S = 15.0
-BACKENDS = ["embedded", "postgres"]
+# "workers": the embedded backend with --workers 2, every request on a new connection (so consecutive
+# requests land on either worker: each must see what the other wrote).
+BACKENDS = ["embedded", "workers", "postgres"]
 
 LINE_KEYS = ["id", "startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName", "receivedAt"]
 SAMPLE_KEYS = LINE_KEYS[:-1]
@@ -74,8 +77,12 @@ class ServerProcess:
     Unless single_user, a token is created for each user before the start (tokens[user])."""
 
     def __init__(self, directory: Path, database: Optional[str] = None, single_user: bool = False,
-                 users: tuple[str, ...] = ("alice",), extra: tuple[str, ...] = (), data: Optional[Path] = None) -> None:
+                 users: tuple[str, ...] = ("alice",), extra: tuple[str, ...] = (), data: Optional[Path] = None,
+                 workers: int = 1) -> None:
         self.directory = directory
+        self.workers = workers
+        if workers > 1:
+            extra = (*extra, "--workers", str(workers))
         self.data = data or directory / "data"
         self.database = database
         self.single_user = single_user
@@ -117,6 +124,8 @@ class ServerProcess:
 
     def new_session(self, user: Optional[str] = "alice") -> requests.Session:
         session = requests.Session()
+        if self.workers > 1:
+            session.headers["Connection"] = "close"  # each request to whichever worker accepts it
         if user is not None and user in self.tokens:
             session.headers["Authorization"] = f"Bearer {self.tokens[user]}"
         return session
@@ -135,6 +144,7 @@ class ServerProcess:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.starts += 1
         self.port = free_port()
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.stderr_path = self.directory / f"server-{self.starts}.stderr"
         command = [sys.executable, str(MAIN), "--port", str(self.port), *self.storage_arguments(), *self.extra]
         if self.single_user:
@@ -185,8 +195,16 @@ class ServerProcess:
         """SIGKILL: no chance to clean up, like a crash."""
         assert self.proc is not None
         self.session.close()
+        children = []
+        if self.workers > 1:  # the whole server crashes: its workers first (else they die with it, a moment later)
+            listed = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
+            children = [int(pid) for pid in listed.split()]
+            for pid in children:
+                os.kill(pid, signal.SIGKILL)
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=STOP_DEADLINE_S)
+        for pid in children:
+            wait_until(lambda: not Path(f"/proc/{pid}").exists() or "Z" in _process_state(pid), f"worker {pid} to die")
 
     def restart(self) -> "ServerProcess":
         if self.proc is not None and self.proc.poll() is None:
@@ -224,6 +242,13 @@ class ServerProcess:
         response = self.get(session=session, limit=100000, **params)
         assert response.status_code == 200, response.text
         return response.json()["samples"]
+
+
+def _process_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
 
 
 def make_sample(n: int, prefix: str = "s", **overrides) -> dict:
@@ -274,6 +299,8 @@ def strip_received(record: dict) -> dict:
 
 def _server(tmp_path: Path, backend: str, request, **options) -> ServerProcess:
     database = request.getfixturevalue("postgres_cluster").new_database() if backend == "postgres" else None
+    if backend == "workers":
+        options.setdefault("workers", 2)
     return ServerProcess(tmp_path, database=database, **options)
 
 

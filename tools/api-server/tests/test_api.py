@@ -22,6 +22,12 @@ def test_health(server):
 
 def test_startup_line_reports_address_storage_and_counts(server):
     assert f"api-server listening on http://127.0.0.1:{server.port}, " in server.stderr()
+    if server.workers > 1:  # the supervisor indexes nothing (each worker indexes the users it serves)
+        assert "(0 users), tokens required, 2 workers" in server.stderr()
+        assert server.post(make_samples(3)).json()["saved"] == 3
+        server.restart()
+        assert "(1 users), tokens required, 2 workers" in server.stderr()
+        return
     assert "(0 users, 0 samples), tokens required" in server.stderr()
     assert server.post(make_samples(3)).json()["saved"] == 3
     server.restart()

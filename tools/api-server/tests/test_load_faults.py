@@ -18,6 +18,7 @@ USERS = 8
 SAMPLES_PER_USER = 6000
 BATCH = 500
 DEADLINE_S = 240
+DAILY = {"tz": "Europe/Paris", "from": "2023-12-30", "to": "2024-02-02", "bySource": "true"}
 
 
 class Uploader(threading.Thread):
@@ -44,8 +45,7 @@ class Uploader(threading.Thread):
     def run(self) -> None:
         try:
             deadline = time.monotonic() + DEADLINE_S
-            session = requests.Session()
-            session.headers["Authorization"] = f"Bearer {self.token}"
+            session = self.server.new_session(self.user)  # (workers: a new connection a request)
             for path, body in self.operations:
                 while True:
                     assert time.monotonic() < deadline, f"{self.user}: out of time"
@@ -55,8 +55,7 @@ class Uploader(threading.Thread):
                             break
                         assert response.status_code in (500, 503), response.text
                     except requests.RequestException:
-                        session = requests.Session()
-                        session.headers["Authorization"] = f"Bearer {self.token}"
+                        session = self.server.new_session(self.user)
                     self.retries += 1
                     time.sleep(0.05)
                 self.done += 1
@@ -64,13 +63,16 @@ class Uploader(threading.Thread):
             self.error = error
 
 
-@pytest.mark.parametrize("backend", ["embedded", "postgres"])
+@pytest.mark.parametrize("backend", ["embedded", "workers", "postgres"])
 def test_eight_users_through_a_server_kill_and_a_database_restart(tmp_path, request, backend):
+    """With "workers" (the embedded backend, --workers 2, a new connection a request) every user's
+    requests land on both workers in turn; its daily totals must then equal those of one process that
+    reads the same files afresh without buckets."""
     from conftest import ServerProcess
 
     users = tuple(f"user{k}" for k in range(USERS))
     database = request.getfixturevalue("postgres_cluster").new_database() if backend == "postgres" else None
-    server = ServerProcess(tmp_path, database=database, users=users).start()
+    server = ServerProcess(tmp_path, database=database, users=users, workers=2 if backend == "workers" else 1).start()
     uploaders = [Uploader(server, user, number) for number, user in enumerate(users)]
     try:
         for uploader in uploaders:
@@ -98,6 +100,18 @@ def test_eight_users_through_a_server_kill_and_a_database_restart(tmp_path, requ
             assert all(sample_id.startswith(f"u{number}-") for sample_id in ids), f"{uploader.user} sees another's samples"
             assert {sample["id"]: strip_received(sample) for sample in stored} == uploader.expected
             assert server.get(session=session, limit=0).json()["total"] == len(uploader.expected)
+        if backend == "workers":
+            daily = {user: [server.new_session(user).get(server.url + "/steps/daily", params=DAILY, timeout=60).json()
+                            for _ in range(3)] for user in users}
+            assert server.stop() == 0
+            alone = ServerProcess(tmp_path / "alone", data=server.data, users=users, extra=("--no-daily-buckets",)).start()
+            try:
+                for user in users:
+                    expected = alone.new_session(user).get(alone.url + "/steps/daily", params=DAILY, timeout=60).json()
+                    assert sum(day["raw"] for day in expected["days"]) > 0
+                    assert daily[user] == [expected] * 3, f"{user}: the workers' daily totals differ from a fresh read"
+            finally:
+                alone.finish()
     finally:
         for uploader in uploaders:
             uploader.join(timeout=5)

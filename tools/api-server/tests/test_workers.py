@@ -1,5 +1,5 @@
-"""--workers N (PostgreSQL): processes sharing the port; a stop reaches every worker; a killed
-supervisor leaves no worker behind; the embedded backend refuses it."""
+"""--workers N: processes sharing the port; a stop reaches every worker; a killed supervisor leaves no
+worker behind; the embedded backend's workers see each other's writes (and its daily totals follow them)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from conftest import MAIN, ServerProcess, make_samples, wait_until
+from conftest import MAIN, ServerProcess, make_samples, strip_received, wait_until
 
 
 def workers_of(pid: int) -> list[int]:
@@ -54,11 +54,64 @@ def test_a_killed_supervisor_takes_its_workers_along(tmp_path, postgres_cluster)
                    f"worker {child} to die")
 
 
-def test_workers_need_postgresql(tmp_path):
-    result = subprocess.run([sys.executable, str(MAIN), "--workers", "2", "--data", str(tmp_path)],
-                            capture_output=True, text=True, timeout=30)
-    assert result.returncode == 2
-    assert "--workers needs --database" in result.stderr
+def test_embedded_workers_hold_the_data_directory(tmp_path):
+    """The supervisor holds DIR/LOCK for its workers: a second server on the same directory is refused,
+    with or without --workers, and the lock goes with the whole server."""
+    server = ServerProcess(tmp_path, extra=("--workers", "2")).start()
+    for extra in ([], ["--workers", "2"]):
+        result = subprocess.run([sys.executable, str(MAIN), "--port", "0", "--data", str(server.data), *extra],
+                                capture_output=True, text=True, timeout=30)
+        assert result.returncode == 1
+        assert "is in use by another api-server" in result.stderr
+    assert server.stop() == 0
+    assert server.start().post(make_samples(3)).json()["saved"] == 3
+
+
+def test_embedded_workers_see_each_others_writes(tmp_path):
+    """Two workers, a new connection a request: every write (new, changed, deleted, emptied), whichever
+    worker took it, is seen by the next read from either, pages, totals and daily totals alike; after
+    the stop (each worker saved its daily buckets) one process reads the same."""
+    server = ServerProcess(tmp_path, users=("alice", "bob"), workers=2).start()
+    alice, bob = server.new_session("alice"), server.new_session("bob")
+    daily = {"tz": "UTC", "from": "2024-01-01", "to": "2024-01-06", "bySource": "true"}
+
+    def expect(samples: list) -> None:
+        for _ in range(6):  # spread over both workers
+            stored = server.all_samples(session=alice)
+            assert sorted(stored, key=lambda sample: sample["id"]) == sorted(stored, key=lambda sample: sample["id"])
+            assert {sample["id"]: strip_received(sample) for sample in stored} == {sample["id"]: sample for sample in samples}
+            days = alice.get(server.url + "/steps/daily", params=daily, timeout=60).json()["days"]
+            assert sum(day["raw"] for day in days) == sum(sample["count"] for sample in samples)
+
+    samples = make_samples(3000)
+    for k in range(0, 3000, 500):
+        assert server.post(samples[k : k + 500], session=alice).json()["saved"] == 500
+        expect(samples[: k + 500])
+    assert server.post(samples[:1000], session=alice).json()["saved"] == 0  # sent again, to either worker
+    changed = [dict(sample, count=sample["count"] + 7) for sample in samples[100:200]]
+    assert server.post(changed, session=alice).json()["saved"] == 100
+    samples[100:200] = changed
+    expect(samples)
+    assert server.delete_ids([sample["id"] for sample in samples[:50]], session=alice).json()["deleted"] == 50
+    samples = samples[50:]
+    expect(samples)
+    assert server.post(make_samples(10, prefix="b"), session=bob).json()["saved"] == 10
+    assert server.delete(session=alice).status_code == 200
+    expect([])
+    assert len(server.all_samples(session=bob)) == 10  # bob's data is his own
+    samples = make_samples(700, start=5000)
+    assert server.post(samples, session=alice).json()["saved"] == 700
+    expect(samples)
+    before = [alice.get(server.url + "/steps/daily", params=daily, timeout=60).json() for _ in range(4)]
+    assert server.stop() == 0
+    alone = ServerProcess(tmp_path / "alone", data=server.data, users=("alice",)).start()
+    try:
+        assert alone.new_session("alice").get(alone.url + "/steps/daily", params=daily, timeout=60).json() == before[0]
+        assert before == [before[0]] * 4
+        assert {sample["id"]: strip_received(sample) for sample in alone.all_samples(session=alone.new_session("alice"))} == \
+            {sample["id"]: sample for sample in samples}
+    finally:
+        alone.finish()
 
 
 def test_daily_totals_stay_exact_across_workers(tmp_path, postgres_cluster):

@@ -64,6 +64,7 @@ def routes(context: Context) -> list:
         def handle() -> bytes:
             user = context.user(request)
             zone_info = ZoneInfo(zone)
+            context.refresh(user)  # (--workers) what the other workers wrote reaches the caches first
             cache = context.daily_cache
             version = cache.version(user)  # before reading any sample: see totals_cache.py, Races
             known, missing = cache.lookup(user, zone, patterns, first, last)

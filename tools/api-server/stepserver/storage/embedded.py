@@ -15,11 +15,27 @@ a crash can never leave it out of step with the file. Its cost is about 200 byte
 Writes are group-committed per user: lines are written under the user's lock, the sync runs without
 it (one sync covers every write before it), and the index takes a write (readers see it) only once a
 sync covered it, in file order. See UserLog._await_durable.
+
+Several workers (--workers N): the supervisor holds DIR/LOCK for its workers and cuts torn last lines
+before forking them; each worker indexes a user's history when it first serves that user, and the
+workers share the file through DIR/users/NAME.lock (flock):
+  - a write holds it exclusively from before its append until a sync covered it (the writes of one
+    worker under way together share the hold and their syncs, as above), and first applies the lines
+    other workers appended since it last looked;
+  - a read (a page, a day's samples, the buckets' state) first applies those lines under the lock held
+    shared, so it never sees a write that is not durable yet, nor one being rolled back;
+  - what was applied is reported (EmbeddedStorage.on_foreign: the samples, the dates of the versions
+    they replaced or deleted), so that the daily totals' caches of this worker drop those days;
+  - DELETE /steps renames an empty file over the history: another worker tells by the inode that what
+    it indexed is gone and indexes the file again.
+A worker whose failed write could not be rolled back keeps the exclusive hold until a later write of
+its own rolls it back; the others answer 503 for that user after FLOCK_WAIT_S meanwhile.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import operator
 import os
 import re
@@ -28,6 +44,7 @@ import threading
 from collections import deque
 import time
 from array import array
+from contextlib import contextmanager
 from itertools import accumulate, compress
 from datetime import date
 from pathlib import Path
@@ -44,6 +61,11 @@ from .files import lock_owner, make_directories, pread_exact, pwrite_all, sync_d
 
 USERS_DIRECTORY = "users"
 JSONL_SUFFIX = ".jsonl"
+LOCK_SUFFIX = ".lock"
+FLOCK_WAIT_S = 30.0  # the longest a worker waits for another's hold on a user's history
+FLOCK_FIRST_WAIT_S = 0.0002
+FLOCK_MAX_WAIT_S = 0.005
+MAX_FOREIGN_REPLACED = 10_000  # versions another worker replaced that are read back for their days; more: any day
 PROBE_BYTES = 4096
 PROBE_BACKOFF_FIRST_S = 0.25
 PROBE_BACKOFF_MAX_S = 5.0
@@ -128,11 +150,25 @@ class UserLog:
       rolled back and is never read.
     """
 
-    def __init__(self, user: str, path: Path) -> None:
+    def __init__(self, user: str, path: Path, shared: bool = False,
+                 on_foreign: Optional[Callable[[str, Optional[list], Optional[list[str]]], None]] = None) -> None:
         self.user = user
         self.path = path
         self.lock = threading.Lock()
         self.fd = -1
+        # Shared (--workers): other processes write the same file; see "Several workers" in the
+        # module's docstring. `writers` counts this process's writes under way: while it is above
+        # zero (or a failed write is not rolled back yet) the process holds NAME.lock exclusively.
+        self.shared = shared
+        self.on_foreign = on_foreign  # (user, samples, replaced texts) of others' writes; (user, None, None): any
+        self.lock_path = path.with_name(path.name[: -len(JSONL_SUFFIX)] + LOCK_SUFFIX) if path.name.endswith(JSONL_SUFFIX) \
+            else path.with_name(path.name + LOCK_SUFFIX)
+        self.lock_fd = -1
+        self.exclusive = False
+        self.writers = 0
+        self.inode = 0
+        self.retired_fds: list[int] = []  # descriptors of histories replaced (DELETE /steps), closed with the log
+        self.changes: Optional[_ForeignChanges] = None  # collects what a catch-up applies
         self.size = 0
         self.generation = 0  # bumped when the file is emptied, so a reader can tell its bytes went away
         self.current: dict[str, int] = {}
@@ -157,6 +193,19 @@ class UserLog:
     # -- opening -------------------------------------------------------------------------------------
 
     def open(self) -> None:
+        if not self.shared:
+            self._open_file(repair=True)
+            return
+        self.lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._flock(fcntl.LOCK_SH)  # no other worker is writing: the file ends where a write ended
+        try:
+            self._open_file(repair=False)
+        finally:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+    def _open_file(self, repair: bool) -> None:
+        """Opens (creating) the history and replays it. With `repair`, a torn last line is cut off;
+        without (a worker, which holds the user's lock shared), it is left to the next writer and not read."""
         flags = os.O_RDWR | os.O_CLOEXEC
         try:
             self.fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)
@@ -164,26 +213,11 @@ class UserLog:
             sync_directory(self.path.parent)
         except FileExistsError:
             self.fd = os.open(self.path, flags)
-        self.size = self.written = self._truncate_torn_tail(os.fstat(self.fd).st_size)
+        status = os.fstat(self.fd)
+        self.inode = status.st_ino
+        size = status.st_size
+        self.size = self.written = cut_torn_tail(self.fd, self.path, size) if repair else _whole_lines(self.fd, size)
         self._rebuild()
-
-    def _truncate_torn_tail(self, size: int) -> int:
-        """If the file does not end with a newline, the writer died mid-append: cut back to the last one."""
-        if size == 0 or os.pread(self.fd, 1, size - 1) == b"\n":
-            return size
-        keep = 0
-        position = size
-        while position > 0:
-            start = max(0, position - 65536)
-            newline = pread_exact(self.fd, position - start, start).rfind(b"\n")
-            if newline >= 0:
-                keep = start + newline + 1
-                break
-            position = start
-        os.ftruncate(self.fd, keep)
-        sync_file(self.fd)
-        log(f"{self.path}: dropped {size - keep} bytes of a partial last line at byte offset {keep} (torn write)")
-        return keep
 
     def _rebuild(self) -> None:
         """Replays the history into the index, REBUILD_CHUNK_BYTES at a time: msgspec decodes a chunk's
@@ -203,32 +237,38 @@ class UserLog:
                 data, tail = data[:cut], data[cut:]
                 if not data:
                     continue
-                lines = data.split(b"\n")
-                lines.pop()
-                try:
-                    records = _line_decoder.decode_lines(data)
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    records = None
-                if records is not None and len(records) == len(lines):
-                    for line, record in zip(lines, records):
-                        if not self._apply_line(line, record, offset):
-                            bad += 1
-                            self._report_bad(bad, offset, line, "not a sample or a deletion")
-                        offset += len(line) + 1
-                    continue
-                for line in lines:
-                    try:
-                        record = _line_decoder.decode(line)
-                    except (msgspec.DecodeError, msgspec.ValidationError) as error:
-                        bad += 1
-                        self._report_bad(bad, offset, line, str(error))
-                    else:
-                        if not self._apply_line(line, record, offset):
-                            bad += 1
-                            self._report_bad(bad, offset, line, "not a sample or a deletion")
-                    offset += len(line) + 1
+                offset, bad = self._replay(data, offset, bad)
         if bad:
             log(f"{self.path}: {bad} unreadable lines skipped (left in the file, not served)")
+
+    def _replay(self, data: bytes, offset: int, bad: int) -> tuple[int, int]:
+        """Applies whole lines (`data` ends with a newline) found at `offset` to the index; returns the
+        offset after them and the count of unreadable lines so far."""
+        lines = data.split(b"\n")
+        lines.pop()
+        try:
+            records = _line_decoder.decode_lines(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            records = None
+        if records is not None and len(records) == len(lines):
+            for line, record in zip(lines, records):
+                if not self._apply_line(line, record, offset):
+                    bad += 1
+                    self._report_bad(bad, offset, line, "not a sample or a deletion")
+                offset += len(line) + 1
+            return offset, bad
+        for line in lines:
+            try:
+                record = _line_decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as error:
+                bad += 1
+                self._report_bad(bad, offset, line, str(error))
+            else:
+                if not self._apply_line(line, record, offset):
+                    bad += 1
+                    self._report_bad(bad, offset, line, "not a sample or a deletion")
+            offset += len(line) + 1
+        return offset, bad
 
     def _report_bad(self, bad: int, offset: int, line: bytes, reason: str) -> None:
         if bad <= MAX_REPORTED_BAD_LINES:
@@ -246,6 +286,8 @@ class UserLog:
         if known is not None:
             self.stale.add(known)
             self.dead_lines += 1
+        if self.changes is not None:
+            self.changes.note(record, known)
         self.current[record.id] = offset
         self.live.append(offset)
         self.versions.append(offset)
@@ -266,6 +308,8 @@ class UserLog:
         known = self.current.pop(sample_id, None)
         if known is None:
             return False
+        if self.changes is not None:
+            self.changes.note(None, known)
         self.stale.add(known)
         self.dead_lines += 1
         return True
@@ -375,7 +419,7 @@ class UserLog:
         ids = list(batch)
         values = list(batch.values())
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
-        with self.lock:
+        with self.lock, self._writing():
             known = self._known(batch)
             # New ids are written; a known id only when its content differs from its current line's
             # (read back, with the lines of the writes not yet durable). The lines of a run of samples
@@ -481,7 +525,7 @@ class UserLog:
 
     def delete_ids(self, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
-        with self.lock:
+        with self.lock, self._writing():
             unique = dict.fromkeys(ids)
             found = [(sample_id, old) for sample_id, old in zip(unique, self._known(unique)) if old is not None]
             doomed = [sample_id for sample_id, _ in found]
@@ -510,24 +554,185 @@ class UserLog:
     def delete_all(self) -> None:
         with self.lock:
             self._settle()
+            with self._writing():
+                if self.shared:
+                    # A new empty file renamed over the history: another worker tells by its inode
+                    # that what it indexed is gone (a cut could be written past before it looks).
+                    try:
+                        fresh = self._empty_replacement()
+                    except OSError as error:
+                        raise _failure(f"emptying {self.path}", error) from None
+                    self.retired_fds.append(self.fd)
+                    self.fd = fresh
+                    self.inode = os.fstat(fresh).st_ino
+                else:
+                    try:
+                        os.ftruncate(self.fd, 0)
+                        sync_file(self.fd)
+                    except OSError as error:
+                        self.needs_rollback = True
+                        raise _failure(f"emptying {self.path}", error) from None
+                self._forget()
+
+    def _empty_replacement(self) -> int:
+        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.new")
+        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            sync_file(fd)
+            os.replace(temporary, self.path)
+            sync_directory(self.path.parent)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _forget(self) -> None:
+        """Empties the index (the file was emptied or replaced). Caller holds the lock, nothing pending."""
+        self.generation += 1
+        self.epoch += 1
+        self.size = 0
+        self.written = 0
+        self.needs_rollback = False
+        self.current = {}
+        self.live = array("q")
+        self.stale = set()
+        self.versions = array("q")
+        self.by_start_date = {}
+        self.long_lines = array("q")
+        self.dead_lines = 0
+
+    # -- several workers (shared) ------------------------------------------------------------------
+
+    def _flock(self, mode: int) -> None:
+        """flock(2) on NAME.lock, waiting at most FLOCK_WAIT_S (a worker whose failed write could not be
+        rolled back keeps it until it can). Caller holds the lock (every flock of this process on the
+        descriptor goes through it, so a shared one never converts an exclusive one)."""
+        wait = FLOCK_FIRST_WAIT_S
+        deadline = 0.0
+        while True:
             try:
-                os.ftruncate(self.fd, 0)
-                sync_file(self.fd)
-            except OSError as error:
-                self.needs_rollback = True
-                raise _failure(f"emptying {self.path}", error) from None
-            self.generation += 1
-            self.epoch += 1
-            self.size = 0
-            self.written = 0
-            self.needs_rollback = False
-            self.current = {}
-            self.live = array("q")
-            self.stale = set()
-            self.versions = array("q")
-            self.by_start_date = {}
-            self.long_lines = array("q")
-            self.dead_lines = 0
+                fcntl.flock(self.lock_fd, mode | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            now = time.monotonic()
+            if not deadline:
+                deadline = now + FLOCK_WAIT_S
+            elif now > deadline:
+                raise StorageUnavailable(f"the history of {self.user} is held by another worker for over "
+                                         f"{FLOCK_WAIT_S:.0f} s ({self.lock_path}); nothing of this request was stored, retry later")
+            time.sleep(wait)
+            wait = min(wait * 2, FLOCK_MAX_WAIT_S)
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write (caller holds the lock): shared, the first of this process's writes under way takes
+        NAME.lock exclusively and applies what other workers wrote; the last lets it go once no failed
+        write waits to be rolled back."""
+        if not self.shared:
+            yield
+            return
+        if not self.exclusive:
+            self._flock(fcntl.LOCK_EX)
+            self.exclusive = True
+            try:
+                self._catch_up(writer=True)
+            except BaseException:
+                self.exclusive = False
+                fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+                raise
+        self.writers += 1
+        try:
+            yield
+        finally:
+            self.writers -= 1
+            if not self.writers and not self.needs_rollback and not self.unpublished:
+                self.exclusive = False
+                fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+    def _refresh(self) -> None:
+        """Before a read (caller holds the lock): shared, applies what other workers wrote since, under
+        NAME.lock held shared (so never a write not yet durable, nor one being rolled back)."""
+        if not self.shared or self.exclusive:
+            return
+        self._flock(fcntl.LOCK_SH)
+        try:
+            self._catch_up(writer=False)
+        finally:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+    def refresh(self) -> None:
+        with self.lock:
+            self._refresh()
+
+    def state(self) -> str:
+        """The history's size and modification time as this process has applied it (the daily
+        buckets' saved state): shared, taken under NAME.lock after applying what others wrote."""
+        with self.lock:
+            if not self.shared or self.exclusive:
+                status = os.fstat(self.fd)
+                return f"{status.st_size}:{status.st_mtime_ns}"
+            self._flock(fcntl.LOCK_SH)
+            try:
+                self._catch_up(writer=False)
+                status = os.fstat(self.fd)
+                return f"{status.st_size}:{status.st_mtime_ns}"
+            finally:
+                fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+    def _catch_up(self, writer: bool) -> None:
+        """Applies the lines other workers appended since this process last looked (caller holds the lock
+        and NAME.lock; nothing of this process is pending). A history replaced (DELETE /steps) or
+        shorter than what was applied is indexed again from the start. A partial last line (a worker
+        that died mid-append) is cut off by a writer and skipped by a reader."""
+        try:
+            status = os.stat(self.path)
+        except OSError as error:
+            raise _failure(f"reading {self.path}", error) from None
+        if status.st_ino != self.inode or status.st_size < self.written:
+            self.retired_fds.append(self.fd)
+            self.fd = -1
+            self._forget()
+            self._open_file(repair=writer)
+            self._tell_foreign(None, None)
+            return
+        start, end = self.written, status.st_size
+        if end == start:
+            return
+        try:
+            data = pread_exact(self.fd, end - start, start)
+        except OSError as error:
+            raise _failure(f"reading {self.path}", error) from None
+        whole = data.rfind(b"\n") + 1
+        if whole < len(data):
+            if writer:
+                cut_torn_tail(self.fd, self.path, end)
+            data = data[:whole]
+        if not data:
+            return
+        self.changes = _ForeignChanges(start)
+        try:
+            _, bad = self._replay(data, start, 0)
+        finally:
+            changes, self.changes = self.changes, None
+        if bad:
+            log(f"{self.path}: {bad} unreadable lines skipped (left in the file, not served)")
+        self.size = self.written = start + len(data)
+        replaced: Optional[list[str]] = []
+        if len(changes.superseded) > MAX_FOREIGN_REPLACED:
+            replaced = None
+        elif changes.superseded:
+            try:
+                for line in _read_lines(self.fd, array("q", sorted(changes.superseded)), self.written):
+                    old = decode_stored_sample(line)
+                    replaced += (old.startDate, old.endDate)
+            except (OSError, ValueError, ApiError):  # their days unknown: any day may have changed
+                replaced = None
+        self._tell_foreign(changes.samples if replaced is not None else None, replaced)
+
+    def _tell_foreign(self, samples: Optional[list], replaced: Optional[list[str]]) -> None:
+        if self.on_foreign is not None:
+            self.on_foreign(self.user, samples, replaced)
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -540,6 +745,7 @@ class UserLog:
     def read(self, offset: int, limit: int, all_versions: bool) -> tuple[list[bytes], int]:
         while True:
             with self.lock:
+                self._refresh()
                 if not all_versions:
                     self._fold_stale()
                 offsets = self.versions if all_versions else self.live
@@ -575,6 +781,7 @@ class UserLog:
         first = _utc_date(start_ns) - LOOKBACK_DAYS
         last = _utc_date(end_ns) + 1
         with self.lock:
+            self._refresh()
             by_date = self.by_start_date
             if last - first + 1 <= len(by_date):
                 parts = [offsets for day in range(first, last + 1) if (offsets := by_date.get(day)) is not None]
@@ -612,6 +819,7 @@ class UserLog:
         plus two days (a text's date is within a day of its UTC date) plus the longest duration; None
         when no line was indexed. Lines kept aside (long ones) make it unbounded."""
         with self.lock:
+            self._refresh()
             if self.long_lines:
                 return 1 << 62
             if not self.by_start_date:
@@ -625,9 +833,55 @@ class UserLog:
 
     def close(self) -> None:
         with self.lock:
-            if self.fd >= 0:
-                os.close(self.fd)
-                self.fd = -1
+            for fd in [self.fd, self.lock_fd, *self.retired_fds]:
+                if fd >= 0:
+                    os.close(fd)
+            self.fd = self.lock_fd = -1
+            self.retired_fds = []
+
+
+class _ForeignChanges:
+    """What a catch-up applied: the sample lines (decoded) and the offsets of the versions before
+    `start` that they superseded or that deletions removed (read back for their days)."""
+
+    __slots__ = ("start", "samples", "superseded")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.samples: list[_StoredLine] = []
+        self.superseded: list[int] = []
+
+    def note(self, sample: Optional["_StoredLine"], known: Optional[int]) -> None:
+        if sample is not None:
+            self.samples.append(sample)
+        if known is not None and known < self.start:
+            self.superseded.append(known)
+
+
+def cut_torn_tail(fd: int, path: Path, size: int) -> int:
+    """If the file does not end with a newline, its writer died mid-append: cuts it back to the last
+    one (synced) and returns the size kept."""
+    keep = _whole_lines(fd, size)
+    if keep == size:
+        return size
+    os.ftruncate(fd, keep)
+    sync_file(fd)
+    log(f"{path}: dropped {size - keep} bytes of a partial last line at byte offset {keep} (torn write)")
+    return keep
+
+
+def _whole_lines(fd: int, size: int) -> int:
+    """The size of the file's first `size` bytes up to and including their last newline."""
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    position = size
+    while position > 0:
+        start = max(0, position - 65536)
+        newline = pread_exact(fd, position - start, start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        position = start
+    return 0
 
 
 def _read_line_block(fd: int, offsets: array, size: int) -> bytes:
@@ -765,56 +1019,109 @@ class WritabilityProbe:
 
 
 class EmbeddedStorage:
-    """Users' JSONL histories under one data directory, one server at a time."""
+    """Users' JSONL histories under one data directory, one server at a time.
 
-    def __init__(self, directory: Path) -> None:
+    `role`: "alone" (one process: opens and indexes every history at start), "supervisor" (the parent
+    of --workers: holds DIR/LOCK for them and cuts torn last lines, indexes nothing) or "worker" (one of
+    its children: DIR/LOCK is the supervisor's; a history is indexed when first used, and shared with
+    the other workers through NAME.lock, see UserLog)."""
+
+    def __init__(self, directory: Path, role: str = "alone") -> None:
+        if role not in ("alone", "supervisor", "worker"):
+            raise ValueError(f"role {role!r}")
         self.directory = directory
         self.users_directory = directory / USERS_DIRECTORY
+        self.role = role
         self._lock = threading.Lock()
         self._logs: dict[str, UserLog] = {}
         self._lock_fd = -1
         self.probe = WritabilityProbe(directory)
         self.tokens = SqliteTokenStore(directory / "tokens.sqlite")
+        # Told what another worker wrote (user, samples, replaced texts; (user, None, None): anything),
+        # when a history applies it: the daily totals' caches follow (app.Context).
+        self.on_foreign: Optional[Callable[[str, Optional[list], Optional[list[str]]], None]] = None
 
     def open(self) -> None:
         if self.directory.exists() and not self.directory.is_dir():
             raise StartupError(f"--data {self.directory} is a file; it must be a directory (a JSONL file of an "
                                f"earlier version goes to DIR/{USERS_DIRECTORY}/local.jsonl)")
         make_directories(self.users_directory)
-        try:
-            self._lock_fd = lock_owner(self.directory / "LOCK", str(self.directory))
-        except BlockingIOError as error:
-            raise StartupError(str(error)) from None
+        if self.role != "worker":
+            try:
+                self._lock_fd = lock_owner(self.directory / "LOCK", str(self.directory))
+            except BlockingIOError as error:
+                raise StartupError(str(error)) from None
         try:
             self.tokens.open()
             for path in sorted(self.users_directory.glob("*" + JSONL_SUFFIX)):
                 user = path.name[: -len(JSONL_SUFFIX)]
-                if valid_user_name(user):
+                if not valid_user_name(user):
+                    continue
+                if self.role == "alone":
                     self._open_user(user)
+                elif self.role == "supervisor":  # no worker runs yet: a torn last line is a crash's
+                    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+                    try:
+                        cut_torn_tail(fd, path, os.fstat(fd).st_size)
+                    finally:
+                        os.close(fd)
             self.probe.check()
         except BaseException:
             self.close()
             raise
 
+    def keep_lock_for_workers(self) -> int:
+        """The supervisor: the descriptor holding DIR/LOCK, which close() then leaves open (the workers
+        are forked with it; the lock lasts while any of them lives)."""
+        fd, self._lock_fd = self._lock_fd, -1
+        return fd
+
     def _open_user(self, user: str) -> UserLog:
-        user_log = UserLog(user, self.users_directory / (user + JSONL_SUFFIX))
+        user_log = UserLog(user, self.users_directory / (user + JSONL_SUFFIX), shared=self.role == "worker",
+                           on_foreign=self._foreign)
         user_log.open()
         self._logs[user] = user_log
         return user_log
 
+    def _foreign(self, user: str, samples: Optional[list], replaced: Optional[list[str]]) -> None:
+        if self.on_foreign is not None:
+            self.on_foreign(user, samples, replaced)
+
     def _log(self, user: str, create: bool) -> Optional[UserLog]:
         user_log = self._logs.get(user)
-        if user_log is None and create:
+        if user_log is None and (create or self.role == "worker"):
             with self._lock:
                 user_log = self._logs.get(user)
                 if user_log is None:
-                    self._writable()
+                    if not create and not (self.users_directory / (user + JSONL_SUFFIX)).exists():
+                        return None  # (a worker: another may have created it since the start)
+                    if create:
+                        self._writable()
                     try:
                         user_log = self._open_user(user)
                     except OSError as error:
                         self.probe.failed(f"creating the history of {user}: {os.strerror(error.errno or 0)}")
                         raise _failure(f"creating the history of {user}", error) from None
         return user_log
+
+    def refresh(self, user: str) -> None:
+        """A worker: applies what the other workers wrote to this user's history (before an answer
+        from memory, the daily totals'); nothing to do alone."""
+        if self.role == "worker":
+            user_log = self._log(user, create=False)
+            if user_log is not None:
+                user_log.refresh()
+
+    def history_state(self, user: str) -> Optional[str]:
+        """The history's size and modification time (the daily buckets' saved state), None without one."""
+        user_log = self._log(user, create=False) if self.role == "worker" else None
+        if user_log is not None:
+            return user_log.state()
+        try:
+            status = os.stat(self.users_directory / (user + JSONL_SUFFIX))
+        except FileNotFoundError:
+            return None
+        return f"{status.st_size}:{status.st_mtime_ns}"
 
     def _writable(self) -> None:
         failure = self.probe.check() if self.probe.failure is not None else None
@@ -831,6 +1138,9 @@ class EmbeddedStorage:
             raise
 
     def describe(self) -> str:
+        if self.role != "alone":
+            users = sum(1 for path in self.users_directory.glob("*" + JSONL_SUFFIX) if valid_user_name(path.name[: -len(JSONL_SUFFIX)]))
+            return f"data {self.directory} ({users} users)"
         samples = sum(user_log.live_count for user_log in self._logs.values())
         return f"data {self.directory} ({len(self._logs)} users, {samples} samples)"
 

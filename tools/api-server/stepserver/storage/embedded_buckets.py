@@ -1,5 +1,5 @@
 """Where the embedded backend keeps the daily buckets between runs (stepserver/daily_buckets.py):
-DIR/users/NAME.buckets, written when the server stops (write NAME.buckets.tmp, fsync, rename, fsync the
+DIR/users/NAME.buckets, written when the server stops (write NAME.buckets.PID.tmp, fsync, rename, fsync the
 directory). Its layout: MAGIC, the save's id (16 bytes), the header's length (4 bytes, little-endian),
 the header, the sums. The header is read when the user is first used, the sums a range of days at a
 time (a read checks the id first: a file replaced since is not mixed in). Its state is the history's
@@ -13,7 +13,7 @@ import struct
 from pathlib import Path
 from typing import Optional
 
-from .embedded import JSONL_SUFFIX, EmbeddedStorage
+from .embedded import EmbeddedStorage
 from .files import sync_directory, sync_file
 
 SUFFIX = ".buckets"
@@ -31,12 +31,7 @@ class EmbeddedBucketStore:
 
     def state(self, user: str) -> Optional[str]:
         """The history's size and modification time, or None when the user has none."""
-        path = self.storage.users_directory / (user + JSONL_SUFFIX)
-        try:
-            status = os.stat(path)
-        except FileNotFoundError:
-            return None
-        return f"{status.st_size}:{status.st_mtime_ns}"
+        return self.storage.history_state(user)
 
     def _open(self, user: str) -> Optional[tuple[int, bytes, int]]:
         """An open descriptor, the save's id and the header's length; None when there is no file."""
@@ -85,7 +80,7 @@ class EmbeddedBucketStore:
 
     def save(self, user: str, saved_id: bytes, header: bytes, sums: bytes) -> None:
         path = self._path(user)
-        temporary = path.with_name(path.name + ".tmp")
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # workers save side by side
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
             for part in (_PREFIX.pack(MAGIC, saved_id, len(header)), header, sums):

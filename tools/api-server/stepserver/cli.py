@@ -132,7 +132,7 @@ def serve_workers(settings: Settings, sock, line: str) -> int:
                 pass
 
     parent = os.getpid()
-    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(settings.workers)]
+    pairs = [handing_channel() for _ in range(settings.workers)]
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # no handler of the parent's runs in a child
     try:
         for number in range(settings.workers):
@@ -182,6 +182,15 @@ def serve_workers(settings: Settings, sock, line: str) -> int:
         for channel in channels:
             channel.close()
     return status
+
+
+def handing_channel() -> tuple:
+    """A connected pair of Unix sockets for handing descriptors: SOCK_SEQPACKET where there is one (Linux),
+    else SOCK_STREAM (macOS), where HandedServer reads one byte, one descriptor, a message."""
+    try:
+        return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    except (AttributeError, OSError):
+        return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
 
 
 ACCEPT_POLL_S = 0.25  # how often the supervisor's accept loop looks whether it should stop

@@ -170,7 +170,7 @@ class HandedServer(uvicorn.Server):
         def take() -> None:
             while True:
                 try:
-                    data, fds, _, _ = socket.recv_fds(self.channel, 16, HANDED_AT_ONCE)
+                    data, fds, _, _ = socket.recv_fds(self.channel, 1, 1)  # one message (cli.handing_channel)
                 except BlockingIOError:
                     return
                 except OSError:
@@ -196,8 +196,6 @@ class HandedServer(uvicorn.Server):
             pass
         await super().shutdown(sockets)
 
-
-HANDED_AT_ONCE = 64  # descriptors one receive takes
 
 
 def make_server(app: Callable[..., Any], settings: Settings, host: str, port: int,

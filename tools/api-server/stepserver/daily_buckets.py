@@ -79,6 +79,7 @@ HOLD_AHEAD_DAYS = 62  # the most days past the frontier a write holds beyond its
 WRITING_S = 10.0  # a write not touched this long after before_write saved nothing (or is forgotten)
 HOLD_BEHIND_DAYS = 4  # a computed day is let go (read again if written) once the frontier is this far past it
 COMPACT_SPAN_DAYS = 7  # a request's samples within this many dates are touched as one span
+BY_DAY_MASKS = 4  # a write's samples within fewer UTC days than this are found a day at a time
 _start_text = attrgetter("startDate")
 _end_text = attrgetter("endDate")
 _written_fields = [attrgetter(name) for name in ("startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName")]
@@ -233,10 +234,15 @@ class DailyBuckets:
         24 hours)."""
         if not self.enabled or not samples:
             return []
+        return self._sample_days(samples, min(map(_start_text, samples)), max(map(_end_text, samples)))
+
+    @staticmethod
+    def _sample_days(samples: list[SampleFields], least: str, greatest: str) -> list[tuple[int, int]]:
+        """sample_days, given the least startDate and the greatest endDate text of the samples."""
         pairs: set[tuple[str, str, str, str]] = set()
         # Usually a request's samples lie within a few days: one span from the least start text
-        # to the greatest end text (four passes in C); otherwise a span per distinct pair of dates.
-        least, greatest = min(map(_start_text, samples))[:10], max(map(_end_text, samples))[:10]
+        # to the greatest end text; otherwise a span per distinct pair of dates.
+        least, greatest = least[:10], greatest[:10]
         if _text_day(greatest) - _text_day(least) <= COMPACT_SPAN_DAYS:
             pairs.add((least, "+", greatest, "-"))
         else:
@@ -250,17 +256,22 @@ class DailyBuckets:
         frontier: an upload in time order moves into empty days), those days start to be held in
         memory, so that touch_written adds the samples to them and the worker computes them without
         reading the storage back."""
-        spans = self.sample_days(samples)
-        if not spans or self.latest_end_ns is None:
-            return Written(spans)
+        if not self.enabled or not samples:
+            return Written([])
+        if self.latest_end_ns is None:
+            return Written(self.sample_days(samples))
+        # A list per field, each one pass in C (no tuple a sample for the collector to trace); the
+        # days from the start and end lists.
+        fields = [list(map(field, samples)) for field in _written_fields]
+        spans = self._sample_days(samples, min(fields[0]), max(fields[1]))
         try:
-            return self._begin_write(user, samples, spans)
+            return self._begin_write(user, fields, spans)
         except Exception as error:  # noqa: BLE001 - the write goes on; its days are read back instead
             line = (str(error).splitlines() or [type(error).__name__])[0]
             log(f"daily buckets: {user}'s write is not held ({type(error).__name__}: {line}); its days are read back")
             return Written(spans)
 
-    def _begin_write(self, user: str, samples: list[SampleFields], spans: list[tuple[int, int]]) -> Written:
+    def _begin_write(self, user: str, fields: list[list], spans: list[tuple[int, int]]) -> Written:
         self._user(user)
         with self._lock:
             entry = self._entry(user)
@@ -268,9 +279,7 @@ class DailyBuckets:
         if frontier is None:  # the storage's bound, once per user and process
             latest = self.latest_end_ns(user)
             frontier = -(1 << 62) if latest is None else -(-latest // _MS)
-        # A list per field, each one pass in C (no tuple a sample for the collector to trace).
-        starts, ends, counts, bundles, devices = [list(map(field, samples)) for field in _written_fields]
-        columns = SampleColumns.from_texts(starts, ends, counts, bundles, devices)
+        columns = SampleColumns.from_texts(*fields)
         with self._lock:
             numbers = np.array([self._source_number((bundle, None if device is msgspec.UNSET else device))
                                 for bundle, device in columns.sources], dtype=np.int64)
@@ -735,7 +744,12 @@ _encoder = msgspec.msgpack.Encoder()
 def _samples_by_day(columns: SampleColumns) -> dict[int, np.ndarray]:
     """UTC day -> the indexes of the samples that overlap it (end >= its start, start < its end)."""
     first = columns.start // DAY_MS
-    spans = columns.end // DAY_MS - first + 1
+    last = columns.end // DAY_MS
+    low, high = int(first.min()), int(last.max())
+    if high - low < BY_DAY_MASKS:  # a request within a few days (usual): a mask a day
+        return {day: chosen for day in range(low, high + 1)
+                if len(chosen := np.flatnonzero((first <= day) & (last >= day)))}
+    spans = last - first + 1
     owner = np.repeat(np.arange(len(first)), spans)
     day = first[owner] + (np.arange(len(owner)) - np.repeat(np.cumsum(spans) - spans, spans))
     order = np.argsort(day, kind="stable")

@@ -109,6 +109,21 @@ def test_date_texts_parse_as_the_contract_parses_them():
     assert instants_ns([]) == []
 
 
+def test_utc_texts_read_by_digit_pairs_as_by_the_calendar():
+    """The one-string path reads two digits at a time and a month's first day from a table of 1900-2399;
+    texts of years outside it (or not digits) take the formula, with the same result as before."""
+    rng = random.Random(11)
+    moments = [datetime(1900, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=rng.randrange(0, 500 * 365 * 86400))
+               for _ in range(5000)]
+    texts = [moment.strftime("%Y-%m-%dT%H:%M:%SZ") for moment in moments]
+    texts += ["1900-01-01T00:00:00Z", "2399-12-31T23:59:59Z", "2000-02-29T12:00:00Z", "2100-02-28T23:59:59Z"]
+    assert instants_ms(texts).tolist() == [instant_ns(text) // 1_000_000 for text in texts]
+    for outside in (["1899-12-31T23:59:59Z"], ["2400-01-01T00:00:00Z", "2026-01-01T00:00:00Z"], ["0001-01-01T00:00:00Z"]):
+        assert instants_ms(outside).tolist() == [(datetime.fromisoformat(text[:19]).replace(tzinfo=timezone.utc)
+                                                  - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+                                                 for text in outside]
+
+
 def test_columns_from_several_reads_number_their_sources_as_one():
     a = SampleColumns.from_texts(["2026-03-01T00:00:00Z"] * 2, ["2026-03-01T00:05:00Z"] * 2, [5, 6],
                                  ["x", "y"], [None, "Watch"])

@@ -61,7 +61,7 @@ from zoneinfo import ZoneInfo
 import msgspec
 import numpy as np
 
-from .contract import SampleFields
+from .contract import ParsedSamples, SampleFields, date_bounds
 from .quarter_hour_merge import fits, merge_quarter_hours
 from .sample_columns import SampleColumns
 from .log import log
@@ -80,9 +80,8 @@ WRITING_S = 10.0  # a write not touched this long after before_write saved nothi
 HOLD_BEHIND_DAYS = 4  # a computed day is let go (read again if written) once the frontier is this far past it
 COMPACT_SPAN_DAYS = 7  # a request's samples within this many dates are touched as one span
 BY_DAY_MASKS = 4  # a write's samples within fewer UTC days than this are found a day at a time
-_start_text = attrgetter("startDate")
-_end_text = attrgetter("endDate")
 _written_fields = [attrgetter(name) for name in ("startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName")]
+_count_of = attrgetter("count")
 _MS = 1_000_000
 
 Sums = tuple[Sequence[int], Sequence[int]]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
@@ -234,7 +233,7 @@ class DailyBuckets:
         24 hours)."""
         if not self.enabled or not samples:
             return []
-        return self._sample_days(samples, min(map(_start_text, samples)), max(map(_end_text, samples)))
+        return self._sample_days(samples, *date_bounds(samples))
 
     @staticmethod
     def _sample_days(samples: list[SampleFields], least: str, greatest: str) -> list[tuple[int, int]]:
@@ -256,14 +255,20 @@ class DailyBuckets:
         frontier: an upload in time order moves into empty days), those days start to be held in
         memory, so that touch_written adds the samples to them and the worker computes them without
         reading the storage back."""
+        # The field lists the contract's parse built (all but the counts), taken in any case.
+        parsed = samples.take_fields() if isinstance(samples, ParsedSamples) else None
         if not self.enabled or not samples:
             return Written([])
         if self.latest_end_ns is None:
             return Written(self.sample_days(samples))
-        # A list per field, each one pass in C (no tuple a sample for the collector to trace); the
-        # days from the start and end lists.
-        fields = [list(map(field, samples)) for field in _written_fields]
-        spans = self._sample_days(samples, min(fields[0]), max(fields[1]))
+        # A list per field, each one pass in C (no tuple a sample for the collector to trace), unless
+        # the parse's; the days from the bounds.
+        if parsed is not None:
+            starts, ends, bundles, devices = parsed
+            fields = [starts, ends, list(map(_count_of, samples)), bundles, devices]
+        else:
+            fields = [list(map(field, samples)) for field in _written_fields]
+        spans = self._sample_days(samples, *date_bounds(samples))
         try:
             return self._begin_write(user, fields, spans)
         except Exception as error:  # noqa: BLE001 - the write goes on; its days are read back instead

@@ -83,6 +83,7 @@ BY_DAY_MASKS = 4  # a write's samples within fewer UTC days than this are found 
 _written_fields = [attrgetter(name) for name in ("startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName")]
 _count_of = attrgetter("count")
 _MS = 1_000_000
+_RUNNING = float("-inf")  # DailyBuckets._waiting_until while the worker is not waiting
 
 Sums = tuple[Sequence[int], Sequence[int]]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
 Day = dict[int, Sums]  # source number -> its sums; only sources with steps that day
@@ -215,6 +216,9 @@ class DailyBuckets:
         # the user is quiet)
         self._last_write: dict[str, float] = {}
         self._worker: Optional[threading.Thread] = None
+        # When the worker's wait ends (monotonic), None while it waits for a wake, _RUNNING while not
+        # waiting (it looks at the queue before it waits again).
+        self._waiting_until: Optional[float] = _RUNNING
         self._closed = False
         self._tickets = 0
 
@@ -645,13 +649,18 @@ class DailyBuckets:
     # -- the background worker ---------------------------------------------------------------------
 
     def _wake(self) -> None:
-        """Caller holds the lock."""
+        """A write queued days (caller holds the lock): the worker is woken only when it waits for
+        nothing or for longer than these days take to settle. A write's days settle settle_s after
+        it, and no later write makes anything settle sooner: while the worker waits for a deadline,
+        a wake at every write (every request of an upload) only cost both threads the GIL back and
+        forth; at the deadline it looks again."""
         if not self.background or self._closed:
             return
         if self._worker is None:
             self._worker = threading.Thread(target=self._work, name="daily-buckets", daemon=True)
             self._worker.start()
-        self._lock.notify()
+        if self._waiting_until is None or self._waiting_until > time.monotonic() + self.settle_s:
+            self._lock.notify()
 
     def _next_run(self, wait: bool) -> Optional[tuple[str, int, int]]:
         """The next settled run of pending days of one user, taken off the queue (caller holds the
@@ -679,7 +688,11 @@ class DailyBuckets:
             if chosen is None:
                 if not wait:
                     return None
-                self._lock.wait(left_least)
+                self._waiting_until = None if left_least is None else now + left_least
+                try:
+                    self._lock.wait(left_least)
+                finally:
+                    self._waiting_until = _RUNNING
                 continue
             user, first, last = chosen
             for d in range(first, last + 1):

@@ -151,15 +151,15 @@ class _User:
 class _HeldDay:
     """Every live sample that overlaps one UTC day, held in memory from the writes themselves: the day
     was empty when its first write began (past the user's frontier), and every write since added the
-    samples of it that overlap the day: columns (global source numbers) and a key per sample (its
-    write's ticket and its place in the write), a part per write. Only writes whose every sample was
-    new are added (touch_written: saved equal to the samples sent, nothing replaced), so a sample is
-    in one write; one spanning two days is in both days' parts, and held_columns keeps one of each key."""
+    samples of it that overlap the day: columns (global source numbers), a part per write. Only writes
+    whose every sample was new are added (touch_written: saved equal to the samples sent, nothing
+    replaced), so a sample is in one write; one spanning several days is in each of their parts, and
+    held_columns keeps it once."""
 
     __slots__ = ("parts",)
 
     def __init__(self) -> None:
-        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
     @classmethod
     def of(cls, parts: list) -> "_HeldDay":
@@ -168,16 +168,23 @@ class _HeldDay:
         return day
 
 
-def held_columns(days: list[_HeldDay], sources: list[tuple[str, Optional[str]]]) -> SampleColumns:
-    """The samples of held days, each id once."""
-    parts = [part for day in days for part in day.parts]
+def held_columns(days: list[_HeldDay], first_day: int, sources: list[tuple[str, Optional[str]]]) -> SampleColumns:
+    """The samples of the held UTC days first_day, first_day + 1, ... (`days`, each held since before
+    any write of these samples: see below), each sample once: from the first day every part, from each
+    later day the samples that start on it (the others are in an earlier day's parts).
+
+    Why each is there: a day is held only when it begins after the user's frontier, which bounds
+    every sample written or being written and only grows; so a day held now was held before any write
+    reaching it, and every write whose samples overlap it added them to it (touch_days)."""
+    parts = [part for part in days[0].parts] if days else []
+    for offset, day in enumerate(days[1:], 1):
+        begin = (first_day + offset) * DAY_MS
+        for part in day.parts:
+            keep = part[0] >= begin
+            parts.append(tuple(column[keep] for column in part))
     if not parts:
         return SampleColumns(*(np.empty(0, dtype=np.int64) for _ in range(4)), sources)
-    start, end, count, source, keys = (np.concatenate([part[n] for part in parts]) for n in range(5))
-    if len(days) > 1:
-        _, keep = np.unique(keys, return_index=True)
-        if len(keep) < len(keys):
-            start, end, count, source = start[keep], end[keep], count[keep], source[keep]
+    start, end, count, source = (np.concatenate([part[n] for part in parts]) for n in range(4))
     return SampleColumns(start, end, count, source, sources)
 
 
@@ -357,7 +364,7 @@ class DailyBuckets:
                     elif (chosen := written.by_day.get(day)) is not None:
                         columns = written.columns
                         held.parts.append((columns.start[chosen], columns.end[chosen], columns.count[chosen],
-                                           columns.source[chosen], (written.ticket << 20) + chosen))
+                                           columns.source[chosen]))
 
     def touch_all(self, user: str) -> None:
         """A write may have changed any day of the user (a deletion by id, DELETE /steps): every day is
@@ -576,7 +583,7 @@ class DailyBuckets:
             held = [entry.held.get(day) for day in range(first_day, last_day + 1)]
             # Held days: their parts as they are now (a part never changes once added).
             held = [_HeldDay.of(list(day.parts)) for day in held] if all(day is not None for day in held) else None
-        columns = held_columns(held, self._sources) if held is not None else \
+        columns = held_columns(held, first_day, self._sources) if held is not None else \
             self.sample_columns(user, begin * _MS, end * _MS)
         computed: dict[int, Day] = {day: {} for day in range(first_day, last_day + 1)}
         if fits(columns):

@@ -525,3 +525,51 @@ def test_a_failed_write_lets_every_held_day_go():
     buckets.touch_all("u")
     buckets.run_settled()
     assert buckets.rows("u", ZoneInfo("UTC"), date(2026, 3, 1), date(2026, 3, 1))[0]["raw"] == 42
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_held_days_from_parsed_bodies_count_long_samples_once_across_runs(seed):
+    """An upload in time order parsed as the route parses it (the contract's fast path hands its field
+    lists on: ParsedSamples), with samples up to 47 hours long (three UTC days), device names absent,
+    null or given, UTC and offset texts, computed by the worker in runs of every length, also cut
+    inside a long sample: every day is computed from the held writes (no read of samples) and each
+    sample counts once, as the full merge counts it."""
+    import json
+
+    from stepserver import contract
+
+    rng = random.Random(900 + seed)
+    store = FrontierStore()
+    buckets = DailyBuckets(store.between, background=False, settle_s=0.0, latest_end_ns=store.latest_end_ns)
+    position = BASE_MS
+    window = contract.DateWindow(int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp()) * 1_000_000_000)
+    for b in range(25):
+        samples, stored = [], {}
+        for n in range(rng.choice([3, 30, 80])):
+            start = position + rng.randrange(0, 600, 1) * 1000
+            end = start + rng.choice([0, rng.randrange(1, 900) * 1000, rng.randrange(1, 47) * 3_600_000])
+            bundle, device = rng.choice(SOURCES)
+            sample = {"id": f"b{b}-{n}", "startDate": text_of(start, rng), "endDate": text_of(end, rng),
+                      "count": rng.randrange(0, 3000), "sourceBundleId": bundle}
+            shape = rng.randrange(3)
+            if shape == 1:
+                sample["sourceDeviceName"] = device
+            elif shape == 2:
+                sample["sourceDeviceName"] = None
+            samples.append(sample)
+            stored[sample["id"]] = (start, end, sample["count"], bundle, device if shape == 1 else None)
+            position += rng.choice([60_000, 900_000, 3_600_000, 5 * 3_600_000])
+        parsed = contract.parse_samples(json.dumps({"samples": samples}, ensure_ascii=False).encode(), window)
+        assert isinstance(parsed, contract.ParsedSamples)
+        written = buckets.before_write("u", parsed)
+        assert parsed.fields is None  # taken: the save may free the samples before its sync
+        store.samples.update(stored)
+        buckets.touch_written("u", written, [], len(stored))
+        if rng.random() < 0.4:
+            buckets.run_settled()
+    buckets.run_settled()
+    assert store.read_samples == 0
+    first, last = date(2026, 2, 27), date(2026, 3, 1) + timedelta(days=(position - BASE_MS) // DAY_MS + 3)
+    for zone in rng.sample(ZONES, 3):
+        assert buckets.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last), zone
+    assert store.read_samples == 0

@@ -273,21 +273,20 @@ class DailyBuckets:
         if self.latest_end_ns is None:
             return Written(self.sample_days(samples))
         # A list per field, each one pass in C (no tuple a sample for the collector to trace), unless
-        # the parse's; the days from the bounds.
+        # the parse's.
         if parsed is not None:
             starts, ends, bundles, devices = parsed
             fields = [starts, ends, list(map(_count_of, samples)), bundles, devices]
         else:
             fields = [list(map(field, samples)) for field in _written_fields]
-        spans = self._sample_days(samples, *date_bounds(samples))
         try:
-            return self._begin_write(user, fields, spans)
+            return self._begin_write(user, fields)
         except Exception as error:  # noqa: BLE001 - the write goes on; its days are read back instead
             line = (str(error).splitlines() or [type(error).__name__])[0]
             log(f"daily buckets: {user}'s write is not held ({type(error).__name__}: {line}); its days are read back")
-            return Written(spans)
+            return Written(self.sample_days(samples))
 
-    def _begin_write(self, user: str, fields: list[list], spans: list[tuple[int, int]]) -> Written:
+    def _begin_write(self, user: str, fields: list[list]) -> Written:
         self._user(user)
         with self._lock:
             entry = self._entry(user)
@@ -296,6 +295,10 @@ class DailyBuckets:
             latest = self.latest_end_ns(user)
             frontier = -(1 << 62) if latest is None else -(-latest // _MS)
         columns = SampleColumns.from_texts(*fields)
+        # The days are those the samples overlap, from their instants (sample_days, from the texts'
+        # dates, would add a day on each side).
+        by_day = _samples_by_day(columns)
+        spans = list(_runs(list(by_day), 1 << 62))
         with self._lock:
             numbers = np.array([self._source_number((bundle, None if device is msgspec.UNSET else device))
                                 for bundle, device in columns.sources], dtype=np.int64)
@@ -318,7 +321,7 @@ class DailyBuckets:
             ticket = self._tickets
             entry.writing[ticket] = (min(first for first, _ in spans), time.monotonic())
         # A repeated id, or a sample sent before, saves fewer than were sent: touch_written lets go.
-        return Written(spans, columns, ticket, _samples_by_day(columns))
+        return Written(spans, columns, ticket, by_day)
 
     def touch_written(self, user: str, written: "Written | list[tuple[int, int]]", replaced: list[str],
                       saved: Optional[int] = None) -> None:

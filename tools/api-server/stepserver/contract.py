@@ -335,16 +335,19 @@ def _source_ok(text: str, minimum: int) -> bool:
 class ParsedSamples(list):
     """The samples of a body the fast path took, with what it built of them on the way: the lists of
     their startDate, endDate, sourceBundleId and sourceDeviceName (the same objects, in order;
-    msgspec.UNSET for a device name the body left out) and the least startDate and greatest endDate
-    texts. The daily buckets (before_write) take the lists instead of passing over the samples again,
-    and drop them (take_fields): a save may free the samples before its sync, and these must not
-    keep their texts alive meanwhile. Otherwise a list like any other."""
+    msgspec.UNSET for a device name the body left out), when every date has the usual shape
+    YYYY-MM-DDTHH:MM:SSZ the bytes of the startDates then the endDates, each followed by a newline
+    (else None), and the least startDate and greatest endDate texts. The daily buckets
+    (before_write) take the lists and bytes instead of passing over the samples again, and drop them
+    (take_fields): a save may free the samples before its sync, and these must not keep their texts
+    alive meanwhile. Otherwise a list like any other."""
 
-    __slots__ = ("fields", "least_start", "greatest_end")
+    __slots__ = ("fields", "usual_dates", "least_start", "greatest_end")
 
-    def take_fields(self) -> Optional[tuple[list, list, list, list]]:
+    def take_fields(self) -> Optional[tuple[list, list, list, list, Optional[bytes]]]:
         fields, self.fields = self.fields, None
-        return fields
+        dates, self.usual_dates = self.usual_dates, None
+        return None if fields is None else (*fields, dates)
 
 
 _start_of = operator.attrgetter("startDate")
@@ -452,6 +455,7 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
                 sample.sourceDeviceName = None
     parsed = ParsedSamples(fast)
     parsed.fields = (starts, ends, bundles, devices)
+    parsed.usual_dates = dates if usual else None
     if not usual:
         least, greatest = min(starts), max(ends)
     parsed.least_start, parsed.greatest_end = least, greatest

@@ -274,19 +274,20 @@ class DailyBuckets:
             return Written(self.sample_days(samples))
         # A list per field, each one pass in C (no tuple a sample for the collector to trace), unless
         # the parse's.
+        dates = None
         if parsed is not None:
-            starts, ends, bundles, devices = parsed
+            starts, ends, bundles, devices, dates = parsed
             fields = [starts, ends, list(map(_count_of, samples)), bundles, devices]
         else:
             fields = [list(map(field, samples)) for field in _written_fields]
         try:
-            return self._begin_write(user, fields)
+            return self._begin_write(user, fields, dates)
         except Exception as error:  # noqa: BLE001 - the write goes on; its days are read back instead
             line = (str(error).splitlines() or [type(error).__name__])[0]
             log(f"daily buckets: {user}'s write is not held ({type(error).__name__}: {line}); its days are read back")
             return Written(self.sample_days(samples))
 
-    def _begin_write(self, user: str, fields: list[list]) -> Written:
+    def _begin_write(self, user: str, fields: list[list], dates: Optional[bytes]) -> Written:
         self._user(user)
         with self._lock:
             entry = self._entry(user)
@@ -294,7 +295,7 @@ class DailyBuckets:
         if frontier is None:  # the storage's bound, once per user and process
             latest = self.latest_end_ns(user)
             frontier = -(1 << 62) if latest is None else -(-latest // _MS)
-        columns = SampleColumns.from_texts(*fields)
+        columns = SampleColumns.from_texts(*fields, usual_dates=dates)
         # The days are those the samples overlap, from their instants (sample_days, from the texts'
         # dates, would add a day on each side).
         by_day = _samples_by_day(columns)

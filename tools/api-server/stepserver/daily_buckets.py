@@ -74,6 +74,7 @@ SLOTS = DAY_MS // QUARTER_MS  # 96 buckets a UTC day
 RUN_DAYS = 31  # UTC days the worker computes at a time (about 25,000 samples at 3M over ten years)
 READ_RUN_DAYS = 92  # UTC days a read computes at a time: one range read and one merge each (bounds the samples held)
 SETTLE_S = 0.5  # the worker leaves a day alone until no write has touched it for this long
+LOOK_AGAIN_SHARE = 0.2  # the worker waits at least this share of SETTLE_S before it looks at the queue again
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 HOLD_AHEAD_DAYS = 62  # the most days past the frontier a write holds beyond its own
 WRITING_S = 10.0  # a write not touched this long after before_write saved nothing (or is forgotten)
@@ -181,7 +182,7 @@ def held_columns(days: list[_HeldDay], first_day: int, sources: list[tuple[str, 
         begin = (first_day + offset) * DAY_MS
         for part in day.parts:
             keep = part[0] >= begin
-            parts.append(tuple(column[keep] for column in part))
+            parts.append(part if keep.all() else (part[0][keep], part[1][keep], part[2][keep], part[3][keep]))
     if not parts:
         return SampleColumns(*(np.empty(0, dtype=np.int64) for _ in range(4)), sources)
     start, end, count, source = (np.concatenate([part[n] for part in parts]) for n in range(4))
@@ -699,6 +700,11 @@ class DailyBuckets:
             if chosen is None:
                 if not wait:
                     return None
+                # Not sooner than a fifth of settle_s: while users write, a day settles every few
+                # milliseconds, and a look at the queue at each (under the lock every write takes)
+                # held up the writes; a day computed up to that much later costs a read nothing.
+                if left_least is not None:
+                    left_least = max(left_least, self.settle_s * LOOK_AGAIN_SHARE)
                 self._waiting_until = None if left_least is None else now + left_least
                 try:
                     self._lock.wait(left_least)

@@ -191,8 +191,8 @@ def held_columns(days: list[_HeldDay], first_day: int, sources: list[tuple[str, 
 
 class Written(NamedTuple):
     """What before_write found of a request's samples, for touch_written after the save: the runs of UTC
-    days they may lie on (sample_days), and, to add to held days, their columns (global source numbers)
-    and which overlap each day."""
+    days they overlap (from their instants; sample_days when those were not parsed), and, to add to
+    held days, their columns (global source numbers) and which overlap each day."""
 
     spans: list[tuple[int, int]]
     columns: Optional[SampleColumns] = None
@@ -262,7 +262,7 @@ class DailyBuckets:
         return [(_text_day(start) - (east == "+"), _text_day(end) + (west == "-")) for start, east, end, west in pairs]
 
     def before_write(self, user: str, samples: list[SampleFields]) -> Written:
-        """Called before a save of these samples (which may empty the list): their days (sample_days)
+        """Called before a save of these samples (which may empty the list): the UTC days they overlap
         and, when some of those days lie past everything the user has stored or is writing (the
         frontier: an upload in time order moves into empty days), those days start to be held in
         memory, so that touch_written adds the samples to them and the worker computes them without
@@ -681,8 +681,8 @@ class DailyBuckets:
         A day has settled once no write has touched it for settle_s. An upload in store order (as
         `stepsync upload` and bench_post.py send) fills days roughly in time order, so the days behind
         it settle one after another while it goes on: those are computed during the upload, but only
-        RUN_DAYS adjacent ones at a time (a run reads LOOKBACK_DAYS more of the history than it
-        covers: short runs would read most lines several times). Once the user has written nothing for
+        RUN_DAYS adjacent ones at a time (a run reads a day or more of the history beyond what it
+        covers: short runs would read lines several times). Once the user has written nothing for
         settle_s, any settled run is taken."""
         while not self._closed:
             now = time.monotonic()

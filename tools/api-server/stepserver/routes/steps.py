@@ -16,6 +16,7 @@ from ..app import Context, json_response
 from ..auth import unauthorized
 from ..contract import utc_text
 
+
 def touched_dates(texts: list[str]) -> tuple[int, int]:
     """The UTC dates (ordinals) that date-time texts span (the new samples' least startDate and
     greatest endDate, and those of the earlier versions they replaced), widened by a day: a

@@ -688,13 +688,19 @@ class DailyBuckets:
             now = time.monotonic()
             left_least = None
             chosen = None
+            # Days of settled runs already looked at (shorter than RUN_DAYS, so the whole run: any of
+            # its days gives the same one): one look a run, not one a day.
+            seen: set[tuple[str, int]] = set()
             for (user, day), touched_at in self._pending.items():
                 left = touched_at + self.settle_s - now
                 if left <= 0:
+                    if (user, day) in seen:
+                        continue
                     first, last = self._settled_run(user, day, now)
                     if last - first + 1 >= RUN_DAYS or self._last_write.get(user, 0.0) + self.settle_s <= now:
                         chosen = (user, first, last)
                         break
+                    seen.update((user, d) for d in range(first, last + 1))
                     left = self._last_write[user] + self.settle_s - now  # the user's quiet, unless more settles first
                 left_least = left if left_least is None else min(left_least, left)
             if chosen is None:

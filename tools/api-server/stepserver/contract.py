@@ -332,6 +332,35 @@ def _source_ok(text: str, minimum: int) -> bool:
 
 
 
+class ParsedSamples(list):
+    """The samples of a body the fast path took, with what it built of them on the way: the lists of
+    their startDate, endDate, sourceBundleId and sourceDeviceName (the same objects, in order;
+    msgspec.UNSET for a device name the body left out), when every date has the usual shape
+    YYYY-MM-DDTHH:MM:SSZ the bytes of the startDates then the endDates, each followed by a newline
+    (else None), and the least startDate and greatest endDate texts. The daily buckets
+    (before_write) take the lists and bytes instead of passing over the samples again, and drop them
+    (take_fields): a save may free the samples before its sync, and these must not keep their texts
+    alive meanwhile. Otherwise a list like any other."""
+
+    __slots__ = ("fields", "usual_dates", "least_start", "greatest_end")
+
+    def take_fields(self) -> Optional[tuple[list, list, list, list, Optional[bytes]]]:
+        fields, self.fields = self.fields, None
+        dates, self.usual_dates = self.usual_dates, None
+        return None if fields is None else (*fields, dates)
+
+
+_start_of = operator.attrgetter("startDate")
+_end_of = operator.attrgetter("endDate")
+
+
+def date_bounds(samples: list[SampleFields]) -> tuple[str, str]:
+    """The least startDate and the greatest endDate text of samples (not empty)."""
+    if isinstance(samples, ParsedSamples):
+        return samples.least_start, samples.greatest_end
+    return min(map(_start_of, samples)), max(map(_end_of, samples))
+
+
 def parse_samples(body: bytes, window: DateWindow) -> list[SampleFields]:
     """Parses and validates a POST /steps body. Raises ApiError(400) naming the first problem."""
     samples = _parse_samples_fast(body, window)
@@ -390,7 +419,8 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
         # All in UTC and whole seconds: text order is time order, so the bounds and the order are
         # compared as text in C; the calendar is checked once a day; the 48-hour limit only where a
         # sample crosses midnight (found by comparing the days' digits, one strided slice a digit).
-        if min(starts) < MIN_DATE_TEXT or max(ends) > window.max_text or not all(map(operator.le, starts, ends)):
+        least, greatest = min(starts), max(ends)
+        if least < MIN_DATE_TEXT or greatest > window.max_text or not all(map(operator.le, starts, ends)):
             return None
         half = _USUAL_DATE_BYTES * count
         same_day = all(dates[k:half:_USUAL_DATE_BYTES] == dates[half + k :: _USUAL_DATE_BYTES] for k in range(10))
@@ -423,7 +453,13 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
         for sample in fast:
             if sample.sourceDeviceName is unset:
                 sample.sourceDeviceName = None
-    return fast
+    parsed = ParsedSamples(fast)
+    parsed.fields = (starts, ends, bundles, devices)
+    parsed.usual_dates = dates if usual else None
+    if not usual:
+        least, greatest = min(starts), max(ends)
+    parsed.least_start, parsed.greatest_end = least, greatest
+    return parsed
 
 
 def _is_utf8(body: bytes) -> bool:

@@ -62,7 +62,7 @@ from zoneinfo import ZoneInfo
 import msgspec
 import numpy as np
 
-from .contract import SampleFields
+from .contract import ParsedSamples, SampleFields, date_bounds
 from .quarter_hour_merge import fits, merge_quarter_hours
 from .sample_columns import SampleColumns
 from .log import log
@@ -75,15 +75,17 @@ SLOTS = DAY_MS // QUARTER_MS  # 96 buckets a UTC day
 RUN_DAYS = 31  # UTC days the worker computes at a time (about 25,000 samples at 3M over ten years)
 READ_RUN_DAYS = 92  # UTC days a read computes at a time: one range read and one merge each (bounds the samples held)
 SETTLE_S = 0.5  # the worker leaves a day alone until no write has touched it for this long
+LOOK_AGAIN_SHARE = 0.2  # the worker waits at least this share of SETTLE_S before it looks at the queue again
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 HOLD_AHEAD_DAYS = 62  # the most days past the frontier a write holds beyond its own
 WRITING_S = 10.0  # a write not touched this long after before_write saved nothing (or is forgotten)
 HOLD_BEHIND_DAYS = 4  # a computed day is let go (read again if written) once the frontier is this far past it
 COMPACT_SPAN_DAYS = 7  # a request's samples within this many dates are touched as one span
-_start_text = attrgetter("startDate")
-_end_text = attrgetter("endDate")
+BY_DAY_MASKS = 4  # a write's samples within fewer UTC days than this are found a day at a time
 _written_fields = [attrgetter(name) for name in ("startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName")]
+_count_of = attrgetter("count")
 _MS = 1_000_000
+_RUNNING = float("-inf")  # DailyBuckets._waiting_until while the worker is not waiting
 
 Sums = tuple[Sequence[int], Sequence[int]]  # prefix sums of a source's raw and merged steps over a day's buckets (97 each)
 Day = dict[int, Sums]  # source number -> its sums; only sources with steps that day
@@ -151,15 +153,15 @@ class _User:
 class _HeldDay:
     """Every live sample that overlaps one UTC day, held in memory from the writes themselves: the day
     was empty when its first write began (past the user's frontier), and every write since added the
-    samples of it that overlap the day: columns (global source numbers) and a key per sample (its
-    write's ticket and its place in the write), a part per write. Only writes whose every sample was
-    new are added (touch_written: saved equal to the samples sent, nothing replaced), so a sample is
-    in one write; one spanning two days is in both days' parts, and held_columns keeps one of each key."""
+    samples of it that overlap the day: columns (global source numbers), a part per write. Only writes
+    whose every sample was new are added (touch_written: saved equal to the samples sent, nothing
+    replaced), so a sample is in one write; one spanning several days is in each of their parts, and
+    held_columns keeps it once."""
 
     __slots__ = ("parts",)
 
     def __init__(self) -> None:
-        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
     @classmethod
     def of(cls, parts: list) -> "_HeldDay":
@@ -168,23 +170,30 @@ class _HeldDay:
         return day
 
 
-def held_columns(days: list[_HeldDay], sources: list[tuple[str, Optional[str]]]) -> SampleColumns:
-    """The samples of held days, each id once."""
-    parts = [part for day in days for part in day.parts]
+def held_columns(days: list[_HeldDay], first_day: int, sources: list[tuple[str, Optional[str]]]) -> SampleColumns:
+    """The samples of the held UTC days first_day, first_day + 1, ... (`days`, each held since before
+    any write of these samples: see below), each sample once: from the first day every part, from each
+    later day the samples that start on it (the others are in an earlier day's parts).
+
+    Why each is there: a day is held only when it begins after the user's frontier, which bounds
+    every sample written or being written and only grows; so a day held now was held before any write
+    reaching it, and every write whose samples overlap it added them to it (touch_days)."""
+    parts = [part for part in days[0].parts] if days else []
+    for offset, day in enumerate(days[1:], 1):
+        begin = (first_day + offset) * DAY_MS
+        for part in day.parts:
+            keep = part[0] >= begin
+            parts.append(part if keep.all() else (part[0][keep], part[1][keep], part[2][keep], part[3][keep]))
     if not parts:
         return SampleColumns(*(np.empty(0, dtype=np.int64) for _ in range(4)), sources)
-    start, end, count, source, keys = (np.concatenate([part[n] for part in parts]) for n in range(5))
-    if len(days) > 1:
-        _, keep = np.unique(keys, return_index=True)
-        if len(keep) < len(keys):
-            start, end, count, source = start[keep], end[keep], count[keep], source[keep]
+    start, end, count, source = (np.concatenate([part[n] for part in parts]) for n in range(4))
     return SampleColumns(start, end, count, source, sources)
 
 
 class Written(NamedTuple):
     """What before_write found of a request's samples, for touch_written after the save: the runs of UTC
-    days they may lie on (sample_days), and, to add to held days, their columns (global source numbers)
-    and which overlap each day."""
+    days they overlap (from their instants; sample_days when those were not parsed), and, to add to
+    held days, their columns (global source numbers) and which overlap each day."""
 
     spans: list[tuple[int, int]]
     columns: Optional[SampleColumns] = None
@@ -216,6 +225,9 @@ class DailyBuckets:
         # the user is quiet)
         self._last_write: dict[str, float] = {}
         self._worker: Optional[threading.Thread] = None
+        # When the worker's wait ends (monotonic), None while it waits for a wake, _RUNNING while not
+        # waiting (it looks at the queue before it waits again).
+        self._waiting_until: Optional[float] = _RUNNING
         self._closed = False
         self._tickets = 0
 
@@ -234,10 +246,15 @@ class DailyBuckets:
         24 hours)."""
         if not self.enabled or not samples:
             return []
+        return self._sample_days(samples, *date_bounds(samples))
+
+    @staticmethod
+    def _sample_days(samples: list[SampleFields], least: str, greatest: str) -> list[tuple[int, int]]:
+        """sample_days, given the least startDate and the greatest endDate text of the samples."""
         pairs: set[tuple[str, str, str, str]] = set()
         # Usually a request's samples lie within a few days: one span from the least start text
-        # to the greatest end text (four passes in C); otherwise a span per distinct pair of dates.
-        least, greatest = min(map(_start_text, samples))[:10], max(map(_end_text, samples))[:10]
+        # to the greatest end text; otherwise a span per distinct pair of dates.
+        least, greatest = least[:10], greatest[:10]
         if _text_day(greatest) - _text_day(least) <= COMPACT_SPAN_DAYS:
             pairs.add((least, "+", greatest, "-"))
         else:
@@ -246,22 +263,33 @@ class DailyBuckets:
         return [(_text_day(start) - (east == "+"), _text_day(end) + (west == "-")) for start, east, end, west in pairs]
 
     def before_write(self, user: str, samples: list[SampleFields]) -> Written:
-        """Called before a save of these samples (which may empty the list): their days (sample_days)
+        """Called before a save of these samples (which may empty the list): the UTC days they overlap
         and, when some of those days lie past everything the user has stored or is writing (the
         frontier: an upload in time order moves into empty days), those days start to be held in
         memory, so that touch_written adds the samples to them and the worker computes them without
         reading the storage back."""
-        spans = self.sample_days(samples)
-        if not spans or self.latest_end_ns is None:
-            return Written(spans)
+        # The field lists the contract's parse built (all but the counts), taken in any case.
+        parsed = samples.take_fields() if isinstance(samples, ParsedSamples) else None
+        if not self.enabled or not samples:
+            return Written([])
+        if self.latest_end_ns is None:
+            return Written(self.sample_days(samples))
+        # A list per field, each one pass in C (no tuple a sample for the collector to trace), unless
+        # the parse's.
+        dates = None
+        if parsed is not None:
+            starts, ends, bundles, devices, dates = parsed
+            fields = [starts, ends, list(map(_count_of, samples)), bundles, devices]
+        else:
+            fields = [list(map(field, samples)) for field in _written_fields]
         try:
-            return self._begin_write(user, samples, spans)
+            return self._begin_write(user, fields, dates)
         except Exception as error:  # noqa: BLE001 - the write goes on; its days are read back instead
             line = (str(error).splitlines() or [type(error).__name__])[0]
             log(f"daily buckets: {user}'s write is not held ({type(error).__name__}: {line}); its days are read back")
-            return Written(spans)
+            return Written(self.sample_days(samples))
 
-    def _begin_write(self, user: str, samples: list[SampleFields], spans: list[tuple[int, int]]) -> Written:
+    def _begin_write(self, user: str, fields: list[list], dates: Optional[bytes]) -> Written:
         self._user(user)
         with self._lock:
             entry = self._entry(user)
@@ -269,9 +297,11 @@ class DailyBuckets:
         if frontier is None:  # the storage's bound, once per user and process
             latest = self.latest_end_ns(user)
             frontier = -(1 << 62) if latest is None else -(-latest // _MS)
-        # A list per field, each one pass in C (no tuple a sample for the collector to trace).
-        starts, ends, counts, bundles, devices = [list(map(field, samples)) for field in _written_fields]
-        columns = SampleColumns.from_texts(starts, ends, counts, bundles, devices)
+        columns = SampleColumns.from_texts(*fields, usual_dates=dates)
+        # The days are those the samples overlap, from their instants (sample_days, from the texts'
+        # dates, would add a day on each side).
+        by_day = _samples_by_day(columns)
+        spans = list(_runs(list(by_day), 1 << 62))
         with self._lock:
             numbers = np.array([self._source_number((bundle, None if device is msgspec.UNSET else device))
                                 for bundle, device in columns.sources], dtype=np.int64)
@@ -294,7 +324,7 @@ class DailyBuckets:
             ticket = self._tickets
             entry.writing[ticket] = (min(first for first, _ in spans), time.monotonic())
         # A repeated id, or a sample sent before, saves fewer than were sent: touch_written lets go.
-        return Written(spans, columns, ticket, _samples_by_day(columns))
+        return Written(spans, columns, ticket, by_day)
 
     def touch_written(self, user: str, written: "Written | list[tuple[int, int]]", replaced: list[str],
                       saved: Optional[int] = None) -> None:
@@ -340,7 +370,7 @@ class DailyBuckets:
                     elif (chosen := written.by_day.get(day)) is not None:
                         columns = written.columns
                         held.parts.append((columns.start[chosen], columns.end[chosen], columns.count[chosen],
-                                           columns.source[chosen], (written.ticket << 20) + chosen))
+                                           columns.source[chosen]))
 
     def foreign_write(self, user: str, samples: Optional[list], replaced: Optional[list[str]]) -> None:
         """Another worker (--workers) wrote these samples (objects with startDate and endDate) and replaced
@@ -578,7 +608,7 @@ class DailyBuckets:
             held = [entry.held.get(day) for day in range(first_day, last_day + 1)]
             # Held days: their parts as they are now (a part never changes once added).
             held = [_HeldDay.of(list(day.parts)) for day in held] if all(day is not None for day in held) else None
-        columns = held_columns(held, self._sources) if held is not None else \
+        columns = held_columns(held, first_day, self._sources) if held is not None else \
             self.sample_columns(user, begin * _MS, end * _MS)
         computed: dict[int, Day] = {day: {} for day in range(first_day, last_day + 1)}
         if fits(columns):
@@ -651,13 +681,18 @@ class DailyBuckets:
     # -- the background worker ---------------------------------------------------------------------
 
     def _wake(self) -> None:
-        """Caller holds the lock."""
+        """A write queued days (caller holds the lock): the worker is woken only when it waits for
+        nothing or for longer than these days take to settle. A write's days settle settle_s after
+        it, and no later write makes anything settle sooner: while the worker waits for a deadline,
+        a wake at every write (every request of an upload) only cost both threads the GIL back and
+        forth; at the deadline it looks again."""
         if not self.background or self._closed:
             return
         if self._worker is None:
             self._worker = threading.Thread(target=self._work, name="daily-buckets", daemon=True)
             self._worker.start()
-        self._lock.notify()
+        if self._waiting_until is None or self._waiting_until > time.monotonic() + self.settle_s:
+            self._lock.notify()
 
     def _next_run(self, wait: bool) -> Optional[tuple[str, int, int]]:
         """The next settled run of pending days of one user, taken off the queue (caller holds the
@@ -666,26 +701,41 @@ class DailyBuckets:
         A day has settled once no write has touched it for settle_s. An upload in store order (as
         `stepsync upload` and bench_post.py send) fills days roughly in time order, so the days behind
         it settle one after another while it goes on: those are computed during the upload, but only
-        RUN_DAYS adjacent ones at a time (a run reads LOOKBACK_DAYS more of the history than it
-        covers: short runs would read most lines several times). Once the user has written nothing for
+        RUN_DAYS adjacent ones at a time (a run reads a day or more of the history beyond what it
+        covers: short runs would read lines several times). Once the user has written nothing for
         settle_s, any settled run is taken."""
         while not self._closed:
             now = time.monotonic()
             left_least = None
             chosen = None
+            # Days of settled runs already looked at (shorter than RUN_DAYS, so the whole run: any of
+            # its days gives the same one): one look a run, not one a day.
+            seen: set[tuple[str, int]] = set()
             for (user, day), touched_at in self._pending.items():
                 left = touched_at + self.settle_s - now
                 if left <= 0:
+                    if (user, day) in seen:
+                        continue
                     first, last = self._settled_run(user, day, now)
                     if last - first + 1 >= RUN_DAYS or self._last_write.get(user, 0.0) + self.settle_s <= now:
                         chosen = (user, first, last)
                         break
+                    seen.update((user, d) for d in range(first, last + 1))
                     left = self._last_write[user] + self.settle_s - now  # the user's quiet, unless more settles first
                 left_least = left if left_least is None else min(left_least, left)
             if chosen is None:
                 if not wait:
                     return None
-                self._lock.wait(left_least)
+                # Not sooner than a fifth of settle_s: while users write, a day settles every few
+                # milliseconds, and a look at the queue at each (under the lock every write takes)
+                # held up the writes; a day computed up to that much later costs a read nothing.
+                if left_least is not None:
+                    left_least = max(left_least, self.settle_s * LOOK_AGAIN_SHARE)
+                self._waiting_until = None if left_least is None else now + left_least
+                try:
+                    self._lock.wait(left_least)
+                finally:
+                    self._waiting_until = _RUNNING
                 continue
             user, first, last = chosen
             for d in range(first, last + 1):
@@ -755,7 +805,12 @@ _encoder = msgspec.msgpack.Encoder()
 def _samples_by_day(columns: SampleColumns) -> dict[int, np.ndarray]:
     """UTC day -> the indexes of the samples that overlap it (end >= its start, start < its end)."""
     first = columns.start // DAY_MS
-    spans = columns.end // DAY_MS - first + 1
+    last = columns.end // DAY_MS
+    low, high = int(first.min()), int(last.max())
+    if high - low < BY_DAY_MASKS:  # a request within a few days (usual): a mask a day
+        return {day: chosen for day in range(low, high + 1)
+                if len(chosen := np.flatnonzero((first <= day) & (last >= day)))}
+    spans = last - first + 1
     owner = np.repeat(np.arange(len(first)), spans)
     day = first[owner] + (np.arange(len(owner)) - np.repeat(np.cumsum(spans) - spans, spans))
     order = np.argsort(day, kind="stable")

@@ -38,7 +38,7 @@ def merge_quarter_hours(columns: SampleColumns, begin: int, finish: int,
     and per such source its raw and merged steps in each quarter hour (two int64 arrays of shape
     (sources, quarter hours))."""
     slots = (finish - begin) // QUARTER_MS
-    present = np.unique(columns.source).tolist()
+    present = np.flatnonzero(np.bincount(columns.source)).tolist()  # source numbers are small: no sort
     order = sorted(present, key=ranks.__getitem__)
     raw = np.zeros((len(order), slots), dtype=np.int64)
     merged = np.zeros((len(order), slots), dtype=np.int64)
@@ -68,29 +68,39 @@ def merge_quarter_hours(columns: SampleColumns, begin: int, finish: int,
 
         a, b = np.maximum(start, begin), np.minimum(end, finish)
         inside = a < b
-        raw[k] += _pieces(start[inside], end[inside], count[inside], a[inside], b[inside], begin, slots)
-
-        # The gaps of each [a, b) between the covered intervals that meet it: intervals first..stop-1.
-        sa, sb, ss, se, sc = a[inside], b[inside], start[inside], end[inside], count[inside]
-        first = np.searchsorted(covered_ends, sa, side="right")
-        stop = np.maximum(np.searchsorted(covered_starts, sb, side="left"), first)
-        gaps = stop - first + 1
-        owner = np.repeat(np.arange(len(sa)), gaps)
-        nth = np.arange(len(owner)) - np.repeat(np.cumsum(gaps) - gaps, gaps)
-        index = first[owner] + nth  # the covered interval that ends the gap (none for the last)
-        last = nth == gaps[owner] - 1
-        gap_low = np.where(nth == 0, sa[owner], covered_ends[np.clip(index - 1, 0, max(len(covered_ends) - 1, 0))]
-                           if len(covered_ends) else sa[owner])
-        gap_high = np.where(last, sb[owner], covered_starts[np.clip(index, 0, max(len(covered_starts) - 1, 0))]
-                            if len(covered_starts) else sb[owner])
-        gap_low = np.maximum(gap_low, sa[owner])
-        gap_high = np.minimum(gap_high, sb[owner])
-        keep = gap_low < gap_high
-        owner = owner[keep]
-        merged[k] += _pieces(ss[owner], se[owner], sc[owner], gap_low[keep], gap_high[keep], begin, slots)
-
-        covered_starts, covered_ends = _union(covered_starts, covered_ends, start, end)
+        pieces = _pieces(start[inside], end[inside], count[inside], a[inside], b[inside], begin, slots)
+        raw[k] += pieces
+        if len(covered_starts) == 0:
+            # Nothing ranked above covers any instant (the first source): its only gap is the whole
+            # [a, b), so its merged pieces are its raw ones.
+            merged[k] += pieces
+        else:
+            merged[k] += _merged_pieces(a[inside], b[inside], start[inside], end[inside], count[inside],
+                                        covered_starts, covered_ends, begin, slots)
+        if k + 1 < len(order):  # the last source covers nothing for anyone after it
+            covered_starts, covered_ends = _union(covered_starts, covered_ends, start, end)
     return order, raw, merged
+
+
+def _merged_pieces(sa: np.ndarray, sb: np.ndarray, ss: np.ndarray, se: np.ndarray, sc: np.ndarray,
+                   covered_starts: np.ndarray, covered_ends: np.ndarray, begin: int, slots: int) -> np.ndarray:
+    """The steps, per quarter hour from `begin`, of the parts [sa, sb) of samples (ss, se, sc) outside
+    the covered intervals (sorted, disjoint, at least one)."""
+    # The gaps of each [a, b) between the covered intervals that meet it: intervals first..stop-1.
+    first = np.searchsorted(covered_ends, sa, side="right")
+    stop = np.maximum(np.searchsorted(covered_starts, sb, side="left"), first)
+    gaps = stop - first + 1
+    owner = np.repeat(np.arange(len(sa)), gaps)
+    nth = np.arange(len(owner)) - np.repeat(np.cumsum(gaps) - gaps, gaps)
+    index = first[owner] + nth  # the covered interval that ends the gap (none for the last)
+    last = nth == gaps[owner] - 1
+    gap_low = np.where(nth == 0, sa[owner], covered_ends[np.clip(index - 1, 0, len(covered_ends) - 1)])
+    gap_high = np.where(last, sb[owner], covered_starts[np.clip(index, 0, len(covered_starts) - 1)])
+    gap_low = np.maximum(gap_low, sa[owner])
+    gap_high = np.minimum(gap_high, sb[owner])
+    keep = gap_low < gap_high
+    owner = owner[keep]
+    return _pieces(ss[owner], se[owner], sc[owner], gap_low[keep], gap_high[keep], begin, slots)
 
 
 def _pieces(start: np.ndarray, end: np.ndarray, count: np.ndarray, a: np.ndarray, b: np.ndarray,

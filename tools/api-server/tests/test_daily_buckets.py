@@ -525,3 +525,114 @@ def test_a_failed_write_lets_every_held_day_go():
     buckets.touch_all("u")
     buckets.run_settled()
     assert buckets.rows("u", ZoneInfo("UTC"), date(2026, 3, 1), date(2026, 3, 1))[0]["raw"] == 42
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_held_days_from_parsed_bodies_count_long_samples_once_across_runs(seed):
+    """An upload in time order parsed as the route parses it (the contract's fast path hands its field
+    lists on: ParsedSamples), with samples up to 47 hours long (three UTC days), device names absent,
+    null or given, UTC and offset texts, computed by the worker in runs of every length, also cut
+    inside a long sample: every day is computed from the held writes (no read of samples) and each
+    sample counts once, as the full merge counts it."""
+    import json
+
+    from stepserver import contract
+
+    rng = random.Random(900 + seed)
+    store = FrontierStore()
+    buckets = DailyBuckets(store.between, background=False, settle_s=0.0, latest_end_ns=store.latest_end_ns)
+    position = BASE_MS
+    window = contract.DateWindow(int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp()) * 1_000_000_000)
+    for b in range(25):
+        samples, stored = [], {}
+        for n in range(rng.choice([3, 30, 80])):
+            start = position + rng.randrange(0, 600, 1) * 1000
+            end = start + rng.choice([0, rng.randrange(1, 900) * 1000, rng.randrange(1, 47) * 3_600_000])
+            bundle, device = rng.choice(SOURCES)
+            sample = {"id": f"b{b}-{n}", "startDate": text_of(start, rng), "endDate": text_of(end, rng),
+                      "count": rng.randrange(0, 3000), "sourceBundleId": bundle}
+            shape = rng.randrange(3)
+            if shape == 1:
+                sample["sourceDeviceName"] = device
+            elif shape == 2:
+                sample["sourceDeviceName"] = None
+            samples.append(sample)
+            stored[sample["id"]] = (start, end, sample["count"], bundle, device if shape == 1 else None)
+            position += rng.choice([60_000, 900_000, 3_600_000, 5 * 3_600_000])
+        parsed = contract.parse_samples(json.dumps({"samples": samples}, ensure_ascii=False).encode(), window)
+        assert isinstance(parsed, contract.ParsedSamples)
+        written = buckets.before_write("u", parsed)
+        assert parsed.fields is None  # taken: the save may free the samples before its sync
+        store.samples.update(stored)
+        buckets.touch_written("u", written, [], len(stored))
+        if rng.random() < 0.4:
+            buckets.run_settled()
+    buckets.run_settled()
+    assert store.read_samples == 0
+    first, last = date(2026, 2, 27), date(2026, 3, 1) + timedelta(days=(position - BASE_MS) // DAY_MS + 3)
+    for zone in rng.sample(ZONES, 3):
+        assert buckets.rows("u", ZoneInfo(zone), first, last) == expected(store, zone, first, last), zone
+    assert store.read_samples == 0
+
+
+def test_the_background_worker_computes_an_upload_s_days_once_it_moves_on_and_reads_stay_exact(monkeypatch):
+    """With the background worker running (as in the server): an upload in time order whose writes
+    each cover under half a day, so consecutive writes touch the same UTC day; a read right after a
+    write answers exactly what is live (read-your-writes: it computes the days not current itself,
+    from the held writes); the worker computes a day once no write has touched it for settle_s, 31
+    settled days at a time while the upload goes on, so (without a pause in the upload that long)
+    each day once, after its writes have moved on; at the end every day is exact and no sample was
+    read back."""
+    import threading
+    import time
+
+    rng = random.Random(21)
+    store = FrontierStore()
+    settle_s = 0.15
+    buckets = DailyBuckets(store.between, background=True, settle_s=settle_s, latest_end_ns=store.latest_end_ns)
+    worker_days: list[int] = []
+    compute = DailyBuckets._compute
+
+    def counted(self, user, entry, first_day, last_day):
+        if threading.current_thread().name == "daily-buckets":
+            worker_days.extend(range(first_day, last_day + 1))
+        return compute(self, user, entry, first_day, last_day)
+
+    monkeypatch.setattr(DailyBuckets, "_compute", counted)
+    position = BASE_MS + 3_600_000
+    zone = ZoneInfo("Asia/Kathmandu")
+    gaps = []
+    written_at = time.monotonic()
+    try:
+        for b in range(120):
+            batch = {}
+            for n in range(25):  # 25 samples 25 minutes apart: about 0.43 of a day a write
+                start = position + rng.randrange(0, 600, 1) * 1000
+                batch[f"b{b}-{n}"] = (start, start + rng.randrange(60, 1200) * 1000, rng.randrange(1, 900)) + rng.choice(SOURCES)
+                position += 1_500_000
+            written = buckets.before_write("u", [fields(sample_id, sample, rng) for sample_id, sample in batch.items()])
+            store.samples.update(batch)
+            buckets.touch_written("u", written, [], len(batch))
+            if b in (5, 6):  # the days of the writes just made, and those before
+                assert buckets.rows("u", zone, date(2026, 3, 1), date(2026, 3, 4)) == \
+                    expected(store, "Asia/Kathmandu", date(2026, 3, 1), date(2026, 3, 4)), b
+            time.sleep(0.004)
+            now = time.monotonic()
+            gaps.append(now - written_at)
+            written_at = now
+        entry = buckets._users["u"]
+        days = range(BASE_MS // DAY_MS, position // DAY_MS + 1)
+        deadline = time.monotonic() + 30
+        while not (buckets.idle() and all(day in entry.days for day in days)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert buckets.idle() and all(day in entry.days for day in days)  # current: the read below sums them
+        last = date(2026, 3, 1) + timedelta(days=(position - BASE_MS) // DAY_MS + 1)
+        assert buckets.rows("u", zone, date(2026, 3, 1), last) == expected(store, "Asia/Kathmandu", date(2026, 3, 1), last)
+        assert store.read_samples == 0
+    finally:
+        buckets.close()
+    computed_by_reads = set(range(BASE_MS // DAY_MS - 1, BASE_MS // DAY_MS + 4))
+    assert set(days) - computed_by_reads <= set(worker_days)
+    if max(gaps) < settle_s / 3:  # no pause in the upload that let a day settle before its last write
+        assert len(worker_days) == len(set(worker_days)), sorted(worker_days)
+        assert len(set(worker_days)) > 31  # some while the upload went on, the rest after

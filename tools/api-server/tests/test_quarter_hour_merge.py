@@ -109,6 +109,48 @@ def test_date_texts_parse_as_the_contract_parses_them():
     assert instants_ns([]) == []
 
 
+def test_utc_texts_read_by_digit_pairs_as_by_the_calendar():
+    """The one-string path reads two digits at a time and a month's first day from a table of 1900-2399;
+    texts of years outside it (or not digits) take the formula, with the same result as before."""
+    rng = random.Random(11)
+    moments = [datetime(1900, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=rng.randrange(0, 500 * 365 * 86400))
+               for _ in range(5000)]
+    texts = [moment.strftime("%Y-%m-%dT%H:%M:%SZ") for moment in moments]
+    texts += ["1900-01-01T00:00:00Z", "2399-12-31T23:59:59Z", "2000-02-29T12:00:00Z", "2100-02-28T23:59:59Z"]
+    assert instants_ms(texts).tolist() == [instant_ns(text) // 1_000_000 for text in texts]
+    for outside in (["1899-12-31T23:59:59Z"], ["2400-01-01T00:00:00Z", "2026-01-01T00:00:00Z"], ["0001-01-01T00:00:00Z"]):
+        assert instants_ms(outside).tolist() == [(datetime.fromisoformat(text[:19]).replace(tzinfo=timezone.utc)
+                                                  - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+                                                 for text in outside]
+
+
+def test_columns_from_the_parse_s_date_bytes_equal_those_from_the_texts():
+    """contract.ParsedSamples hands the daily buckets the bytes of its usual-shape dates: the columns
+    read from them equal those read from the texts; bytes of another shape are not used."""
+    import json
+    import time
+
+    from stepserver import contract
+
+    rng = random.Random(5)
+    moments = [datetime(2001, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=rng.randrange(0, 25 * 365 * 86400))
+               for _ in range(300)]
+    samples = [{"id": f"s{n}", "startDate": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "endDate": (moment + timedelta(seconds=rng.randrange(0, 40 * 3600))).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "count": n, "sourceBundleId": "com.example"} for n, moment in enumerate(moments)]
+    parsed = contract.parse_samples(json.dumps({"samples": samples}).encode(), contract.DateWindow(time.time_ns()))
+    starts, ends, bundles, devices, dates = parsed.take_fields()
+    assert dates is not None and parsed.take_fields() is None
+    counts = [sample.count for sample in parsed]
+    from_bytes = SampleColumns.from_texts(starts, ends, counts, bundles, devices, usual_dates=dates)
+    from_texts = SampleColumns.from_texts(starts, ends, counts, bundles, devices)
+    assert from_bytes.start.tolist() == from_texts.start.tolist() == instants_ms(starts).tolist()
+    assert from_bytes.end.tolist() == from_texts.end.tolist() == instants_ms(ends).tolist()
+    samples[0]["endDate"] = samples[0]["startDate"][:19] + "-01:00"  # not the usual shape: no bytes handed on
+    parsed = contract.parse_samples(json.dumps({"samples": samples}).encode(), contract.DateWindow(time.time_ns()))
+    assert parsed.take_fields()[4] is None
+
+
 def test_columns_from_several_reads_number_their_sources_as_one():
     a = SampleColumns.from_texts(["2026-03-01T00:00:00Z"] * 2, ["2026-03-01T00:05:00Z"] * 2, [5, 6],
                                  ["x", "y"], [None, "Watch"])

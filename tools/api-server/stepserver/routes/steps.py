@@ -3,7 +3,6 @@ POST /steps/deletions (delete samples by id). Every one needs the caller's token
 
 from __future__ import annotations
 
-import operator
 import time
 from datetime import date
 from typing import Optional
@@ -16,9 +15,6 @@ from .. import contract
 from ..app import Context, json_response
 from ..auth import unauthorized
 from ..contract import utc_text
-
-_start_of = operator.attrgetter("startDate")
-_end_of = operator.attrgetter("endDate")
 
 
 def touched_dates(texts: list[str]) -> tuple[int, int]:
@@ -53,7 +49,7 @@ def routes(context: Context) -> list:
             buckets = context.daily_buckets
             replaced: Optional[list[str]] = [] if buckets.enabled or context.daily_cache.holds(user) else None
             # Taken first: save may empty `samples` (see Storage.save).
-            named = [min(map(_start_of, samples)), max(map(_end_of, samples))]
+            named = list(contract.date_bounds(samples))
             written_days = buckets.before_write(user, samples)
             try:
                 saved = storage.save(user, samples, utc_text(now_ns), replaced)

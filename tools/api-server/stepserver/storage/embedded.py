@@ -177,8 +177,11 @@ class UserLog:
         self.versions = array("q")
         # The time index (GET /steps/daily reads only the lines near the days it computes): the
         # offsets of every sample line by the date its startDate text names, and of the lines whose
-        # texts lie more than LONG_SAMPLE_DAYS dates apart (none the contract accepts today).
+        # texts lie more than LONG_SAMPLE_DAYS dates apart (none the contract accepts today); per
+        # date of by_start_date, the most dates the endDate texts of its lines lie after it (0 when
+        # each starts and ends on that date, as nearly every sample does).
         self.by_start_date: dict[int, array] = {}
+        self.date_spans: dict[int, int] = {}
         self.long_lines = array("q")
         self.dead_lines = 0  # sample lines superseded or deleted; while none, every indexed line is current
         self.needs_rollback = False
@@ -303,6 +306,8 @@ class UserLog:
         if offsets is None:
             offsets = self.by_start_date[first] = array("q")
         offsets.append(offset)
+        if last - first > self.date_spans.get(first, 0):
+            self.date_spans[first] = last - first
 
     def _apply_deletion(self, sample_id: str, offset: int) -> bool:
         known = self.current.pop(sample_id, None)
@@ -515,7 +520,7 @@ class UserLog:
 
     def _index_runs(self, runs: list[tuple[int, int, int]], aside: list[tuple[str, str, int]], offsets: array) -> None:
         by_date = self.by_start_date
-        for ordinal, first, end in runs:
+        for ordinal, first, end in runs:  # each sample of a run starts and ends on its date: span 0
             target = by_date.get(ordinal)
             if target is None:
                 target = by_date[ordinal] = array("q")
@@ -598,6 +603,7 @@ class UserLog:
         self.stale = set()
         self.versions = array("q")
         self.by_start_date = {}
+        self.date_spans = {}
         self.long_lines = array("q")
         self.dead_lines = 0
 
@@ -774,19 +780,26 @@ class UserLog:
 
     def _current_lines_between(self, start_ns: int, end_ns: int) -> Iterator[list["_StoredLine"]]:
         """Lists of the current lines that may overlap [start_ns, end_ns): the lines whose
-        startDate names a date from LOOKBACK_DAYS before the UTC date of start_ns to the day after
-        that of end_ns (a date-time's own date is within a day of its UTC date; a sample of the
-        index spans at most LONG_SAMPLE_DAYS of them), and the long ones; of those, the current
-        versions of live ids that overlap."""
-        first = _utc_date(start_ns) - LOOKBACK_DAYS
-        last = _utc_date(end_ns) + 1
+        startDate names a date D from the day before the UTC date S of start_ns, or earlier as far
+        as D's lines reach (its date span: one whose texts name D..D + span ends by the UTC date
+        D + span + 1, so it may reach S only if D >= S - span - 1; at most LOOKBACK_DAYS before S),
+        to the day after the UTC date of the range's last instant, end_ns - 1 (a date-time's own date
+        is within a day of its UTC date), and the long ones; of those, the current versions of live
+        ids that overlap. Nearly every line starts and ends on one date: a UTC day's lines are those
+        of three dates, not seven."""
+        utc_first = _utc_date(start_ns)
+        first = utc_first - LOOKBACK_DAYS
+        last = _utc_date(end_ns - 1) + 1
         with self.lock:
             self._refresh()
             by_date = self.by_start_date
+            spans = self.date_spans
             if last - first + 1 <= len(by_date):
-                parts = [offsets for day in range(first, last + 1) if (offsets := by_date.get(day)) is not None]
+                parts = [offsets for day in range(first, last + 1) if (offsets := by_date.get(day)) is not None
+                         and day + spans.get(day, 0) + 1 >= utc_first]
             else:
-                parts = [offsets for day, offsets in by_date.items() if first <= day <= last]
+                parts = [offsets for day, offsets in by_date.items()
+                         if first <= day <= last and day + spans.get(day, 0) + 1 >= utc_first]
             candidates = array("q", self.long_lines)
             for part in parts:
                 candidates.extend(part)

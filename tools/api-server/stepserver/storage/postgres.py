@@ -23,10 +23,12 @@ from __future__ import annotations
 import operator
 import threading
 import time
-from typing import Any, Callable, Iterator, Optional, TypeVar
+from itertools import repeat
+from typing import Any, Callable, Iterable, Iterator, Optional, TypeVar
 
 import msgspec
 import psycopg
+from psycopg import generators, pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..contract import MAX_DURATION_SECONDS, SampleFields, StoredSample
@@ -144,10 +146,20 @@ existing AS MATERIALIZED (
 SELECT base.b, e.id, e.start_date, e.end_date, e.count, e.source_bundle_id, e.source_device_name
 FROM base LEFT JOIN existing e ON true
 """
-_SAMPLE_COLUMNS = ["user_name", "id", "seq", "start_date", "end_date", "start_ns", "end_ns", "count",
-                   "source_bundle_id", "source_device_name", "received_at"]
-_SAMPLE_TYPES = ["text", "text", "int8", "text", "text", "int8", "int8", "int4", "text", "text", "text"]
-_COPY_SAMPLES = f"COPY samples ({', '.join(_SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+# The new samples go in as COPY text, built a column at a time (copy_rows): it cost the database
+# 3.8-4.1 ms of CPU per 1,000 samples instead of 4.95-5.15 ms for binary COPY rows written one by one
+# (alternating, fsync on), and the server less than write_row did. seq comes last: the rows are built
+# before the request's seq base is known, and only that column after.
+_COPY_SAMPLES = ("COPY samples (user_name, received_at, id, start_date, end_date, start_ns, end_ns, count, "
+                 "source_bundle_id, source_device_name, seq) FROM STDIN")
+
+# A save whose ids are all new (the usual upload) needs no lookup: it is one transaction sent as one
+# simple-protocol query string, the COPY's data between (_save_fresh), so one round trip and a half
+# instead of five (BEGIN, _LOOKUP, the COPY's start and end, COMMIT), and none of _LOOKUP's 1,000
+# index probes (0.6-0.7 ms of the database's CPU). The primary key checks that every id is new; if one
+# is stored (a unique violation, nothing kept), the save runs the lookup path instead (see save).
+_SAVE_FRESH = (f"BEGIN; SELECT nextval('request_seq') * {ORDINALS_PER_REQUEST}; {_COPY_SAMPLES}; COMMIT").encode()
+COPY_CHUNK_BYTES = 1 << 20  # the COPY's data is queued to libpq at most this much at a time
 
 # Stored ids (locked by _LOOKUP) that take a new version: the versions replaced go to sample_versions
 # (every part of a statement reads the rows as they were when it began), then the rows are updated.
@@ -196,6 +208,7 @@ _READ_VERSIONS = ("SELECT id, start_date, end_date, count, source_bundle_id, sou
 _COUNT_LIVE = "SELECT count(*) FROM samples WHERE user_name = %(user)s"
 _READ_LIVE = ("SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, received_at "
               "FROM samples WHERE user_name = %(user)s ORDER BY seq LIMIT %(limit)s OFFSET %(offset)s")
+CAUTIOUS_USERS = 10_000  # users remembered to have sent stored ids (then cleared, the cost of a COPY each)
 SAVE_ATTEMPTS = 100  # a unique violation means a request beside it stored one of the ids: its next try sees it
 
 _encode = msgspec.json.Encoder().encode
@@ -203,6 +216,61 @@ _content_of = operator.attrgetter("startDate", "endDate", "count", "sourceBundle
 _id_of = operator.attrgetter("id")
 _start_of = operator.attrgetter("startDate")
 _end_of = operator.attrgetter("endDate")
+_count_of = operator.attrgetter("count")
+_bundle_of = operator.attrgetter("sourceBundleId")
+_device_of = operator.attrgetter("sourceDeviceName")
+
+
+def _text_column(texts: list[str]) -> list[bytes]:
+    """COPY text fields (UTF-8, backslash, tab, newline and carriage return escaped) of texts that hold
+    no NUL (the contract's; PostgreSQL's text has none): one join, one encode, one split, in C."""
+    joined = "\x00".join(texts).encode()
+    if b"\\" in joined or b"\t" in joined or b"\n" in joined or b"\r" in joined:
+        joined = (joined.replace(b"\\", b"\\\\").replace(b"\t", b"\\t").replace(b"\n", b"\\n")
+                  .replace(b"\r", b"\\r"))
+    fields = joined.split(b"\x00")
+    if len(fields) != len(texts):
+        raise ValueError("a text holds a NUL")
+    return fields
+
+
+def _number_column(numbers: Iterable[int]) -> list[bytes]:
+    return "\n".join(map(str, numbers)).encode().split(b"\n")
+
+
+def copy_rows(user: str, received_at: str, picked: list[SampleFields]) -> list[bytes]:
+    """The COPY text rows (_COPY_SAMPLES) of these samples, in their order, without their seq: each
+    ends with the tab before it (finish_copy adds it). A column at a time, each a few passes in C."""
+    if not picked:
+        return []
+    starts = list(map(_start_of, picked))
+    ends = list(map(_end_of, picked))
+    instants = instants_ns(starts + ends)
+    count = len(picked)
+    devices = [None if device is None or device is msgspec.UNSET else device
+               for device in map(_device_of, picked)]
+    absent = devices.count(None)
+    device_fields = _text_column([device or "" for device in devices])
+    if absent:
+        device_fields = [b"\\N" if device is None else field for device, field in zip(devices, device_fields)]
+    head = b"\t".join(_text_column([user, received_at]))
+    return list(map(b"\t".join, zip(
+        repeat(head, count), _text_column(list(map(_id_of, picked))), _text_column(starts), _text_column(ends),
+        _number_column(instants[:count]), _number_column(instants[count:]), _number_column(map(_count_of, picked)),
+        _text_column(list(map(_bundle_of, picked))), device_fields, repeat(b"", count))))
+
+
+def finish_copy(rows: list[bytes], seqs: Iterable[int]) -> bytes:
+    """The COPY data: the rows of copy_rows, each with its seq."""
+    return b"\n".join(map(bytes.__add__, rows, _number_column(seqs))) + b"\n"
+
+
+def _raise_first_error(results: list, pgconn: Any) -> None:
+    for result in results:
+        if result.status == pq.ExecStatus.FATAL_ERROR:
+            raise psycopg.errors.error_from_result(result, encoding=pgconn._encoding)  # type: ignore[attr-defined]
+    if not results or results[-1].status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COPY_IN):
+        raise psycopg.OperationalError("unexpected results from the database")
 
 
 def _is_connection_problem(error: BaseException) -> bool:
@@ -238,6 +306,9 @@ class PostgresStorage:
         self.tokens = PostgresTokenStore(self._run, self._read)
         self._health_lock = threading.Lock()
         self._health: tuple[float, Optional[str]] = (0.0, None)
+        # Users whose last save sent some stored ids: their next save looks the ids up first, instead
+        # of trying _SAVE_FRESH (a batch sent again would fail its COPY and then take the lookup).
+        self._cautious: set[str] = set()
 
     def open(self) -> None:
         with psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as connection:
@@ -275,13 +346,17 @@ class PostgresStorage:
         instead of 0.31 ms, measured alone). Retried as _run."""
         return self._retried(work, False)
 
-    def _retried(self, work: Callable[[psycopg.Connection], T], transaction: bool) -> T:
+    def _retried(self, work: Callable[[psycopg.Connection], T], transaction: Optional[bool]) -> T:
+        """transaction True: `work` runs in a transaction; False: in autocommit; None: as it is (an idle
+        connection, not in autocommit: `work` manages its own transaction, _save_fresh)."""
         assert self.pool is not None
         deadline = time.monotonic() + RETRY_DEADLINE_S
         wait = RETRY_FIRST_WAIT_S
         while True:
             try:
                 with self.pool.connection() as connection:
+                    if transaction is None:
+                        return work(connection)
                     if not transaction:
                         connection.autocommit = True
                         try:
@@ -306,9 +381,17 @@ class PostgresStorage:
         unique = list(dict(zip(map(_id_of, samples), samples)).values())
         if not unique:
             return 0
-        both = instants_ns([*map(_start_of, unique), *map(_end_of, unique)])
-        starts, ends = both[: len(unique)], both[len(unique) :]
         ids = list(map(_id_of, unique))
+        order = sorted(range(len(ids)), key=ids.__getitem__)  # id order (see _LOOKUP)
+        if user not in self._cautious:
+            rows = copy_rows(user, received_at, list(map(unique.__getitem__, order)))
+            try:
+                self._retried(lambda connection: self._save_fresh(connection, rows, order), None)
+                return len(unique)
+            except psycopg.errors.UniqueViolation:  # some are stored: the lookup path says which
+                if len(self._cautious) >= CAUTIOUS_USERS:
+                    self._cautious.clear()
+                self._cautious.add(user)
         # The ids as one text, split by the database: a contract id holds no comma (ID_PATTERN), and a
         # list of 1,000 texts cost the driver a pattern search each to dump as an array.
         joined = ",".join(ids)
@@ -322,27 +405,24 @@ class PostgresStorage:
             base = rows[0][0]
             stored = {row[1]: row[2:] for row in rows if row[1] is not None}
             if stored:
-                fresh = [k for k, sample_id in enumerate(ids) if sample_id not in stored]
+                fresh = [k for k in order if ids[k] not in stored]
                 changed = [k for k, sample_id in enumerate(ids)
                            if sample_id in stored and stored[sample_id] != _content_of(unique[k])]
-            else:  # the usual upload: every id new
-                fresh, changed = list(range(len(ids))), []
+            else:  # every id new
+                fresh, changed = order, []
             if fresh:
-                fresh.sort(key=ids.__getitem__)  # id order (see _LOOKUP)
+                data = finish_copy(copy_rows(user, received_at, list(map(unique.__getitem__, fresh))),
+                                   [base + k for k in fresh])
                 with cursor.copy(_COPY_SAMPLES) as copy:
-                    copy.set_types(_SAMPLE_TYPES)
-                    write_row = copy.write_row
-                    for k in fresh:
-                        sample = unique[k]
-                        write_row((user, sample.id, base + k, sample.startDate, sample.endDate, starts[k], ends[k],
-                                   sample.count, sample.sourceBundleId, sample.sourceDeviceName, received_at))
+                    copy.write(data)
             if changed:
                 picked = [unique[k] for k in changed]
+                both = instants_ns([*map(_start_of, picked), *map(_end_of, picked)])
                 cursor.execute(_REPLACE, {
                     "user": user, "received": received_at, "ids": [ids[k] for k in changed],
                     "seqs": [base + k for k in changed], "starts": [sample.startDate for sample in picked],
-                    "ends": [sample.endDate for sample in picked], "starts_ns": [starts[k] for k in changed],
-                    "ends_ns": [ends[k] for k in changed], "counts": [sample.count for sample in picked],
+                    "ends": [sample.endDate for sample in picked], "starts_ns": both[: len(picked)],
+                    "ends_ns": both[len(picked) :], "counts": [sample.count for sample in picked],
                     "bundles": [sample.sourceBundleId for sample in picked],
                     "devices": [sample.sourceDeviceName for sample in picked]})
             if not stored:
@@ -357,9 +437,40 @@ class PostgresStorage:
             except psycopg.errors.UniqueViolation:  # a new id stored beside it meanwhile (see _LOOKUP)
                 if attempt == SAVE_ATTEMPTS:
                     raise
+        if first is None:  # every id was new: the next save of the user tries without the lookup
+            self._cautious.discard(user)
         if replaced is not None and first is not None:
             replaced += (first, last)
         return saved
+
+    @staticmethod
+    def _save_fresh(connection: psycopg.Connection, rows: list[bytes], order: list[int]) -> None:
+        """_SAVE_FRESH on this connection (idle, outside a transaction): BEGIN, the seq base, the COPY of
+        these rows (copy_rows, each taking base + its place in the request) and COMMIT, sent as one
+        query; returns once the COMMIT is durable. Any error leaves the connection idle (rolled back)
+        or broken (the pool discards it)."""
+        pgconn = connection.pgconn
+        with connection.lock:
+            try:
+                pgconn.send_query(_SAVE_FRESH)
+                results = connection.wait(generators.execute(pgconn))
+                if results[-1].status != pq.ExecStatus.COPY_IN:
+                    _raise_first_error(results, pgconn)
+                base = int(results[-2].get_value(0, 0))
+                data = memoryview(finish_copy(rows, [base + k for k in order]))
+                for offset in range(0, len(data), COPY_CHUNK_BYTES):
+                    connection.wait(generators.copy_to(pgconn, data[offset : offset + COPY_CHUNK_BYTES]))
+                while pgconn.put_copy_end(None) == 0:  # a full output buffer: wait until it drains
+                    connection.wait(generators.send(pgconn))
+                results = connection.wait(generators.execute(pgconn))
+                _raise_first_error(results, pgconn)
+            finally:
+                if pgconn.status == pq.ConnStatus.OK and pgconn.transaction_status != pq.TransactionStatus.IDLE:
+                    if pgconn.transaction_status == pq.TransactionStatus.ACTIVE:  # still in the COPY
+                        pgconn.put_copy_end(b"save abandoned")
+                        connection.wait(generators.execute(pgconn))
+                    pgconn.send_query(b"ROLLBACK")
+                    connection.wait(generators.execute(pgconn))
 
     def delete_ids(self, user: str, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
         unique = sorted(set(ids))

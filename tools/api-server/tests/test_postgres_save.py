@@ -17,7 +17,7 @@ RECEIVED = "2024-01-20T15:00:00.000000Z"
 
 # Characters the COPY text format escapes, its NULL marker and end-of-data line, and non-ASCII text.
 AWKWARD = ["tab\there", "back\\slash", "new\nline", "carriage\rreturn", "\\N", "\\.", "a\\tb", "Anna\u2019s\u00a0iPhone",
-           "\u5c0f\u660e \U0001f3c3", ""]
+           "\u5c0f\u660e \U0001f3c3", "", "start\x01of heading", "\\001"]
 
 
 def sample(n: int, count: int = 10, device=None, bundle: str = "com.apple.health", prefix: str = "x") -> SampleFields:
@@ -133,3 +133,22 @@ def test_concurrent_fresh_saves_of_the_same_ids_store_each_once(pg_storage):
         thread.join()
     assert sorted(results) == [0, 500]
     assert len(live(pg_storage)) == 500
+
+
+def test_seqs_stay_greater_than_those_given_before(pg_storage):
+    """A seq is the request number times ORDINALS_PER_REQUEST (100,000; 16,384 before) plus the position:
+    a save after rows numbered the old way gives greater seqs, and its seqs' texts are the request
+    number's followed by the position's five digits."""
+    from stepserver.storage.postgres import ORDINALS_PER_REQUEST
+
+    pg_storage._run(lambda c: c.execute(
+        "INSERT INTO samples VALUES ('alice', 'old', %s, '2024-01-01T12:00:00Z', '2024-01-01T12:00:30Z', 1, 2, 3, 'b', "
+        "NULL, %s)", (40 * 16384 + 9_999, RECEIVED)))
+    pg_storage._run(lambda c: c.execute("SELECT setval('request_seq', 40)"))
+    assert pg_storage.save("alice", [sample(n) for n in range(3)], RECEIVED) == 3
+    pg_storage._cautious.add("alice")
+    assert pg_storage.save("alice", [sample(n) for n in range(2, 6)], RECEIVED) == 3  # the lookup path
+    seqs = [row[1] for row in rows(pg_storage)]
+    assert seqs == [40 * 16384 + 9_999, 41 * ORDINALS_PER_REQUEST, 41 * ORDINALS_PER_REQUEST + 1,
+                    41 * ORDINALS_PER_REQUEST + 2, 42 * ORDINALS_PER_REQUEST + 1, 42 * ORDINALS_PER_REQUEST + 2,
+                    42 * ORDINALS_PER_REQUEST + 3]

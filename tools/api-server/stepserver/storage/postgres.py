@@ -9,9 +9,11 @@ serves many users unchanged.
   tokens           API tokens (hashes only)
   daily_buckets    the daily totals' buckets, saved when the server stops: a header and the sums (postgres_buckets.py)
   deletion_counts  per user, how many deletions committed (the saved buckets' state)
-A save is one transaction: the batch's stored ids are looked up and locked, the new samples are sent
-with COPY (binary) into samples, and the stored ids whose content differs take the new version, the
-one they had going to sample_versions (_LOOKUP, _REPLACE).
+A save is one transaction. A batch of new ids (the usual upload) is one query: BEGIN, the request's
+number, a COPY (text) of the samples into samples and COMMIT (_SAVE_FRESH); the primary key finds any
+id already stored, and the save then runs the lookup path: the batch's stored ids are looked up and
+locked, the new samples are sent with COPY, and the stored ids whose content differs take the new
+version, the one they had going to sample_versions (_LOOKUP, _REPLACE).
 Rows are locked in id order, so concurrent requests that share ids cannot deadlock. Every SQL statement
 takes bound parameters only. An operation that loses its connection (a database restart) is retried
 on a fresh one until RETRY_DEADLINE_S, then answered 503; saves and deletions are idempotent, so a
@@ -31,7 +33,7 @@ import psycopg
 from psycopg import generators, pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..contract import MAX_DURATION_SECONDS, SampleFields, StoredSample
+from ..contract import MAX_DURATION_SECONDS, MAX_SAMPLES_PER_REQUEST, SampleFields, StoredSample
 from ..errors import StorageUnavailable
 from ..log import log
 from ..sample_columns import SampleColumns, instants_ns
@@ -41,7 +43,12 @@ RETRY_DEADLINE_S = 20.0
 RETRY_FIRST_WAIT_S = 0.1
 RETRY_MAX_WAIT_S = 1.0
 CONNECT_TIMEOUT_S = 5
-ORDINALS_PER_REQUEST = 16384  # seq = request number * this + position in the request (≤ 10,000)
+# seq = request number * this + position in the request (< MAX_SAMPLES_PER_REQUEST): a power of ten, so
+# that a seq's text is the request number's followed by the position's in five digits (copy_data). Up
+# to schema version 5's first servers it was 16,384: every request number since is greater, so every
+# seq given since is greater than any given before (postgres_buckets.py relies on it).
+ORDINALS_PER_REQUEST = 100_000
+POSITION_DIGITS = 5
 HEALTH_CACHE_S = 1.0
 
 T = TypeVar("T")
@@ -146,10 +153,11 @@ existing AS MATERIALIZED (
 SELECT base.b, e.id, e.start_date, e.end_date, e.count, e.source_bundle_id, e.source_device_name
 FROM base LEFT JOIN existing e ON true
 """
-# The new samples go in as COPY text, built a column at a time (copy_rows): it cost the database
+# The new samples go in as COPY text, built a column at a time (copy_data): it cost the database
 # 3.8-4.1 ms of CPU per 1,000 samples instead of 4.95-5.15 ms for binary COPY rows written one by one
-# (alternating, fsync on), and the server less than write_row did. seq comes last: the rows are built
-# before the request's seq base is known, and only that column after.
+# (alternating, fsync on). The data is built before the request's number is known: each seq is a
+# placeholder byte and the position's five digits, and the number's text replaces every placeholder
+# in one pass (with_request).
 _COPY_SAMPLES = ("COPY samples (user_name, received_at, id, start_date, end_date, start_ns, end_ns, count, "
                  "source_bundle_id, source_device_name, seq) FROM STDIN")
 
@@ -222,12 +230,13 @@ _device_of = operator.attrgetter("sourceDeviceName")
 
 
 def _text_column(texts: list[str]) -> list[bytes]:
-    """COPY text fields (UTF-8, backslash, tab, newline and carriage return escaped) of texts that hold
-    no NUL (the contract's; PostgreSQL's text has none): one join, one encode, one split, in C."""
+    """COPY text fields (UTF-8; backslash, tab, newline, carriage return and the request number's
+    placeholder escaped) of texts that hold no NUL (the contract's; PostgreSQL's text has none): one
+    join, one encode, one split, in C."""
     joined = "\x00".join(texts).encode()
-    if b"\\" in joined or b"\t" in joined or b"\n" in joined or b"\r" in joined:
+    if b"\\" in joined or b"\t" in joined or b"\n" in joined or b"\r" in joined or _PLACEHOLDER in joined:
         joined = (joined.replace(b"\\", b"\\\\").replace(b"\t", b"\\t").replace(b"\n", b"\\n")
-                  .replace(b"\r", b"\\r"))
+                  .replace(b"\r", b"\\r").replace(_PLACEHOLDER, b"\\001"))
     fields = joined.split(b"\x00")
     if len(fields) != len(texts):
         raise ValueError("a text holds a NUL")
@@ -238,31 +247,39 @@ def _number_column(numbers: Iterable[int]) -> list[bytes]:
     return "\n".join(map(str, numbers)).encode().split(b"\n")
 
 
-def copy_rows(user: str, received_at: str, picked: list[SampleFields]) -> list[bytes]:
-    """The COPY text rows (_COPY_SAMPLES) of these samples, in their order, without their seq: each
-    ends with the tab before it (finish_copy adds it). A column at a time, each a few passes in C."""
+_PLACEHOLDER = b"\x01"  # the request number, in copy_data
+_POSITIONS = [b"%s%0*d" % (_PLACEHOLDER, POSITION_DIGITS, k) for k in range(MAX_SAMPLES_PER_REQUEST)]
+
+
+def copy_data(user: str, received_at: str, picked: list[SampleFields], positions: list[int]) -> bytes:
+    """The COPY text data (_COPY_SAMPLES) of these samples, in their order, at these positions in the
+    request: a column at a time, each a few passes in C; the seqs wait for the request's number
+    (with_request)."""
     if not picked:
-        return []
+        return b""
     starts = list(map(_start_of, picked))
     ends = list(map(_end_of, picked))
     instants = instants_ns(starts + ends)
     count = len(picked)
     devices = [None if device is None or device is msgspec.UNSET else device
                for device in map(_device_of, picked)]
-    absent = devices.count(None)
     device_fields = _text_column([device or "" for device in devices])
-    if absent:
+    if None in devices:
         device_fields = [b"\\N" if device is None else field for device, field in zip(devices, device_fields)]
     head = b"\t".join(_text_column([user, received_at]))
-    return list(map(b"\t".join, zip(
+    rows = map(b"\t".join, zip(
         repeat(head, count), _text_column(list(map(_id_of, picked))), _text_column(starts), _text_column(ends),
         _number_column(instants[:count]), _number_column(instants[count:]), _number_column(map(_count_of, picked)),
-        _text_column(list(map(_bundle_of, picked))), device_fields, repeat(b"", count))))
+        _text_column(list(map(_bundle_of, picked))), device_fields, map(_POSITIONS.__getitem__, positions)))
+    return b"\n".join(rows) + b"\n"
 
 
-def finish_copy(rows: list[bytes], seqs: Iterable[int]) -> bytes:
-    """The COPY data: the rows of copy_rows, each with its seq."""
-    return b"\n".join(map(bytes.__add__, rows, _number_column(seqs))) + b"\n"
+def with_request(data: bytes, base: int) -> bytes:
+    """copy_data's data with the seqs of the request whose first seq is `base`."""
+    number, position = divmod(base, ORDINALS_PER_REQUEST)
+    if position or number <= 0:
+        raise ValueError(f"not a request's first seq: {base}")
+    return data.replace(_PLACEHOLDER, str(number).encode())
 
 
 def _raise_first_error(results: list, pgconn: Any) -> None:
@@ -384,9 +401,9 @@ class PostgresStorage:
         ids = list(map(_id_of, unique))
         order = sorted(range(len(ids)), key=ids.__getitem__)  # id order (see _LOOKUP)
         if user not in self._cautious:
-            rows = copy_rows(user, received_at, list(map(unique.__getitem__, order)))
+            data = copy_data(user, received_at, list(map(unique.__getitem__, order)), order)
             try:
-                self._retried(lambda connection: self._save_fresh(connection, rows, order), None)
+                self._retried(lambda connection: self._save_fresh(connection, data), None)
                 return len(unique)
             except psycopg.errors.UniqueViolation:  # some are stored: the lookup path says which
                 if len(self._cautious) >= CAUTIOUS_USERS:
@@ -411,10 +428,9 @@ class PostgresStorage:
             else:  # every id new
                 fresh, changed = order, []
             if fresh:
-                data = finish_copy(copy_rows(user, received_at, list(map(unique.__getitem__, fresh))),
-                                   [base + k for k in fresh])
+                data = copy_data(user, received_at, list(map(unique.__getitem__, fresh)), fresh)
                 with cursor.copy(_COPY_SAMPLES) as copy:
-                    copy.write(data)
+                    copy.write(with_request(data, base))
             if changed:
                 picked = [unique[k] for k in changed]
                 both = instants_ns([*map(_start_of, picked), *map(_end_of, picked)])
@@ -444,10 +460,10 @@ class PostgresStorage:
         return saved
 
     @staticmethod
-    def _save_fresh(connection: psycopg.Connection, rows: list[bytes], order: list[int]) -> None:
+    def _save_fresh(connection: psycopg.Connection, data: bytes) -> None:
         """_SAVE_FRESH on this connection (idle, outside a transaction): BEGIN, the seq base, the COPY of
-        these rows (copy_rows, each taking base + its place in the request) and COMMIT, sent as one
-        query; returns once the COMMIT is durable. Any error leaves the connection idle (rolled back)
+        this data (copy_data, given the request's number) and COMMIT, sent as one query; returns once
+        the COMMIT is durable. Any error leaves the connection idle (rolled back)
         or broken (the pool discards it)."""
         pgconn = connection.pgconn
         with connection.lock:
@@ -457,7 +473,7 @@ class PostgresStorage:
                 if results[-1].status != pq.ExecStatus.COPY_IN:
                     _raise_first_error(results, pgconn)
                 base = int(results[-2].get_value(0, 0))
-                data = memoryview(finish_copy(rows, [base + k for k in order]))
+                data = memoryview(with_request(data, base))
                 for offset in range(0, len(data), COPY_CHUNK_BYTES):
                     connection.wait(generators.copy_to(pgconn, data[offset : offset + COPY_CHUNK_BYTES]))
                 while pgconn.put_copy_end(None) == 0:  # a full output buffer: wait until it drains

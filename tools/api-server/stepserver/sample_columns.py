@@ -134,6 +134,12 @@ def instants_ns(texts: Sequence[str]) -> list[int]:
     return instants(list(texts))
 
 
+def plain_utc_seconds(texts: Sequence[str]) -> Optional[np.ndarray]:
+    """Seconds since 1970 (int64) of texts that are all YYYY-MM-DDTHH:MM:SSZ; None when any is not
+    (the PostgreSQL backend's COPY data)."""
+    return _plain_utc_seconds(texts) if texts else None
+
+
 def _plain_utc_seconds(texts: Sequence[str]) -> Optional[np.ndarray]:
     """Seconds since 1970 of texts that are all YYYY-MM-DDTHH:MM:SSZ (the usual case), read as digits from
     one string of them all; None when any is not. A contract text has a Z only at its end, so a Z at

@@ -7,7 +7,7 @@ import Testing
 /// (marked synced, durably) in the order sent, so an interruption re-sends
 /// only the batches not acknowledged, which the server takes idempotently.
 @Suite struct UploadPipelineTests {
-    @Test(arguments: [2, 3])
+    @Test(arguments: [2, 3, 4])
     func everySampleArrivesOnceUnderFaults(inFlight: Int) async throws {
         let (dir, store) = try await ingestedStore(days: 30); defer { withExtendedLifetime(dir) {} }
         let samples = try SampleExport.sortedByStart(store)

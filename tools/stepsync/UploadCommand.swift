@@ -12,7 +12,7 @@ enum UploadCommand {
 
         Sends unsynced samples to the API server (POST /steps), 1,000 at a time in the
         order they were stored, and marks each batch synced (durably) once the server
-        acknowledged it and every batch before it (two requests in flight by default, marked
+        acknowledged it and every batch before it (four requests in flight by default, marked
         in the order sent; a batch interrupted before its mark is sent again, which the
         server takes idempotently); then the deletions waiting for upload (POST /steps/deletions),
         1,000 ids at a time, each batch marked acknowledged once the server answered 200.
@@ -61,7 +61,7 @@ enum UploadCommand {
         do {
             switch kind {
             case "socket": client = try SocketAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token, connections: inFlight)
-            case "urlsession": client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token)
+            case "urlsession": client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token, connections: inFlight)
             default: throw Arguments.UsageError("--http-client must be socket or urlsession, found '\(kind)'")
             }
         } catch let error as APIError {

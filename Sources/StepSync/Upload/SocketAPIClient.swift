@@ -5,7 +5,7 @@ import StepLog
 /// blocking I/O, each connection on its own serial queue), for `http://` URLs.
 /// A request takes the first idle connection (one after another, every
 /// request goes over the first), so requests in flight together (an upload
-/// keeping two out) each have their own, up to `connections`; beyond that
+/// keeping several out) each have their own, up to `connections`; beyond that
 /// they wait for the least busy one.
 ///
 /// Why it exists beside `LiveAPIClient`: on Linux, FoundationNetworking's

@@ -152,3 +152,22 @@ def test_seqs_stay_greater_than_those_given_before(pg_storage):
     assert seqs == [40 * 16384 + 9_999, 41 * ORDINALS_PER_REQUEST, 41 * ORDINALS_PER_REQUEST + 1,
                     41 * ORDINALS_PER_REQUEST + 2, 42 * ORDINALS_PER_REQUEST + 1, 42 * ORDINALS_PER_REQUEST + 2,
                     42 * ORDINALS_PER_REQUEST + 3]
+
+
+def test_a_save_abandoned_in_its_copy_keeps_nothing_and_the_connection_works(pg_storage, monkeypatch):
+    """An error after the query started (here the data's last step) ends the COPY, rolls back, and
+    leaves the pool's connection usable."""
+    from stepserver.storage import postgres
+
+    def broken(data: bytes, base: int) -> bytes:
+        raise ValueError("broken on purpose")
+
+    monkeypatch.setattr(postgres, "with_request", broken)
+    with pytest.raises(ValueError, match="broken on purpose"):
+        pg_storage.save("alice", [sample(n) for n in range(3)], RECEIVED)
+    monkeypatch.undo()
+    assert live(pg_storage) == []
+    for _ in range(3):  # every connection of the pool (2) is idle and works
+        assert pg_storage._run(lambda c: c.execute("SELECT 1").fetchone()[0]) == 1
+    assert pg_storage.save("alice", [sample(n) for n in range(3)], RECEIVED) == 3
+    assert len(live(pg_storage)) == 3

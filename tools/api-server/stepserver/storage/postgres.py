@@ -296,11 +296,12 @@ def with_request(data: bytes, base: int) -> bytes:
 
 
 def _raise_first_error(results: list, pgconn: Any) -> None:
+    """Raises the first error among a query's results as psycopg would (its class by SQLSTATE)."""
     for result in results:
         if result.status == pq.ExecStatus.FATAL_ERROR:
             raise psycopg.errors.error_from_result(result, encoding=pgconn._encoding)  # type: ignore[attr-defined]
     if not results or results[-1].status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COPY_IN):
-        raise psycopg.OperationalError("unexpected results from the database")
+        raise psycopg.InterfaceError("unexpected results from the database")
 
 
 def _is_connection_problem(error: BaseException) -> bool:
@@ -476,15 +477,16 @@ class PostgresStorage:
     def _save_fresh(connection: psycopg.Connection, data: bytes) -> None:
         """_SAVE_FRESH on this connection (idle, outside a transaction): BEGIN, the seq base, the COPY of
         this data (copy_data, given the request's number) and COMMIT, sent as one query; returns once
-        the COMMIT is durable. Any error leaves the connection idle (rolled back)
-        or broken (the pool discards it)."""
+        the COMMIT is durable. Any error leaves the connection idle (rolled back) or closed (the pool
+        discards it)."""
         pgconn = connection.pgconn
         with connection.lock:
             try:
                 pgconn.send_query(_SAVE_FRESH)
                 results = connection.wait(generators.execute(pgconn))
-                if results[-1].status != pq.ExecStatus.COPY_IN:
+                if not results or results[-1].status != pq.ExecStatus.COPY_IN or len(results) < 2:
                     _raise_first_error(results, pgconn)
+                    raise psycopg.InterfaceError("the database did not start the COPY")
                 base = int(results[-2].get_value(0, 0))
                 data = memoryview(with_request(data, base))
                 for offset in range(0, len(data), COPY_CHUNK_BYTES):
@@ -495,11 +497,14 @@ class PostgresStorage:
                 _raise_first_error(results, pgconn)
             finally:
                 if pgconn.status == pq.ConnStatus.OK and pgconn.transaction_status != pq.TransactionStatus.IDLE:
-                    if pgconn.transaction_status == pq.TransactionStatus.ACTIVE:  # still in the COPY
-                        pgconn.put_copy_end(b"save abandoned")
+                    try:
+                        if pgconn.transaction_status == pq.TransactionStatus.ACTIVE:  # still in the COPY
+                            pgconn.put_copy_end(b"save abandoned")
+                            connection.wait(generators.execute(pgconn))
+                        pgconn.send_query(b"ROLLBACK")
                         connection.wait(generators.execute(pgconn))
-                    pgconn.send_query(b"ROLLBACK")
-                    connection.wait(generators.execute(pgconn))
+                    except Exception:  # noqa: BLE001 - the error that brought us here is the one raised
+                        connection.close()  # the pool discards it
 
     def delete_ids(self, user: str, ids: list[str], received_at: str, removed: Optional[list[str]] = None) -> int:
         unique = sorted(set(ids))

@@ -171,3 +171,35 @@ def test_a_save_abandoned_in_its_copy_keeps_nothing_and_the_connection_works(pg_
         assert pg_storage._run(lambda c: c.execute("SELECT 1").fetchone()[0]) == 1
     assert pg_storage.save("alice", [sample(n) for n in range(3)], RECEIVED) == 3
     assert len(live(pg_storage)) == 3
+
+
+def test_dates_read_as_digits_match_the_contract():
+    """sample_columns.instants_ms and whole_ms (the COPY data's instants) agree with contract.instant_ns
+    on every form the contract takes: whole seconds or milliseconds (what stepsync sends) read as
+    digits, in UTC or with an offset; other fractions through the contract's parser (instants_ms) or
+    not at all (whole_ms: None, the COPY data then takes contract.instants)."""
+    import random
+
+    from stepserver.contract import instant_ns
+    from stepserver.sample_columns import instants_ms, whole_ms
+
+    rng = random.Random(28)
+
+    def text() -> str:
+        day = f"{rng.randint(2000, 2030):04d}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+        time_of_day = f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
+        fraction = rng.choice(["", "", f".{rng.randint(0, 999):03d}", ".5", ".123456", f".{rng.randint(0, 10**9 - 1):09d}"])
+        return f"{day}T{time_of_day}{fraction}{rng.choice(['Z', 'Z', '+02:00', '-05:30', '+14:00', '-00:00'])}"
+
+    for _ in range(300):
+        texts = [text() for _ in range(rng.randint(1, 40))]
+        expected = [instant_ns(t) // 1_000_000 for t in texts]
+        assert instants_ms(texts).tolist() == expected, texts
+        whole = whole_ms(texts)
+        if whole is not None:
+            assert [m * 1_000_000 for m in whole.tolist()] == [instant_ns(t) for t in texts], texts
+    for zones in (["Z"], [".123Z"], [".123Z", "Z"], ["+02:00", ".250-05:30"]):  # these always read as digits
+        texts = [f"2024-03-0{1 + k % 9}T1{k % 10}:0{k % 10}:1{k % 10}{zones[k % len(zones)]}" for k in range(100)]
+        whole = whole_ms(texts)
+        assert whole is not None and [m * 1_000_000 for m in whole.tolist()] == [instant_ns(t) for t in texts]
+    assert whole_ms(["2024-03-01T10:00:00.5Z"]) is None

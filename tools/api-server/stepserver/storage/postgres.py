@@ -37,7 +37,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ..contract import MAX_DURATION_SECONDS, MAX_SAMPLES_PER_REQUEST, SampleFields, StoredSample
 from ..errors import StorageUnavailable
 from ..log import log
-from ..sample_columns import SampleColumns, instants_ns, plain_utc_seconds
+from ..sample_columns import SampleColumns, instants_ns, whole_ms
 from .base import DaySample, TokenRecord
 
 RETRY_DEADLINE_S = 20.0
@@ -251,18 +251,19 @@ _POSITIONS = [b"%s%0*d" % (_PLACEHOLDER, POSITION_DIGITS, k) for k in range(MAX_
 def copy_data(user: str, received_at: str, picked: list[SampleFields], positions: list[int]) -> bytes:
     """The COPY text data (_COPY_SAMPLES) of these samples, in their order, at these positions in the
     request, the seqs waiting for the request's number (with_request). A few passes in C over all the
-    texts at once, one over the numbers (one %-format: the instants' texts are the dates' seconds and
-    nine zeros when every date is YYYY-MM-DDTHH:MM:SSZ), and one zip and join for the rows."""
+    texts at once, one over the numbers (one %-format: the instants' texts are the dates' milliseconds
+    and six zeros when every date is read as digits, sample_columns.whole_ms), and one zip and join
+    for the rows."""
     if not picked:
         return b""
     count = len(picked)
     starts = list(map(_start_of, picked))
     ends = list(map(_end_of, picked))
     counts = list(map(_count_of, picked))
-    seconds = plain_utc_seconds(starts + ends)
-    if seconds is not None:
-        numbers = np.column_stack((seconds[:count], seconds[count:], np.asarray(counts, dtype=np.int64))).ravel().tolist()
-        pattern = "%d000000000\t%d000000000\t%d\n"
+    millis = whole_ms(starts + ends)
+    if millis is not None:
+        numbers = np.column_stack((millis[:count], millis[count:], np.asarray(counts, dtype=np.int64))).ravel().tolist()
+        pattern = "%d000000\t%d000000\t%d\n"
     else:
         instants = instants_ns(starts + ends)
         numbers = [n for triple in zip(instants[:count], instants[count:], counts) for n in triple]

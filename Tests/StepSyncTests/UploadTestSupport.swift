@@ -15,7 +15,10 @@ func ingestedStore(days: Int) async throws -> (TemporaryDirectory, StepLogStore)
     return (dir, store)
 }
 
-func uploadService(_ store: StepLogStore, _ client: APIClient, attempts: Int = 8, stop: StopSignal? = nil) -> APISyncService {
+/// One request in flight unless asked (the suites that script faults by the
+/// order of the calls; UploadPipelineTests keeps several out).
+func uploadService(_ store: StepLogStore, _ client: APIClient, attempts: Int = 8, inFlight: Int = 1,
+                   stop: StopSignal? = nil) -> APISyncService {
     APISyncService(store: store, client: client, retry: RetryPolicy(maxAttempts: attempts, initialDelay: 0.001, maxDelay: 0.002),
-                   stop: stop, sleep: { _ in })
+                   inFlight: inFlight, stop: stop, sleep: { _ in })
 }

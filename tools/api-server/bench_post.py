@@ -332,12 +332,16 @@ def main() -> int:
     many = [[body(r * arguments.batch, arguments.batch, f"U{k}") for r in range(arguments.requests // 2)]
             for k in range(arguments.clients)]
 
-    def measure(label: str, server: "Server", tokens_single: list[str], tokens_many: list[str]) -> None:
+    def measure(label: str, server: "Server", tokens_single: list[str], tokens_many: list[list[str]]) -> None:
         port, pid = server.port, server.process.pid
         for lane, depth in enumerate(depths):
-            # Fresh ids for every lane: each measures new samples.
+            # Fresh ids for every lane: each measures new samples. And a user of its own: the lanes send
+            # the same dates, so a lane of a user who already has samples on them would be measured with
+            # the daily buckets reading those days back after every request (on PostgreSQL a lane after
+            # the first took 1.5-2x the server's and the database's CPU: that, not its depth, made
+            # "2 in flight" slower than 1 when it came second).
             bodies = single if lane == 0 else [[payload.replace(b'"id": "A', b'"id": "P%d' % lane) for payload in single[0]]]
-            saved, elapsed = run_clients(port, tokens_single, bodies, in_flight=depth, server_pid=pid)
+            saved, elapsed = run_clients(port, tokens_single[lane : lane + 1], bodies, in_flight=depth, server_pid=pid)
             assert saved == arguments.requests * arguments.batch, saved
             print(f"{label}: 1 client, {depth} request{'s' if depth > 1 else ''} in flight: {saved / elapsed:,.0f} samples/s "
                   f"({elapsed / arguments.requests * 1000:.1f} ms a request; {client_share()})", flush=True)
@@ -345,10 +349,17 @@ def main() -> int:
             for lane, depth in enumerate(many_depths):
                 bodies_many = many if lane == 0 else [[payload.replace(b'"id": "U', b'"id": "Q%d' % lane) for payload in bodies]
                                                       for bodies in many]
-                saved, elapsed = run_clients(port, tokens_many, bodies_many, in_flight=depth, server_pid=pid)
+                saved, elapsed = run_clients(port, tokens_many[lane], bodies_many, in_flight=depth, server_pid=pid)
                 assert saved == len(many) * len(many[0]) * arguments.batch, saved
                 print(f"{label}: {len(many)} clients of different users, {depth} in flight each: {saved / elapsed:,.0f} "
                       f"samples/s aggregate ({client_share()})", flush=True)
+
+    def lane_tokens(storage: list[str], main_py: Path) -> tuple[list[str], list[list[str]]]:
+        """A user for each single-client lane, and users for each lane of the 8 clients (see measure)."""
+        single_users = ["single"] + [f"single{lane}" for lane in range(1, len(depths))]
+        many_users = [users] + [[f"{user}-{lane}" for user in users] for lane in range(1, len(many_depths))]
+        return ([create_token(storage, user, main_py) for user in single_users],
+                [[create_token(storage, user, main_py) for user in lane] for lane in many_users])
 
     servers = [(MAIN, "")]
     if arguments.beside:
@@ -359,11 +370,11 @@ def main() -> int:
                 break
             data = Path(directory) / ("embedded" + beside.replace(" ", "-"))
             storage = ["--data", str(data)]
-            tokens = [create_token(storage, user, main_py) for user in ["single"] + users]
+            tokens_single, tokens_many = lane_tokens(storage, main_py)
             port = free_port()
             server = Server("embedded", [sys.executable, str(main_py), "--port", str(port), *storage, *flags], port)
             try:
-                measure("embedded backend" + beside, server, tokens[:1], tokens[1:])
+                measure("embedded backend" + beside, server, tokens_single, tokens_many)
             finally:
                 server.stop()
             if beside or arguments.embedded_workers < 2:
@@ -394,18 +405,18 @@ def main() -> int:
                 # Each server its own database (a fresh one beside ours when the cluster is ours).
                 database = cluster.new_database() if cluster is not None and beside else arguments.database
                 storage = ["--database", database]
-                tokens = [create_token(storage, user, main_py) for user in ["single"] + users]
+                tokens_single, tokens_many = lane_tokens(storage, main_py)
                 port = free_port()
                 server = Server("postgres", [sys.executable, str(main_py), "--port", str(port), *storage, *flags], port)
                 try:
-                    measure("PostgreSQL backend" + beside, server, tokens[:1], tokens[1:])
+                    measure("PostgreSQL backend" + beside, server, tokens_single, tokens_many)
                 finally:
                     server.stop()
                 port = free_port()
                 server = Server("postgres", [sys.executable, str(main_py), "--port", str(port), "--workers", "2", *storage], port)
                 try:
                     workers_many = [[payload.replace(b'"id": "U', b'"id": "W') for payload in bodies] for bodies in many]
-                    saved, elapsed = run_clients(port, tokens[1:], workers_many, server_pid=server.process.pid)
+                    saved, elapsed = run_clients(port, tokens_many[0], workers_many, server_pid=server.process.pid)
                     print(f"PostgreSQL backend{beside}, --workers 2: {len(many)} clients of different users, 1 in flight each: "
                           f"{saved / elapsed:,.0f} samples/s aggregate ({client_share()}; PostgreSQL's own processes not counted)", flush=True)
                 finally:

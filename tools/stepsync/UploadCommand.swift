@@ -8,18 +8,20 @@ enum UploadCommand {
     static let defaultURL = "http://127.0.0.1:8000"
 
     static let usage = """
-        usage: stepsync upload --store DIR [--api-url URL] [--token-file PATH] [--timeout SECONDS] [--max-attempts N] [--http-client socket|urlsession] [--json]
+        usage: stepsync upload --store DIR [--api-url URL] [--token-file PATH] [--timeout SECONDS] [--max-attempts N] [--in-flight N] [--http-client socket|urlsession] [--json]
 
         Sends unsynced samples to the API server (POST /steps), 1,000 at a time in the
         order they were stored, and marks each batch synced (durably) once the server
-        acknowledged it; then the deletions waiting for upload (POST /steps/deletions),
+        acknowledged it and every batch before it (four requests in flight by default, marked
+        in the order sent; a batch interrupted before its mark is sent again, which the
+        server takes idempotently); then the deletions waiting for upload (POST /steps/deletions),
         1,000 ids at a time, each batch marked acknowledged once the server answered 200.
         Connection errors, timeouts and 5xx are retried with exponential backoff and
         jitter; a 401 (no token, or a refused one) and other 4xx stop with the server's
         message, except a 400 that names a sample: the batch is split until the refused
         samples are found, the others are uploaded, and the refused ones are recorded
         rejected with the server's reason (kept in the store, shown by stepsync status,
-        sent again only once their content changes); the exit status is then 1. Ctrl-C or SIGTERM finishes the batch in flight and exits 130; run the
+        sent again only once their content changes); the exit status is then 1. Ctrl-C or SIGTERM finishes the batches in flight and exits 130; run the
         same command to continue.
 
         The token (for a server that requires one: `tools/api-server/run tokens create
@@ -33,6 +35,7 @@ enum UploadCommand {
                               default: $STEPSYNC_TOKEN, else no token)
           --timeout SECONDS   per request (default 30)
           --max-attempts N    attempts per batch before giving up (default 8)
+          --in-flight N       requests kept in flight at once, 1-8 (default \(APISyncService.defaultInFlight))
           --http-client C     socket (default for http://: HTTP/1.1 over a socket) or urlsession
                               (URLSession; always used for https://). On Linux, URLSession keeps
                               a core busy while it waits, which a server on the same machine needs.
@@ -44,27 +47,28 @@ enum UploadCommand {
         if arguments.contains(where: { $0 == "--token" || $0.hasPrefix("--token=") }) {
             throw Arguments.UsageError("--token is not accepted: a command line is visible to every user of the machine; use --token-file PATH or STEPSYNC_TOKEN")
         }
-        let args = try Arguments(arguments, options: ["store", "api-url", "token-file", "timeout", "max-attempts", "http-client"], flags: ["json"])
+        let args = try Arguments(arguments, options: ["store", "api-url", "token-file", "timeout", "max-attempts", "in-flight", "http-client"], flags: ["json"])
         try args.expectPositionals(0, "")
         let storePath = try args.required("store")
         let url = args.value("api-url") ?? ProcessInfo.processInfo.environment["STEPSYNC_API_URL"] ?? defaultURL
         let timeout = try args.integer("timeout", default: 30, in: 1...3_600)
         let attempts = try args.integer("max-attempts", default: 8, in: 1...1_000)
+        let inFlight = try args.integer("in-flight", default: APISyncService.defaultInFlight, in: 1...8)
         let kind = args.value("http-client") ?? (url.hasPrefix("https:") ? "urlsession" : "socket")
         let token = try UploadToken.resolve(file: args.value("token-file"), environment: ProcessInfo.processInfo.environment,
                                             warn: { StepSyncTool.err.line("stepsync upload: warning: \($0)") })
         let client: APIClient
         do {
             switch kind {
-            case "socket": client = try SocketAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token)
-            case "urlsession": client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token)
+            case "socket": client = try SocketAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token, connections: inFlight)
+            case "urlsession": client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token, connections: inFlight)
             default: throw Arguments.UsageError("--http-client must be socket or urlsession, found '\(kind)'")
             }
         } catch let error as APIError {
             throw Arguments.UsageError("--api-url: \(error)" + (kind == "socket" && url.hasPrefix("https:") ? " (the socket client speaks plain http; use --http-client urlsession)" : ""))
         }
         let err = StepSyncTool.err
-        let trap = SignalTrap { _ in err.line("\nstepsync upload: stopping after the batch in flight (again to quit at once)") }
+        let trap = SignalTrap { _ in err.line("\nstepsync upload: stopping after the batches in flight (again to quit at once)") }
 
         let store = try StepLogStore.open(storePath, options: try TestCompactionKnob.apply(to: StoreOptions(createIfMissing: false)))
         defer { try? store.close() }
@@ -93,7 +97,8 @@ enum UploadCommand {
         }
 
         let progress = ProgressLine()
-        let service = APISyncService(store: store, client: client, retry: RetryPolicy(maxAttempts: attempts), stop: trap.stop)
+        let service = APISyncService(store: store, client: client, retry: RetryPolicy(maxAttempts: attempts), inFlight: inFlight,
+                                     stop: trap.stop)
         service.onProgress = { p in
             let deletions = p.deletionsTotal > 0 ? ", \(Format.count(p.deletionsAcknowledged)) of \(Format.count(p.deletionsTotal)) deletions" : ""
             progress.update("uploading: \(Format.count(p.batches)) batches, \(ProgressLine.counts(p.samplesSynced, of: p.samplesTotal, elapsed: p.seconds, unit: " samples"))" + deletions + (p.retries > 0 ? ", \(p.retries) retries" : ""),

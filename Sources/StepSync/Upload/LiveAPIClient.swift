@@ -13,7 +13,8 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
 
     /// `timeout` bounds each request (connect, send, wait for the answer).
     /// `token`: sent as `Authorization: Bearer <token>` (not on `GET /health`).
-    public init(baseURL: String, timeout: TimeInterval = 30, token: String? = nil) throws {
+    /// `connections`: at most this many to the server at once (requests in flight beyond them wait).
+    public init(baseURL: String, timeout: TimeInterval = 30, token: String? = nil, connections: Int = 2) throws {
         guard let url = URL(string: baseURL), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
             throw APIError.invalidURL(baseURL)
         }
@@ -23,7 +24,7 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         configuration.timeoutIntervalForResource = timeout * 2
-        configuration.httpMaximumConnectionsPerHost = 2
+        configuration.httpMaximumConnectionsPerHost = max(1, connections)
         session = URLSession(configuration: configuration)
     }
 

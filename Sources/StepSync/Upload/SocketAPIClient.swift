@@ -1,8 +1,12 @@
 import Foundation
 import StepLog
 
-/// The API client over a plain socket (HTTP/1.1, one keep-alive connection,
-/// blocking I/O on its own thread), for `http://` URLs.
+/// The API client over a plain socket (HTTP/1.1 keep-alive connections,
+/// blocking I/O, each connection on its own serial queue), for `http://` URLs.
+/// A request takes the first idle connection (one after another, every
+/// request goes over the first), so requests in flight together (an upload
+/// keeping several out) each have their own, up to `connections`; beyond that
+/// they wait for the least busy one.
 ///
 /// Why it exists beside `LiveAPIClient`: on Linux, FoundationNetworking's
 /// URLSession keeps a core busy while a request is out (measured here: 3.3 s
@@ -12,42 +16,60 @@ import StepLog
 /// `https://` still goes through URLSession (TLS).
 public final class SocketAPIClient: APIClient, @unchecked Sendable {
     public let baseURL: String
-    private let connection: HTTPConnection
+    private let connections: [(connection: HTTPConnection, queue: DispatchQueue)]
+    private let lock = NSLock()
+    /// Requests queued or running on each connection.
+    private var busy: [Int]
     private let timeout: TimeInterval
-    private let queue = DispatchQueue(label: "steplog.http")
     private let pathPrefix: String
     /// `Authorization: Bearer …\r\n`, or empty without a token.
     private let authorization: String
 
     /// `token`: sent as `Authorization: Bearer <token>` on every request but
     /// `GET /health`; nil for a `--single-user` server.
-    public init(baseURL: String, timeout: TimeInterval = 30, token: String? = nil) throws {
+    /// `connections`: at most this many open at once (at least 1).
+    public init(baseURL: String, timeout: TimeInterval = 30, token: String? = nil, connections: Int = 2) throws {
         guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host, !host.isEmpty else {
             throw APIError.invalidURL(baseURL)
         }
         self.baseURL = baseURL
         self.timeout = timeout
-        connection = HTTPConnection(host: host, port: url.port ?? 80)
+        self.connections = (0..<max(1, connections)).map {
+            (HTTPConnection(host: host, port: url.port ?? 80), DispatchQueue(label: "steplog.http.\($0)"))
+        }
+        busy = [Int](repeating: 0, count: max(1, connections))
         var path = url.path
         while path.hasSuffix("/") { path.removeLast() }
         pathPrefix = path
         authorization = token.map { "Authorization: Bearer \($0)\r\n" } ?? ""
     }
 
-    /// Runs one request on the connection's thread.
+    /// The first idle connection, else the least busy; counted busy until `release`.
+    private func take() -> Int {
+        lock.withLock {
+            let index = busy.firstIndex(of: 0) ?? busy.indices.min { busy[$0] < busy[$1] }!
+            busy[index] += 1
+            return index
+        }
+    }
+
+    private func release(_ index: Int) { lock.withLock { busy[index] -= 1 } }
+
+    /// Runs one request on a connection's queue.
     private func request(_ method: String, _ path: String, body: Data? = nil, timeout: TimeInterval? = nil) async throws -> Data {
         let deadline = Date().addingTimeInterval(timeout ?? self.timeout)
-        let connection = connection, authorization = path == "/health" ? "" : authorization
+        let authorization = path == "/health" ? "" : authorization
         let fullPath = pathPrefix + path
+        let index = take()
+        let (connection, queue) = connections[index]
         let response: HTTPConnection.Response = try await withCheckedThrowingContinuation { continuation in
-            queue.async {
-                do {
-                    continuation.resume(returning: try connection.send(method: method, path: fullPath, body: body,
-                                                                        contentType: body == nil ? nil : "application/json",
-                                                                        extraHeaders: authorization, deadline: deadline))
-                } catch {
-                    continuation.resume(throwing: APIError.networkError(underlying: error))
+            queue.async { [self] in
+                let result = Result {
+                    try connection.send(method: method, path: fullPath, body: body, contentType: body == nil ? nil : "application/json",
+                                        extraHeaders: authorization, deadline: deadline)
                 }
+                release(index) // before the caller resumes: its next request finds this connection idle
+                continuation.resume(with: result.mapError { APIError.networkError(underlying: $0) })
             }
         }
         guard (200...299).contains(response.status) else {

@@ -195,6 +195,8 @@ _ID_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.
 _DIGIT_MASK = bytes.maketrans(b"0123456789", b"0000000000")
 _USUAL_DATE_MASK = b"0000-00-00T00:00:00Z\n"
 _USUAL_DATE_BYTES = len(_USUAL_DATE_MASK)
+_MILLIS_DATE_MASK = b"0000-00-00T00:00:00.000Z\n"  # what stepsync sends: milliseconds (.000 added to whole seconds)
+_MILLIS_DATE_BYTES = len(_MILLIS_DATE_MASK)
 _day_of = operator.itemgetter(slice(0, 10))
 _TWO, _THREE = ord("2"), ord("3")
 _ALL_DATES_RE = re.compile(r"(?:" + DATE_PATTERN[1:-1] + r"\n)*", re.ASCII)
@@ -401,29 +403,42 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
     # ids: every character from the alphabet (msgspec bounded the length to 1-64).
     if ("\n".join(ids)).encode().translate(None, _ID_ALPHABET) != b"\n" * (count - 1):
         return None
-    # dates: the usual shape YYYY-MM-DDTHH:MM:SSZ by a digit mask, anything else by the pattern.
+    # dates: the usual shape YYYY-MM-DDTHH:MM:SSZ by a digit mask, or every date in UTC with
+    # milliseconds or whole seconds (what stepsync sends), compared as YYYY-MM-DDTHH:MM:SS.fffZ;
+    # anything else by the pattern.
     dates = ("\n".join(starts) + "\n" + "\n".join(ends) + "\n").encode()
+    stride, low, high, first, last = _USUAL_DATE_BYTES, MIN_DATE_TEXT, window.max_text, starts, ends
     usual = dates.translate(_DIGIT_MASK) == _USUAL_DATE_MASK * (2 * count)
+    if not usual and len(dates) <= _MILLIS_DATE_BYTES * 2 * count:
+        # The same times with .000 added to whole seconds (a text with Z elsewhere fails the mask).
+        first = [text if len(text) == 24 else text.replace("Z", ".000Z") for text in starts]
+        last = [text if len(text) == 24 else text.replace("Z", ".000Z") for text in ends]
+        millis = ("\n".join(first) + "\n" + "\n".join(last) + "\n").encode()
+        if millis.translate(_DIGIT_MASK) == _MILLIS_DATE_MASK * (2 * count):
+            usual, dates, stride = True, millis, _MILLIS_DATE_BYTES
+            low, high = MIN_DATE_TEXT[:19] + ".000Z", window.max_text[:19] + ".000Z"
     if usual:
-        # Every date is 21 bytes: a digit of every time is one strided slice. Hours 00-23,
+        # Every date is `stride` bytes: a digit of every time is one strided slice. Hours 00-23,
         # minutes and seconds 00-59.
-        tens = dates[11::_USUAL_DATE_BYTES]
-        if (tens.translate(None, b"012") or dates[14::_USUAL_DATE_BYTES].translate(None, b"012345")
-                or dates[17::_USUAL_DATE_BYTES].translate(None, b"012345")):
+        tens = dates[11::stride]
+        if (tens.translate(None, b"012") or dates[14::stride].translate(None, b"012345")
+                or dates[17::stride].translate(None, b"012345")):
             usual = False
         elif b"2" in tens:  # hours 20-23: the units of the hours whose tens are 2
-            usual = max(compress(dates[12::_USUAL_DATE_BYTES], map(_TWO.__eq__, tens))) <= _THREE
-    if not usual and _ALL_DATES_RE.fullmatch(dates.decode()) is None:
+            usual = max(compress(dates[12::stride], map(_TWO.__eq__, tens))) <= _THREE
+    if not usual and _ALL_DATES_RE.fullmatch(("\n".join(starts) + "\n" + "\n".join(ends) + "\n")) is None:
         return None
     if usual:
-        # All in UTC and whole seconds: text order is time order, so the bounds and the order are
-        # compared as text in C; the calendar is checked once a day; the 48-hour limit only where a
-        # sample crosses midnight (found by comparing the days' digits, one strided slice a digit).
-        least, greatest = min(starts), max(ends)
-        if least < MIN_DATE_TEXT or greatest > window.max_text or not all(map(operator.le, starts, ends)):
+        # All in UTC, of one shape: text order is time order, so the bounds and the order are
+        # compared as text in C (an end in the last second before the window's end, with a
+        # fraction, goes to the exact path); the calendar is checked once a day; the 48-hour limit
+        # only where a sample crosses midnight (found by comparing the days' digits, one strided
+        # slice a digit). The bounds handed on (their dates) are those texts'.
+        least, greatest = min(first), max(last)
+        if least < low or greatest > high or not all(map(operator.le, first, last)):
             return None
-        half = _USUAL_DATE_BYTES * count
-        same_day = all(dates[k:half:_USUAL_DATE_BYTES] == dates[half + k :: _USUAL_DATE_BYTES] for k in range(10))
+        half = stride * count
+        same_day = all(dates[k:half:stride] == dates[half + k :: stride] for k in range(10))
         try:
             days = set(map(_day_of, starts))
             if not same_day:
@@ -455,7 +470,8 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
                 sample.sourceDeviceName = None
     parsed = ParsedSamples(fast)
     parsed.fields = (starts, ends, bundles, devices)
-    parsed.usual_dates = dates if usual else None
+    # The whole-second bytes only (the daily buckets read them at that stride).
+    parsed.usual_dates = dates if usual and stride == _USUAL_DATE_BYTES else None
     if not usual:
         least, greatest = min(starts), max(ends)
     parsed.least_start, parsed.greatest_end = least, greatest

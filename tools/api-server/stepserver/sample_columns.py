@@ -4,8 +4,9 @@ was most of the time a run of days took (a year of 300,000 samples: seconds of D
 per-sample date parsing).
 
 Date texts are those the contract took (contract.DATE_PATTERN): the usual shapes, YYYY-MM-DDTHH:MM:SSZ
-and YYYY-MM-DDTHH:MM:SS+HH:MM (or -HH:MM), are read as digits from a byte matrix; any other (a
-fraction of a second) through contract.instant_ns. Instants are whole milliseconds, floored, as the
+and YYYY-MM-DDTHH:MM:SS+HH:MM (or -HH:MM), and the same with milliseconds (.fff, what stepsync sends),
+are read as digits from a byte matrix; any other (another fraction of a second) through
+contract.instant_ns. Instants are whole milliseconds, floored, as the
 store keeps them.
 """
 
@@ -101,15 +102,41 @@ def _source_indexes(bundles: Sequence[str], devices: Sequence[Optional[str]]) ->
 
 def instants_ms(texts: Sequence[str]) -> np.ndarray:
     """Milliseconds since 1970 UTC (floored) of date-time texts the contract took."""
-    count = len(texts)
     seconds = _plain_utc_seconds(texts)
     if seconds is not None:
         return seconds * 1000
+    read = _read_ms(texts)
+    if read is None:  # not a date the contract takes; instant_ns says what is wrong
+        return np.array([instant_ns(text) // _MS for text in texts], dtype=np.int64)
+    result, exact = read
+    for index in np.flatnonzero(~exact).tolist():  # another fraction of a second: the contract's parser
+        result[index] = instant_ns(texts[index]) // _MS
+    return result
+
+
+def whole_ms(texts: Sequence[str]) -> Optional[np.ndarray]:
+    """Milliseconds since 1970 UTC of texts whose instants are all whole milliseconds read as digits
+    (YYYY-MM-DDTHH:MM:SS, then .fff or nothing, then Z or +HH:MM/-HH:MM): their instants in ns are
+    these times 1,000,000 exactly (the PostgreSQL backend's COPY data); None when any is another."""
+    if not texts:
+        return None
+    seconds = _plain_utc_seconds(texts)
+    if seconds is not None:
+        return seconds * 1000
+    read = _read_ms(texts)
+    return read[0] if read is not None and read[1].all() else None
+
+
+def _read_ms(texts: Sequence[str]) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """(ms, which were read exactly) of contract date texts, from one byte matrix: whole seconds or
+    milliseconds (.fff, what stepsync sends), in UTC (Z) or with an offset; any other fraction is
+    marked not read. None when a text is not ASCII."""
+    count = len(texts)
     width = LONGEST_DATE_TEXT + 1  # a longer text (not one the contract takes) shows as a byte past it
     try:
         matrix = np.array(texts, dtype=f"S{width}").view(np.uint8).reshape(count, width)
-    except UnicodeEncodeError:  # not a date the contract takes; instant_ns says what is wrong
-        return np.array([instant_ns(text) // _MS for text in texts], dtype=np.int64)
+    except UnicodeEncodeError:
+        return None
 
     def number(*columns: int) -> np.ndarray:
         value = matrix[:, columns[0]].astype(np.int64) - _ZERO
@@ -119,16 +146,24 @@ def instants_ms(texts: Sequence[str]) -> np.ndarray:
 
     seconds = _seconds(matrix, count)
     marker = matrix[:, 19]
-    plain = (marker == ord("Z")) & (matrix[:, 20] == 0)
-    offset_form = ((marker == ord("+")) | (marker == ord("-"))) & (matrix[:, 25] == 0)
+    # .fff then Z or an offset: the marker after the fraction at 23
+    millis_form = (marker == ord(".")) & (((matrix[:, 23] == ord("Z")) & (matrix[:, 24] == 0))
+                                          | (((matrix[:, 23] == ord("+")) | (matrix[:, 23] == ord("-"))) & (matrix[:, 29] == 0)))
+    zone = np.where(millis_form, matrix[:, 23], marker)
+    at = np.where(millis_form, 4, 0)  # the offset's digits start 4 bytes later after .fff
+    exact = ((zone == ord("Z")) & (matrix[np.arange(count), 20 + at] == 0)) | millis_form
+    offset_form = ((zone == ord("+")) | (zone == ord("-"))) & (matrix[np.arange(count), 25 + at] == 0)
     if offset_form.any():
-        offset = number(20, 21) * 3600 + number(23, 24) * 60
-        seconds = np.where(offset_form, seconds - np.where(marker == ord("+"), offset, -offset), seconds)
-        plain = plain | offset_form
+        rows = np.arange(count)
+        hours = (matrix[rows, 20 + at].astype(np.int64) - _ZERO) * 10 + matrix[rows, 21 + at] - _ZERO
+        minutes = (matrix[rows, 23 + at].astype(np.int64) - _ZERO) * 10 + matrix[rows, 24 + at] - _ZERO
+        offset = hours * 3600 + minutes * 60
+        seconds = np.where(offset_form, seconds - np.where(zone == ord("+"), offset, -offset), seconds)
+        exact = exact | offset_form
     result = seconds * 1000
-    for index in np.flatnonzero(~plain).tolist():  # a fraction of a second: the contract's parser
-        result[index] = instant_ns(texts[index]) // _MS
-    return result
+    if millis_form.any():
+        result = result + np.where(millis_form, number(20, 21, 22), 0)
+    return result, exact
 
 
 def instants_ns(texts: Sequence[str]) -> list[int]:

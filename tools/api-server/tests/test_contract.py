@@ -93,3 +93,71 @@ def test_the_decoding_struct_has_the_documented_fields():
     assert contract.Sample.__struct_fields__ == contract.SampleFields.__struct_fields__
     schema = msgspec.json.schema(contract.Sample)
     assert "Sample" in json.dumps(schema)
+
+
+def _ms_sample(n: int, start: str, end: str) -> dict:
+    return {"id": f"m{n}", "startDate": start, "endDate": end, "count": n % 100, "sourceBundleId": "b",
+            "sourceDeviceName": "d"}
+
+
+def test_millisecond_dates_take_the_fast_path(monkeypatch):
+    """What stepsync sends: dates with milliseconds (…:SS.fffZ) mixed with whole seconds (…:SSZ);
+    the fast path reads them as digits (no pattern match) and agrees with the exact path."""
+    samples = []
+    for n in range(1000):
+        minute = n % 1440
+        day = 1 + n // 1440
+        start = f"2024-03-{day:02d}T{minute // 60:02d}:{minute % 60:02d}:0{n % 10}" + (f".{n:03d}Z" if n % 9 else "Z")
+        end = f"2024-03-{day:02d}T{minute // 60:02d}:{minute % 60:02d}:5{n % 10}" + (f".{999 - n % 1000:03d}Z" if n % 7 else "Z")
+        samples.append(_ms_sample(n, start, end))
+    samples.append(_ms_sample(1000, "2024-03-01T23:59:59.500Z", "2024-03-03T23:59:59.500Z"))  # 48 h across days
+    raw = json.dumps({"samples": samples}).encode()
+    slow = exact(raw)
+
+    class NoPattern:
+        def fullmatch(self, text):
+            raise AssertionError("the dates were matched by the pattern")
+
+    monkeypatch.setattr(contract, "_ALL_DATES_RE", NoPattern())
+    fast = contract._parse_samples_fast(raw, window())
+    assert fast is not None and fast == slow
+
+
+@pytest.mark.parametrize("start, end", [
+    ("2024-03-01T24:00:00.000Z", "2024-03-01T24:00:01.000Z"),  # hour 24
+    ("2024-03-01T10:60:00.000Z", "2024-03-01T10:61:00Z"),  # minute 60
+    ("2024-03-01T10:00:60.000Z", "2024-03-01T10:01:00Z"),  # second 60
+    ("2023-02-29T10:00:00.000Z", "2023-02-29T10:01:00.000Z"),  # no such day
+    ("2024-03-01T10:00:00.500Z", "2024-03-01T10:00:00.400Z"),  # end before start, the same second
+    ("2024-03-01T10:00:00.500Z", "2024-03-01T10:00:00Z"),  # end before start, whole seconds
+    ("1999-12-31T23:59:59.999Z", "2000-01-01T00:00:01Z"),  # before 2000
+    ("2024-03-01T10:00:00.000Z", "2024-03-03T10:00:00.001Z"),  # longer than 48 hours
+    ("2024-03-01T10:00:00.00Z", "2024-03-01T10:00:01.000Z"),  # two digits: not the millisecond shape
+])
+def test_millisecond_dates_the_exact_path_refuses_the_fast_path_refuses(start, end):
+    raw = json.dumps({"samples": [_ms_sample(n, "2024-03-01T10:00:00.000Z", "2024-03-01T10:00:01Z") for n in range(3)]
+                      + [_ms_sample(9, start, end)]}).encode()
+    slow = exact(raw)
+    fast = contract._parse_samples_fast(raw, window())
+    if isinstance(slow, str):
+        assert fast is None, slow
+    else:
+        assert fast is None or fast == slow
+
+
+def test_a_millisecond_end_past_the_window_is_refused():
+    now = window()
+    late = now.max_text[:19] + ".999Z"  # in the window's last second, past its end unless it ends at .999…
+    raw = json.dumps({"samples": [_ms_sample(1, now.max_text[:19] + ".000Z", late),
+                                  _ms_sample(2, "2024-03-01T10:00:00.000Z", "2024-03-01T10:00:01Z")]}).encode()
+    fast = contract._parse_samples_fast(raw, now)
+    try:
+        slow = contract._parse_samples_exact(raw, now)
+    except ApiError as error:
+        slow = error.message
+    assert (fast is None) if isinstance(slow, str) else (fast is None or fast == slow)
+    beyond = contract.utc_text(now.max_ns + 2 * 1_000_000_000)[:19] + ".000Z"
+    raw = json.dumps({"samples": [_ms_sample(1, "2024-03-01T10:00:00.000Z", beyond)]}).encode()
+    assert contract._parse_samples_fast(raw, now) is None
+    with pytest.raises(ApiError):
+        contract._parse_samples_exact(raw, now)

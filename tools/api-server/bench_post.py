@@ -419,6 +419,13 @@ def main() -> int:
                     saved, elapsed = run_clients(port, tokens_many[0], workers_many, server_pid=server.process.pid)
                     print(f"PostgreSQL backend{beside}, --workers 2: {len(many)} clients of different users, 1 in flight each: "
                           f"{saved / elapsed:,.0f} samples/s aggregate ({client_share()}; PostgreSQL's own processes not counted)", flush=True)
+                    # One client keeping 4 requests in flight (stepsync upload's default): its connections go
+                    # to both workers in turn.
+                    token = create_token(storage, "single-workers", main_py)
+                    bodies = [payload.replace(b'"id": "A', b'"id": "V') for payload in single[0]]
+                    saved, elapsed = run_clients(port, [token], [bodies], in_flight=4, server_pid=server.process.pid)
+                    print(f"PostgreSQL backend{beside}, --workers 2: 1 client, 4 requests in flight: {saved / elapsed:,.0f} "
+                          f"samples/s ({client_share()}; PostgreSQL's own processes not counted)", flush=True)
                 finally:
                     server.stop()
         finally:

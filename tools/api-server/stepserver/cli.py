@@ -48,9 +48,11 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 def serve(settings: Settings) -> int:
     from .app import create_app
-    from .server import listen_socket, make_server, tune_malloc
+    from .server import listen_socket, make_server, pin_to_one_cpu, tune_malloc
 
     tune_malloc()
+    if settings.pin_cpu and settings.workers == 1:  # before any thread starts (they inherit it)
+        pin_to_one_cpu(os.getpid())
     try:
         storage = open_storage(settings.data, settings.database, settings.database_pool,
                                "supervisor" if settings.workers > 1 else "alone")
@@ -145,7 +147,7 @@ def serve_workers(settings: Settings, sock, line: str) -> int:
                         ours.close()
                         if other != number:
                             theirs.close()
-                    code = run_worker(settings, pairs[number][1], parent)
+                    code = run_worker(settings, pairs[number][1], parent, number)
                 except BaseException as error:  # noqa: BLE001 - a worker reports and exits
                     log(f"worker {os.getpid()}: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
                 finally:
@@ -223,11 +225,13 @@ def hand_connections(sock, channels: list, stopping: threading.Event) -> None:
                     continue
 
 
-def run_worker(settings: Settings, channel, parent: int) -> int:
+def run_worker(settings: Settings, channel, parent: int, number: int) -> int:
     from .app import create_app
-    from .server import die_with_parent, make_server
+    from .server import die_with_parent, make_server, pin_to_one_cpu
 
     die_with_parent(parent)
+    if settings.pin_cpu:
+        pin_to_one_cpu(number)  # a CPU of its own (with as many workers as CPUs)
     storage = open_storage(settings.data, settings.database, settings.database_pool, "worker")
     try:
         app = create_app(settings, storage)

@@ -10,6 +10,7 @@ holding more than max_connections_per_client connections gets a 503 and is close
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from collections import Counter
 from typing import Any, Callable, Optional
@@ -92,6 +93,28 @@ def guarded_protocol(settings: Settings) -> type:
             self.transport.close()
 
     return GuardedProtocol
+
+
+def pin_to_one_cpu(slot: int) -> Optional[int]:
+    """Linux: keeps this process (the calling thread, and every thread it starts afterwards) on one of
+    the CPUs it may use, the slot-th modulo their number; returns that CPU, or None when there is
+    nothing to choose or no affinity to set. Why: a server process's threads (the event loop, the
+    request threads, the daily buckets' worker) take turns holding Python's GIL several times a
+    request, and each turn handed to a thread on another CPU costs a cross-CPU wake-up and cold
+    caches. One client, 1,000-sample batches, alternating: 289,000-313,000 samples/s pinned against
+    219,000-273,000 free (server CPU 2.8-3.0 ms a request against 3.2-3.9 ms). With --workers, each
+    worker gets its own CPU."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        return None
+    cpu = allowed[slot % len(allowed)]
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError:
+        return None
+    return cpu
 
 
 def tune_malloc() -> None:

@@ -34,6 +34,7 @@ class Settings:
     database_pool: int = 8
     workers: int = 1
     daily_buckets: bool = True  # daily totals kept up to date on write (daily_buckets.py)
+    pin_cpu: bool = True  # each server process kept on one CPU (server.pin_to_one_cpu)
 
 
 def is_loopback(host: str) -> bool:
@@ -99,6 +100,9 @@ def parse_serve(argv: list[str]) -> Settings:
     parser.add_argument("--no-daily-buckets", action="store_true",
                         help="do not keep daily totals up to date on write (GET /steps/daily then merges the "
                         "samples of the days it has not computed since the last write)")
+    parser.add_argument("--no-pin-cpu", action="store_true",
+                        help="let the scheduler move the server's threads between CPUs (default: each server "
+                        "process is kept on one CPU, a worker on its own)")
     arguments = parser.parse_args(argv)
     data, database = storage_settings(arguments)
     if arguments.workers < 1 or arguments.workers > 64:
@@ -110,4 +114,5 @@ def parse_serve(argv: list[str]) -> Settings:
                     single_user=arguments.single_user, log_level=arguments.log_level,
                     max_connections_per_client=arguments.max_connections_per_client,
                     head_timeout_s=arguments.request_head_timeout, body_timeout_s=arguments.request_body_timeout,
-                    workers=arguments.workers, daily_buckets=not arguments.no_daily_buckets)
+                    workers=arguments.workers, daily_buckets=not arguments.no_daily_buckets,
+                    pin_cpu=not arguments.no_pin_cpu)

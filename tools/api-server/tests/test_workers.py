@@ -134,3 +134,34 @@ def test_daily_totals_stay_exact_across_workers(tmp_path, postgres_cluster):
     server.post([samples[3]])
     assert totals() == {sum(sample["count"] for sample in samples)}
     assert server.stop() == 0
+
+
+def _allowed_cpus(pid: int) -> set[int]:
+    import os
+
+    return os.sched_getaffinity(pid)
+
+
+def test_each_server_process_is_kept_on_one_cpu_unless_told_not_to(tmp_path):
+    """A process alone is kept on one CPU (its threads hand the GIL to each other on it), each worker on
+    a CPU of its own; --no-pin-cpu leaves them to the scheduler."""
+    import os
+
+    import pytest
+
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if len(cpus) < 2:
+        pytest.skip("one CPU (or no affinity): nothing to choose")
+    alone = ServerProcess(tmp_path / "alone").start()
+    assert len(_allowed_cpus(alone.proc.pid)) == 1
+    alone.finish()
+    workers = ServerProcess(tmp_path / "workers", workers=2).start()
+    children = workers_of(workers.proc.pid)
+    assert [len(_allowed_cpus(pid)) for pid in children] == [1, 1]
+    assert _allowed_cpus(children[0]) != _allowed_cpus(children[1])
+    assert _allowed_cpus(workers.proc.pid) == cpus  # the supervisor (it only accepts) is left alone
+    assert workers.post(make_samples(5)).json()["saved"] == 5
+    workers.finish()
+    free = ServerProcess(tmp_path / "free", workers=2, extra=("--no-pin-cpu",)).start()
+    assert [_allowed_cpus(pid) for pid in workers_of(free.proc.pid)] == [cpus, cpus]
+    free.finish()

@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import Any, Optional
 
+from .dispatcher import ConnectionDispatcher
 from .errors import StartupError
 from .log import log
 from .settings import Settings, UsageError, add_storage_arguments, is_loopback, parse_serve, storage_settings
@@ -118,8 +119,9 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 def serve_workers(settings: Settings, sock, line: str) -> int:
     """Pre-forks settings.workers processes, each with its own storage (its own connection pool, its own
-    index). The parent accepts on the port and hands each connection to the workers in turn (over a
-    Unix socket each: server.HandedServer), so that they share the load evenly, and supervises: a stop
+    index). The parent accepts on the port and hands each connection to a worker (over a Unix socket
+    each: server.HandedServer), a user's to the same one and the users spread evenly (dispatcher.py),
+    and supervises: a stop
     signal goes to every worker; a worker that exits on its own stops the others (exit 1). Workers die
     with the parent (PR_SET_PDEATHSIG)."""
     children: dict[int, int] = {}
@@ -160,7 +162,7 @@ def serve_workers(settings: Settings, sock, line: str) -> int:
     channels = [ours for ours, _ in pairs]
     for _, theirs in pairs:
         theirs.close()
-    accepting = threading.Thread(target=hand_connections, args=(sock, channels, stopping), name="accept", daemon=True)
+    accepting = threading.Thread(target=ConnectionDispatcher(sock, channels, settings.worker_dispatch == "user").run, args=(stopping,), name="accept", daemon=True)
     accepting.start()
     print(line, file=sys.stderr, flush=True)
     status = 0
@@ -193,36 +195,6 @@ def handing_channel() -> tuple:
         return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     except (AttributeError, OSError):
         return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-
-
-ACCEPT_POLL_S = 0.25  # how often the supervisor's accept loop looks whether it should stop
-
-
-def hand_connections(sock, channels: list, stopping: threading.Event) -> None:
-    """The supervisor's accept loop: each connection goes to the next worker in turn (its descriptor sent
-    over that worker's channel, then closed here); a worker that cannot take it is skipped."""
-    sock.settimeout(ACCEPT_POLL_S)
-    turn = 0
-    while not stopping.is_set():
-        try:
-            connection, _ = sock.accept()
-        except socket.timeout:
-            continue
-        except OSError as error:  # e.g. EMFILE: wait for descriptors to be freed
-            if stopping.is_set():
-                return
-            log(f"accept: {error.strerror or error}")
-            stopping.wait(ACCEPT_POLL_S)
-            continue
-        with connection:
-            for _ in range(len(channels)):
-                channel = channels[turn % len(channels)]
-                turn += 1
-                try:
-                    socket.send_fds(channel, [b"c"], [connection.fileno()])
-                    break
-                except OSError:
-                    continue
 
 
 def run_worker(settings: Settings, channel, parent: int, number: int) -> int:

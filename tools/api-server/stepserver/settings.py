@@ -35,6 +35,7 @@ class Settings:
     workers: int = 1
     daily_buckets: bool = True  # daily totals kept up to date on write (daily_buckets.py)
     pin_cpu: bool = True  # each server process kept on one CPU (server.pin_to_one_cpu)
+    worker_dispatch: str = "user"  # --workers: a user's connections to one worker, or "turns" (dispatcher.py)
 
 
 def is_loopback(host: str) -> bool:
@@ -100,6 +101,9 @@ def parse_serve(argv: list[str]) -> Settings:
     parser.add_argument("--no-daily-buckets", action="store_true",
                         help="do not keep daily totals up to date on write (GET /steps/daily then merges the "
                         "samples of the days it has not computed since the last write)")
+    parser.add_argument("--worker-dispatch", choices=["user", "turns"], default="user",
+                        help="with --workers: 'user' (default) sends a token's connections to one worker and spreads "
+                        "the tokens evenly; 'turns' sends each connection to the next worker (tests)")
     parser.add_argument("--no-pin-cpu", action="store_true",
                         help="let the scheduler move the server's threads between CPUs (default: each server "
                         "process is kept on one CPU, a worker on its own)")
@@ -115,4 +119,4 @@ def parse_serve(argv: list[str]) -> Settings:
                     max_connections_per_client=arguments.max_connections_per_client,
                     head_timeout_s=arguments.request_head_timeout, body_timeout_s=arguments.request_body_timeout,
                     workers=arguments.workers, daily_buckets=not arguments.no_daily_buckets,
-                    pin_cpu=not arguments.no_pin_cpu)
+                    pin_cpu=not arguments.no_pin_cpu, worker_dispatch=arguments.worker_dispatch)

@@ -26,8 +26,8 @@ HERE = Path(__file__).resolve().parent
 MAIN = HERE.parent / "main.py"
 START_DEADLINE_S = 30.0
 STOP_DEADLINE_S = 15.0
-# "workers": the embedded backend with --workers 2, every request on a new connection (so consecutive
-# requests land on either worker: each must see what the other wrote).
+# "workers": the embedded backend with --workers 2 and --worker-dispatch turns, every request on a new
+# connection (so consecutive requests land on either worker: each must see what the other wrote).
 BACKENDS = ["embedded", "workers", "postgres"]
 
 LINE_KEYS = ["id", "startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName", "receivedAt"]
@@ -81,8 +81,8 @@ class ServerProcess:
                  workers: int = 1) -> None:
         self.directory = directory
         self.workers = workers
-        if workers > 1:
-            extra = (*extra, "--workers", str(workers))
+        if workers > 1:  # each connection to the next worker: one user's requests reach every worker
+            extra = (*extra, "--workers", str(workers), "--worker-dispatch", "turns")
         self.data = data or directory / "data"
         self.database = database
         self.single_user = single_user

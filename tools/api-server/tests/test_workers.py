@@ -117,7 +117,8 @@ def test_embedded_workers_see_each_others_writes(tmp_path):
 def test_daily_totals_stay_exact_across_workers(tmp_path, postgres_cluster):
     """With --workers the totals cache is off (a worker would not see another's writes): every answer,
     whichever worker gives it, follows every write."""
-    server = ServerProcess(tmp_path, database=postgres_cluster.new_database(), extra=("--workers", "2")).start()
+    server = ServerProcess(tmp_path, database=postgres_cluster.new_database(),
+                           extra=("--workers", "2", "--worker-dispatch", "turns")).start()
     params = {"tz": "UTC", "from": "2024-01-01", "to": "2024-01-01"}
 
     def totals() -> set:
@@ -165,3 +166,34 @@ def test_each_server_process_is_kept_on_one_cpu_unless_told_not_to(tmp_path):
     free = ServerProcess(tmp_path / "free", workers=2, extra=("--no-pin-cpu",)).start()
     assert [_allowed_cpus(pid) for pid in workers_of(free.proc.pid)] == [cpus, cpus]
     free.finish()
+
+
+def _histories_open(pid: int) -> set[str]:
+    """The users whose history a process has open."""
+    from pathlib import Path
+
+    names = set()
+    for link in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = str(link.readlink())
+        except OSError:
+            continue
+        if target.endswith(".jsonl"):
+            names.add(Path(target).stem)
+    return names
+
+
+def test_a_users_connections_go_to_one_worker_and_users_spread(tmp_path):
+    """The default dispatch: every connection of a token reaches the same worker (only it indexes that
+    user's history), and two users' go to different workers."""
+    server = ServerProcess(tmp_path, users=("alice", "bob"), extra=("--workers", "2")).start()
+    for user in ("alice", "bob"):
+        for n in range(6):  # a new connection each
+            with server.new_session(user) as session:
+                session.headers["Connection"] = "close"
+                assert server.post(make_samples(10, start=n * 10, prefix=user), session=session).json()["saved"] == 10
+                assert server.total() >= 0
+    children = workers_of(server.proc.pid)
+    opened = [_histories_open(pid) for pid in children]
+    assert sorted(opened, key=sorted) == [{"alice"}, {"bob"}], opened
+    server.finish()

@@ -13,7 +13,9 @@ Every connection is accepted here and its descriptor handed to one worker over t
   tokens assigned (ties in turn); one accepting on a shared socket had taken 6 of 8 clients.
 A connection whose first bytes do not come within PEEK_WAIT_S, or name no token (a --single-user
 server, a health check), goes to the next worker in turn; so does every connection with
-`--worker-dispatch turns` (the tests use it to send one user's requests to every worker). Waiting for them never holds up other
+`--worker-dispatch turns`, PostgreSQL's default (its workers share nothing but the database, so one
+client's requests in flight are best spread), which the tests also use on the embedded backend to
+send one user's requests to every worker. Waiting for them never holds up other
 connections: they wait in a selector beside the listening socket.
 """
 

@@ -101,9 +101,11 @@ def parse_serve(argv: list[str]) -> Settings:
     parser.add_argument("--no-daily-buckets", action="store_true",
                         help="do not keep daily totals up to date on write (GET /steps/daily then merges the "
                         "samples of the days it has not computed since the last write)")
-    parser.add_argument("--worker-dispatch", choices=["user", "turns"], default="user",
-                        help="with --workers: 'user' (default) sends a token's connections to one worker and spreads "
-                        "the tokens evenly; 'turns' sends each connection to the next worker (tests)")
+    parser.add_argument("--worker-dispatch", choices=["user", "turns"], default=None,
+                        help="with --workers: 'user' sends a token's connections to one worker and spreads the tokens "
+                        "evenly (the embedded backend's default: a worker then never re-reads another's writes of that "
+                        "user); 'turns' sends each connection to the next worker (PostgreSQL's default: one client's "
+                        "requests in flight then run on every worker)")
     parser.add_argument("--no-pin-cpu", action="store_true",
                         help="let the scheduler move the server's threads between CPUs (default: each server "
                         "process is kept on one CPU, a worker on its own)")
@@ -119,4 +121,5 @@ def parse_serve(argv: list[str]) -> Settings:
                     max_connections_per_client=arguments.max_connections_per_client,
                     head_timeout_s=arguments.request_head_timeout, body_timeout_s=arguments.request_body_timeout,
                     workers=arguments.workers, daily_buckets=not arguments.no_daily_buckets,
-                    pin_cpu=not arguments.no_pin_cpu, worker_dispatch=arguments.worker_dispatch)
+                    pin_cpu=not arguments.no_pin_cpu,
+                    worker_dispatch=arguments.worker_dispatch or ("turns" if database else "user"))

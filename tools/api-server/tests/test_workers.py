@@ -186,7 +186,7 @@ def _histories_open(pid: int) -> set[str]:
 def test_a_users_connections_go_to_one_worker_and_users_spread(tmp_path):
     """The default dispatch: every connection of a token reaches the same worker (only it indexes that
     user's history), and two users' go to different workers."""
-    server = ServerProcess(tmp_path, users=("alice", "bob"), extra=("--workers", "2")).start()
+    server = ServerProcess(tmp_path, users=("alice", "bob"), extra=("--workers", "2")).start()  # embedded: by user
     for user in ("alice", "bob"):
         for n in range(6):  # a new connection each
             with server.new_session(user) as session:

@@ -280,7 +280,7 @@ def open_token_store(data, database: Optional[str]):
 
         store = PostgresTokenStore.standalone(database)
     else:
-        from .storage.embedded import SqliteTokenStore
+        from .storage.sqlite_tokens import SqliteTokenStore
 
         store = SqliteTokenStore(data / "tokens.sqlite")
         store.open()

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stepserver.contract import SampleFields  # noqa: E402
 from stepserver.errors import StorageUnavailable  # noqa: E402
-from stepserver.storage import embedded  # noqa: E402
-from stepserver.storage.embedded import UserLog  # noqa: E402
+from stepserver.storage import user_log as embedded  # noqa: E402 (UserLog and the sync it calls)
+from stepserver.storage.user_log import UserLog  # noqa: E402
 
 RECEIVED = "2026-11-25T12:00:00Z"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stepserver.contract import SampleFields  # noqa: E402
-from stepserver.storage.embedded import UserLog  # noqa: E402
+from stepserver.storage.user_log import UserLog  # noqa: E402
 
 RECEIVED = "2026-11-27T12:00:00Z"
 
@@ -93,7 +93,7 @@ def test_an_emptied_history_is_followed_and_a_torn_line_is_skipped_then_cut(tmp_
 def test_a_write_holds_the_other_worker_off_until_it_is_durable(tmp_path, monkeypatch):
     path = tmp_path / "alice.jsonl"
     a, b = Worker(path), Worker(path)
-    from stepserver.storage import embedded
+    from stepserver.storage import user_log as embedded
 
     gate = threading.Event()
     entered = threading.Event()

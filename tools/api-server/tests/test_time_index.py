@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stepserver.contract import SampleFields, instant_ns  # noqa: E402
-from stepserver.storage.embedded import UserLog  # noqa: E402
+from stepserver.storage.user_log import UserLog  # noqa: E402
 
 RECEIVED = "2026-11-25T12:00:00Z"
 DAY_NS = 86_400_000_000_000

@@ -1,0 +1,74 @@
+"""The embedded backend's API tokens: DIR/tokens.sqlite (hashes only)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Optional
+
+from ..errors import ApiError
+from .base import TokenRecord
+from .files import make_directories, sync_directory
+
+
+class SqliteTokenStore:
+    """Tokens of the embedded backend: DIR/tokens.sqlite (hashes only). Safe to use from the admin
+    command while a server runs: SQLite serializes the writers, and a revocation is seen by the
+    server's next lookup."""
+
+    _SCHEMA = """
+    CREATE TABLE IF NOT EXISTS tokens (
+        id TEXT PRIMARY KEY, user TEXT NOT NULL, hash BLOB NOT NULL UNIQUE,
+        created_at TEXT NOT NULL, revoked_at TEXT
+    );
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: Optional[sqlite3.Connection] = None
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        created = not self.path.exists()
+        make_directories(self.path.parent)
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
+        # The rollback journal (not WAL): reading needs no -wal/-shm files, so a server starts on a full disk.
+        db.execute("PRAGMA synchronous=FULL")
+        db.executescript(self._SCHEMA)
+        if created:
+            os.chmod(self.path, 0o600)
+            sync_directory(self.path.parent)
+        self._db = db
+
+    def _execute(self, sql: str, parameters: tuple = ()) -> list[tuple]:
+        if self._db is None:
+            raise ApiError(503, "token store is closed")
+        with self._lock:
+            return self._db.execute(sql, parameters).fetchall()
+
+    def add(self, token_id: str, user: str, token_hash: bytes, created_at: str) -> None:
+        self._execute("INSERT INTO tokens(id, user, hash, created_at) VALUES (?, ?, ?, ?)", (token_id, user, token_hash, created_at))
+
+    def lookup(self, token_hash: bytes) -> Optional[tuple[str, bytes]]:
+        rows = self._execute("SELECT user, hash FROM tokens WHERE hash = ? AND revoked_at IS NULL", (token_hash,))
+        return (rows[0][0], bytes(rows[0][1])) if rows else None
+
+    def list(self) -> list[TokenRecord]:
+        rows = self._execute("SELECT id, user, created_at, revoked_at FROM tokens ORDER BY created_at, id")
+        return [TokenRecord(*row) for row in rows]
+
+    def revoke(self, token_id: str, revoked_at: str) -> bool:
+        with self._lock:
+            assert self._db is not None
+            cursor = self._db.execute("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (revoked_at, token_id))
+            return cursor.rowcount == 1
+
+    def count_active(self) -> int:
+        return self._execute("SELECT count(*) FROM tokens WHERE revoked_at IS NULL")[0][0]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None

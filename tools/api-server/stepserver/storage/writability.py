@@ -1,0 +1,76 @@
+"""Whether the embedded backend's data directory takes writes: DIR/.probe rewritten (4 KiB, fdatasync)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from ..log import log
+from .files import pwrite_all, sync_file
+
+PROBE_BYTES = 4096
+PROBE_BACKOFF_FIRST_S = 0.25
+PROBE_BACKOFF_MAX_S = 5.0
+HEALTHY_PROBE_INTERVAL_S = 2.0
+
+
+class WritabilityProbe:
+    """Tells whether the data directory takes writes, probing by rewriting a small file and syncing it.
+    While storage fails, probes are spaced by a doubling back-off; while it works, by a fixed interval."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / ".probe"
+        self.lock = threading.Lock()
+        self.failure: Optional[str] = None
+        self.next_probe = 0.0
+        self.backoff = PROBE_BACKOFF_FIRST_S
+
+    def failed(self, reason: str) -> None:
+        with self.lock:
+            if self.failure is None:
+                log(f"storage refuses writes: {reason}")
+                self.backoff = PROBE_BACKOFF_FIRST_S
+            self.failure = reason
+            self.next_probe = time.monotonic() + self.backoff
+
+    def status(self) -> Optional[str]:
+        """The last probe's answer, at once; a probe that is due runs in the background."""
+        if time.monotonic() >= self.next_probe and self.lock.acquire(blocking=False):
+            self.lock.release()
+            threading.Thread(target=self.check, name="storage-probe", daemon=True).start()
+        return self.failure
+
+    def check(self) -> Optional[str]:
+        """None if writable. Probes when one is due; otherwise answers from the last probe."""
+        with self.lock:
+            now = time.monotonic()
+            if now < self.next_probe:
+                return self.failure
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    os.ftruncate(fd, 0)
+                    pwrite_all(fd, b"\0" * PROBE_BYTES, 0)
+                    sync_file(fd)
+                    os.ftruncate(fd, 0)
+                finally:
+                    os.close(fd)
+            except OSError as error:
+                reason = f"storage refuses writes ({self.path}: {os.strerror(error.errno) if error.errno else error})"
+                if self.failure is None:
+                    log(reason)
+                    self.backoff = PROBE_BACKOFF_FIRST_S
+                else:
+                    self.backoff = min(self.backoff * 2, PROBE_BACKOFF_MAX_S)
+                self.failure = reason
+                self.next_probe = now + self.backoff
+                return self.failure
+            if self.failure is not None:
+                log("storage takes writes again")
+            self.failure = None
+            self.backoff = PROBE_BACKOFF_FIRST_S
+            self.next_probe = now + HEALTHY_PROBE_INTERVAL_S
+            return None

@@ -352,8 +352,14 @@ class ParsedSamples(list):
         return None if fields is None else (*fields, dates)
 
 
-_start_of = operator.attrgetter("startDate")
-_end_of = operator.attrgetter("endDate")
+# A sample's fields, one C call each (the backends take them a list at a time with map).
+id_of = operator.attrgetter("id")
+start_of = operator.attrgetter("startDate")
+end_of = operator.attrgetter("endDate")
+count_of = operator.attrgetter("count")
+bundle_of = operator.attrgetter("sourceBundleId")
+device_of = operator.attrgetter("sourceDeviceName")
+_start_of, _end_of = start_of, end_of
 
 
 def date_bounds(samples: list[SampleFields]) -> tuple[str, str]:

@@ -67,6 +67,17 @@ def postgres_cluster():
     cluster.destroy()
 
 
+@pytest.fixture
+def pg_storage(postgres_cluster):
+    """A PostgresStorage on a fresh database of the session's cluster, in process (a small pool)."""
+    from stepserver.storage.postgres import PostgresStorage
+
+    storage = PostgresStorage(postgres_cluster.new_database(), pool_size=2)
+    storage.open()
+    yield storage
+    storage.close()
+
+
 # --------------------------------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------------------------------

@@ -26,16 +26,6 @@ def sample(n: int, count: int = 10, device=None, bundle: str = "com.apple.health
                         sourceDeviceName=device)
 
 
-@pytest.fixture
-def pg_storage(postgres_cluster):
-    from stepserver.storage.postgres import PostgresStorage
-
-    storage = PostgresStorage(postgres_cluster.new_database(), pool_size=2)
-    storage.open()
-    yield storage
-    storage.close()
-
-
 def live(storage, user: str = "alice") -> list[dict]:
     lines, total = storage.read(user, 0, 10_000, False)
     assert total == len(lines)

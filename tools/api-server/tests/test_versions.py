@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from conftest import make_sample, strip_received
 
 
@@ -44,16 +42,6 @@ def _pg_sample(n: int, count: int = 10, start: str = "2024-01-01T12:00:00Z", end
     from stepserver.contract import SampleFields
 
     return SampleFields(id=f"x{n}", startDate=start, endDate=end, count=count, sourceBundleId="b", sourceDeviceName=None)
-
-
-@pytest.fixture
-def pg_storage(postgres_cluster):
-    from stepserver.storage.postgres import PostgresStorage
-
-    storage = PostgresStorage(postgres_cluster.new_database(), pool_size=2)
-    storage.open()
-    yield storage
-    storage.close()
 
 
 def test_postgres_history_keeps_only_versions_replaced_or_deleted(pg_storage):

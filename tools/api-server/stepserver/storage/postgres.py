@@ -26,7 +26,7 @@ import operator
 import threading
 import time
 from itertools import repeat
-from typing import Any, Callable, Iterable, Iterator, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 import msgspec
 import numpy as np
@@ -34,7 +34,8 @@ import psycopg
 from psycopg import generators, pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..contract import MAX_DURATION_SECONDS, MAX_SAMPLES_PER_REQUEST, SampleFields, StoredSample
+from ..contract import (MAX_DURATION_SECONDS, MAX_SAMPLES_PER_REQUEST, SampleFields, StoredSample, bundle_of, count_of, device_of,
+                        end_of, id_of, start_of)
 from ..errors import StorageUnavailable
 from ..log import log
 from ..sample_columns import SampleColumns, instants_ns, whole_ms
@@ -222,12 +223,6 @@ SAVE_ATTEMPTS = 100  # a unique violation means a request beside it stored one o
 
 _encode = msgspec.json.Encoder().encode
 _content_of = operator.attrgetter("startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName")  # as stored
-_id_of = operator.attrgetter("id")
-_start_of = operator.attrgetter("startDate")
-_end_of = operator.attrgetter("endDate")
-_count_of = operator.attrgetter("count")
-_bundle_of = operator.attrgetter("sourceBundleId")
-_device_of = operator.attrgetter("sourceDeviceName")
 
 
 def _text_column(texts: list[str]) -> list[bytes]:
@@ -257,9 +252,9 @@ def copy_data(user: str, received_at: str, picked: list[SampleFields], positions
     if not picked:
         return b""
     count = len(picked)
-    starts = list(map(_start_of, picked))
-    ends = list(map(_end_of, picked))
-    counts = list(map(_count_of, picked))
+    starts = list(map(start_of, picked))
+    ends = list(map(end_of, picked))
+    counts = list(map(count_of, picked))
     millis = whole_ms(starts + ends)
     if millis is not None:
         numbers = np.column_stack((millis[:count], millis[count:], np.asarray(counts, dtype=np.int64))).ravel().tolist()
@@ -270,9 +265,9 @@ def copy_data(user: str, received_at: str, picked: list[SampleFields], positions
         pattern = "%d\t%d\t%d\n"
     number_fields = ((pattern * count) % tuple(numbers)).encode().split(b"\n")
     # Ids and dates (ASCII: one join encodes fast), then the sources, few distinct: each encoded once.
-    texts = _text_column([*map(_id_of, picked), *starts, *ends, user, received_at])
-    bundles = list(map(_bundle_of, picked))
-    devices = list(map(_device_of, picked))
+    texts = _text_column([*map(id_of, picked), *starts, *ends, user, received_at])
+    bundles = list(map(bundle_of, picked))
+    devices = list(map(device_of, picked))
     rows = map(b"\t".join, zip(
         repeat(b"\t".join(texts[3 * count :]), count), texts[:count], texts[count : 2 * count],
         texts[2 * count : 3 * count], number_fields, map(_source_fields(bundles).__getitem__, bundles),
@@ -410,10 +405,10 @@ class PostgresStorage:
 
     def save(self, user: str, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         # A repeated id keeps its first position and its last content (dict semantics).
-        unique = list(dict(zip(map(_id_of, samples), samples)).values())
+        unique = list(dict(zip(map(id_of, samples), samples)).values())
         if not unique:
             return 0
-        ids = list(map(_id_of, unique))
+        ids = list(map(id_of, unique))
         order = sorted(range(len(ids)), key=ids.__getitem__)  # id order (see _LOOKUP)
         if user not in self._cautious:
             data = copy_data(user, received_at, list(map(unique.__getitem__, order)), order)
@@ -448,7 +443,7 @@ class PostgresStorage:
                     copy.write(with_request(data, base))
             if changed:
                 picked = [unique[k] for k in changed]
-                both = instants_ns([*map(_start_of, picked), *map(_end_of, picked)])
+                both = instants_ns([*map(start_of, picked), *map(end_of, picked)])
                 cursor.execute(_REPLACE, {
                     "user": user, "received": received_at, "ids": [ids[k] for k in changed],
                     "seqs": [base + k for k in changed], "starts": [sample.startDate for sample in picked],

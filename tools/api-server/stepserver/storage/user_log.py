@@ -46,7 +46,8 @@ from typing import Callable, Iterable, Iterator, Optional
 
 import msgspec
 
-from ..contract import MAX_DURATION_SECONDS, SampleFields, decode_stored_sample, instants
+from ..contract import (MAX_DURATION_SECONDS, SampleFields, bundle_of, count_of, decode_stored_sample, device_of, end_of,
+                        id_of, instants, start_of)
 from ..errors import ApiError, StorageUnavailable
 from ..log import log
 from ..sample_columns import SampleColumns, concatenate
@@ -88,12 +89,6 @@ REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
 
 
 _encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample does
-_id_of = operator.attrgetter("id")
-_start_of = operator.attrgetter("startDate")
-_end_of = operator.attrgetter("endDate")
-_count_of = operator.attrgetter("count")
-_bundle_of = operator.attrgetter("sourceBundleId")
-_device_of = operator.attrgetter("sourceDeviceName")
 _day_of = operator.itemgetter(slice(0, 10))
 WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode, replace, split) holds the GIL briefly
 _RECEIVED_AT_KEY = b',"receivedAt"'
@@ -405,7 +400,7 @@ class UserLog:
 
     def save(self, samples: list[SampleFields], received_at: str, replaced: Optional[list[str]] = None) -> int:
         # A repeated id keeps its first position and its last content (dict semantics).
-        batch = dict(zip(map(_id_of, samples), samples))
+        batch = dict(zip(map(id_of, samples), samples))
         ids = list(batch)
         values = list(batch.values())
         suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
@@ -489,8 +484,8 @@ class UserLog:
         on one date, found in C where a start date differs from the one before; and (startDate,
         endDate, position) of the samples that do not, for _index_dates."""
         count = len(samples)
-        start_days = list(map(_day_of, map(_start_of, samples)))
-        end_days = list(map(_day_of, map(_end_of, samples)))
+        start_days = list(map(_day_of, map(start_of, samples)))
+        end_days = list(map(_day_of, map(end_of, samples)))
         crossing = list(compress(range(count), map(operator.ne, start_days, end_days)))
         breaks = [0, *compress(range(1, count), map(operator.ne, start_days[1:], start_days[:-1])), count]
         runs: list[tuple[int, int, int]] = []
@@ -757,9 +752,9 @@ class UserLog:
         """samples_between as columns (the daily buckets): no object per sample beyond the decoded line."""
         parts = []
         for samples in self._current_lines_between(start_ns, end_ns):
-            columns = SampleColumns.from_texts(list(map(_start_of, samples)), list(map(_end_of, samples)),
-                                               list(map(_count_of, samples)), list(map(_bundle_of, samples)),
-                                               list(map(_device_of, samples)))
+            columns = SampleColumns.from_texts(list(map(start_of, samples)), list(map(end_of, samples)),
+                                               list(map(count_of, samples)), list(map(bundle_of, samples)),
+                                               list(map(device_of, samples)))
             parts.append(columns.where((columns.end >= start_ns // 1_000_000) & (columns.start < -(-end_ns // 1_000_000))))
         return concatenate(parts)
 

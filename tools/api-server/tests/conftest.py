@@ -83,6 +83,20 @@ def pg_storage(postgres_cluster):
 # --------------------------------------------------------------------------------------------------
 
 
+_CREATED: list["ServerProcess"] = []  # every server a test made, so that none outlives its test
+
+
+@pytest.fixture(autouse=True)
+def _no_server_outlives_its_test():
+    """A test that fails (or forgets) before stopping a server it started: the server is killed, its
+    workers with it, so no process is left behind holding a port or a data directory."""
+    yield
+    while _CREATED:
+        server = _CREATED.pop()
+        if server.proc is not None and server.proc.poll() is None:
+            server.kill()
+
+
 class ServerProcess:
     """main.py in a child process. stderr goes to a file so it can be inspected and never blocks.
     Unless single_user, a token is created for each user before the start (tokens[user])."""
@@ -92,6 +106,7 @@ class ServerProcess:
                  workers: int = 1) -> None:
         self.directory = directory
         self.workers = workers
+        _CREATED.append(self)
         if workers > 1:  # each connection to the next worker: one user's requests reach every worker
             extra = (*extra, "--workers", str(workers), "--worker-dispatch", "turns")
         self.data = data or directory / "data"

@@ -65,6 +65,7 @@ def test_embedded_workers_hold_the_data_directory(tmp_path):
         assert "is in use by another api-server" in result.stderr
     assert server.stop() == 0
     assert server.start().post(make_samples(3)).json()["saved"] == 3
+    assert server.stop() == 0
 
 
 def test_embedded_workers_see_each_others_writes(tmp_path):

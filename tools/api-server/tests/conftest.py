@@ -89,10 +89,13 @@ _CREATED: list["ServerProcess"] = []  # every server a test made, so that none o
 @pytest.fixture(autouse=True)
 def _no_server_outlives_its_test():
     """A test that fails (or forgets) before stopping a server it started: the server is killed, its
-    workers with it, so no process is left behind holding a port or a data directory."""
+    workers with it, so no process is left behind holding a port or a data directory. Only the servers
+    made during the test: a module's shared server (made before it) is its fixture's to stop."""
+    before = len(_CREATED)
     yield
-    while _CREATED:
-        server = _CREATED.pop()
+    made = _CREATED[before:]
+    del _CREATED[before:]
+    for server in made:
         if server.proc is not None and server.proc.poll() is None:
             server.kill()
 

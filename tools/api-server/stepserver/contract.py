@@ -359,14 +359,13 @@ end_of = operator.attrgetter("endDate")
 count_of = operator.attrgetter("count")
 bundle_of = operator.attrgetter("sourceBundleId")
 device_of = operator.attrgetter("sourceDeviceName")
-_start_of, _end_of = start_of, end_of
 
 
 def date_bounds(samples: list[SampleFields]) -> tuple[str, str]:
     """The least startDate and the greatest endDate text of samples (not empty)."""
     if isinstance(samples, ParsedSamples):
         return samples.least_start, samples.greatest_end
-    return min(map(_start_of, samples)), max(map(_end_of, samples))
+    return min(map(start_of, samples)), max(map(end_of, samples))
 
 
 def parse_samples(body: bytes, window: DateWindow) -> list[SampleFields]:

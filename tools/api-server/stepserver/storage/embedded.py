@@ -28,7 +28,7 @@ from ..sample_columns import SampleColumns, empty_columns
 from .base import DaySample
 from .files import lock_owner, make_directories
 from .sqlite_tokens import SqliteTokenStore
-from .user_log import JSONL_SUFFIX, UserLog, cut_torn_tail, storage_failure
+from .user_log import JSONL_SUFFIX, UserLog, cut_torn_tail, history_state, storage_failure
 from .writability import WritabilityProbe
 
 USERS_DIRECTORY = "users"
@@ -140,10 +140,9 @@ class EmbeddedStorage:
         if user_log is not None:
             return user_log.state()
         try:
-            status = os.stat(self.users_directory / (user + JSONL_SUFFIX))
+            return history_state(os.stat(self.users_directory / (user + JSONL_SUFFIX)))
         except FileNotFoundError:
             return None
-        return f"{status.st_size}:{status.st_mtime_ns}"
 
     def _writable(self) -> None:
         failure = self.probe.check() if self.probe.failure is not None else None

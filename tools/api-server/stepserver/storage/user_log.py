@@ -636,35 +636,35 @@ class UserLog:
                 self.exclusive = False
                 fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
 
-    def _refresh(self) -> None:
-        """Before a read (caller holds the lock): shared, applies what other workers wrote since, under
-        NAME.lock held shared (so never a write not yet durable, nor one being rolled back)."""
+    @contextmanager
+    def _others_applied(self) -> Iterator[None]:
+        """Caller holds the lock. Shared: what other workers wrote since is applied first, and NAME.lock
+        stays held shared through the body (so no write of theirs is under way meanwhile: none not yet
+        durable, none being rolled back). Alone, or while this process holds it exclusively: nothing."""
         if not self.shared or self.exclusive:
+            yield
             return
         self._flock(fcntl.LOCK_SH)
         try:
             self._catch_up(writer=False)
+            yield
         finally:
             fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+    def _refresh(self) -> None:
+        """Before a read (caller holds the lock): what other workers wrote is applied."""
+        with self._others_applied():
+            pass
 
     def refresh(self) -> None:
         with self.lock:
             self._refresh()
 
     def state(self) -> str:
-        """The history's size and modification time as this process has applied it (the daily
-        buckets' saved state): shared, taken under NAME.lock after applying what others wrote."""
-        with self.lock:
-            if not self.shared or self.exclusive:
-                status = os.fstat(self.fd)
-                return f"{status.st_size}:{status.st_mtime_ns}"
-            self._flock(fcntl.LOCK_SH)
-            try:
-                self._catch_up(writer=False)
-                status = os.fstat(self.fd)
-                return f"{status.st_size}:{status.st_mtime_ns}"
-            finally:
-                fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+        """The history's state (history_state) as this process has applied it: the daily buckets'
+        saved state; shared, taken under NAME.lock after applying what others wrote."""
+        with self.lock, self._others_applied():
+            return history_state(os.fstat(self.fd))
 
     def _catch_up(self, writer: bool) -> None:
         """Applies the lines other workers appended since this process last looked (caller holds the lock
@@ -849,6 +849,11 @@ class _ForeignChanges:
             self.samples.append(sample)
         if known is not None and known < self.start:
             self.superseded.append(known)
+
+
+def history_state(status: os.stat_result) -> str:
+    """A history's size and modification time: every write changes them (the daily buckets' saved state)."""
+    return f"{status.st_size}:{status.st_mtime_ns}"
 
 
 def cut_torn_tail(fd: int, path: Path, size: int) -> int:

@@ -48,8 +48,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def serve(settings: Settings) -> int:
-    from .app import create_app
-    from .server import listen_socket, make_server, pin_to_one_cpu, tune_malloc
+    from .server import listen_socket, pin_to_one_cpu, tune_malloc
 
     tune_malloc()
     if settings.pin_cpu and settings.workers == 1:  # before any thread starts (they inherit it)
@@ -89,27 +88,8 @@ def serve(settings: Settings) -> int:
             finally:
                 if lock_fd >= 0:
                     os.close(lock_fd)
-        app = create_app(settings, storage)
-        server = make_server(app, settings, host, port)
-
-        # While serving, uvicorn handles SIGINT/SIGTERM itself (graceful shutdown); afterwards it restores
-        # the previous handlers and re-raises the signal. These handlers cover the moments before and after:
-        # a stop requested before serving starts makes uvicorn skip its main loop, and the re-raise is
-        # absorbed so that a requested stop exits with status 0.
-        def request_stop(number: int, frame: Any) -> None:
-            server.should_exit = True
-
-        for stop_signal in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(stop_signal, request_stop)
-        print(line, file=sys.stderr, flush=True)
-        # What start-up made (modules, the app, the storage's index) lives as long as the process: kept
-        # out of the garbage collector's full collections, which otherwise traced it all again every
-        # few hundred requests (gc.freeze).
-        gc.freeze()
         with sock:
-            server.run(sockets=[sock])
-        app.context.daily_buckets.save()  # no request runs any more
-        return 0
+            return run_app(settings, storage, host, port, sock=sock, line=line)
     finally:
         storage.close()
 
@@ -198,30 +178,48 @@ def handing_channel() -> tuple:
 
 
 def run_worker(settings: Settings, channel, parent: int, number: int) -> int:
-    from .app import create_app
-    from .server import die_with_parent, make_server, pin_to_one_cpu
+    from .server import die_with_parent, pin_to_one_cpu
 
     die_with_parent(parent)
     if settings.pin_cpu:
         pin_to_one_cpu(number)  # a CPU of its own (with as many workers as CPUs)
     storage = open_storage(settings.data, settings.database, settings.database_pool, "worker")
     try:
-        app = create_app(settings, storage)
-        server = make_server(app, settings, settings.host, settings.port, channel=channel)
-
-        def request_stop(number: int, frame: Any) -> None:
-            server.should_exit = True
-
-        for stop_signal in STOP_SIGNALS:
-            signal.signal(stop_signal, request_stop)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        gc.freeze()  # as serve() does
-        server.run()
-        app.context.daily_buckets.save()  # no request runs any more in this worker
-        return 0
+        return run_app(settings, storage, settings.host, settings.port, channel=channel)
     finally:
         storage.close()
         channel.close()
+
+
+def run_app(settings: Settings, storage: Storage, host: str, port: int, sock=None, channel=None,
+            line: Optional[str] = None) -> int:
+    """Serves the app on the listening `sock` (a process alone) or on the connections handed over
+    `channel` (a worker) until a stop, then saves the daily buckets. `line`: printed once serving starts."""
+    from .app import create_app
+    from .server import make_server
+
+    app = create_app(settings, storage)
+    server = make_server(app, settings, host, port, channel=channel)
+
+    # While serving, uvicorn handles SIGINT/SIGTERM itself (graceful shutdown); afterwards it restores
+    # the previous handlers and re-raises the signal. These handlers cover the moments before and after:
+    # a stop requested before serving starts makes uvicorn skip its main loop, and the re-raise is
+    # absorbed so that a requested stop exits with status 0.
+    def request_stop(number: int, frame: Any) -> None:
+        server.should_exit = True
+
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, request_stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a worker is forked with them blocked
+    if line is not None:
+        print(line, file=sys.stderr, flush=True)
+    # What start-up made (modules, the app, the storage's index) lives as long as the process: kept
+    # out of the garbage collector's full collections, which otherwise traced it all again every
+    # few hundred requests (gc.freeze).
+    gc.freeze()
+    server.run(sockets=None if sock is None else [sock])
+    app.context.daily_buckets.save()  # no request runs any more
+    return 0
 
 
 def tokens_command(argv: list[str]) -> int:

@@ -9,7 +9,6 @@ import msgspec
 from datetime import date, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -91,6 +90,6 @@ def routes(context: Context) -> list:
             document = {"timeZone": zone, "from": first.isoformat(), "to": last.isoformat(), "priority": patterns, "days": rows}
             return _encoder.encode(document)
 
-        return json_response(await run_in_threadpool(handle))
+        return json_response(await context.in_thread(handle))
 
     return [("/steps/daily", daily, ["GET"])]

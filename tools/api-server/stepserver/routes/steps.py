@@ -7,7 +7,6 @@ import time
 from datetime import date
 from typing import Optional
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -107,7 +106,7 @@ def routes(context: Context) -> list:
             user = context.user(request)
             return storage.read(user, offset, limit, all_versions)
 
-        lines, total = await run_in_threadpool(handle)
+        lines, total = await context.in_thread(handle)
         return json_response(b'{"samples":[' + b",".join(lines) + b'],"total":%d}' % total)
 
     async def delete_steps(request: Request) -> Response:
@@ -122,7 +121,7 @@ def routes(context: Context) -> list:
                 context.daily_cache.invalidate_user(user)  # even a failed one may have emptied some of it
                 context.daily_buckets.touch_all(user)
 
-        await run_in_threadpool(handle)
+        await context.in_thread(handle)
         return json_response(b'{"deleted":true,"message":"All samples deleted"}')
 
     return [

@@ -168,6 +168,13 @@ class Context:
             self.budget.release(reserved)
 
 
+def query_text(request: Request) -> str:
+    """The request's query string (what `request.url.query` gives, without building a URL: 4% of a
+    1,000-sample POST's time holding the GIL). Bytes that are not UTF-8 are replaced, so that the
+    query's check names the parameter instead of failing."""
+    return request.scope.get("query_string", b"").decode("utf-8", "replace")
+
+
 def check_content_type(value: Optional[str]) -> None:
     if value is None:
         return  # tolerate clients that send none
@@ -208,13 +215,22 @@ def guarded(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Req
 
 
 class ErrorBoundary:
-    """Outermost ASGI layer: a last resort for exceptions outside the endpoints (they are guarded), and
-    the access log (method, path without the query string, status, milliseconds: never a header, a
-    query string or a body, so a token sent in the wrong place is not logged either)."""
+    """Outermost ASGI layer: the access log (method, path without the query string, status,
+    milliseconds: never a header, a query string or a body, so a token sent in the wrong place is not
+    logged either), a last resort for exceptions outside the endpoints (they are guarded), and the
+    short way to the routes: a request whose method and path name one of them exactly is answered by
+    its endpoint here, with the same error handlers, instead of through Starlette's error and exception
+    middleware, router and route wrappers (a 1,000-sample POST spent about 8% of its time holding the
+    GIL in those layers). Anything else (HEAD, a trailing slash, an unknown path or method, a root
+    path) goes through Starlette, which answers it as before."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], access_log: bool) -> None:
+    def __init__(self, app: Callable[..., Awaitable[None]], access_log: bool,
+                 exact: dict[tuple[str, str], Callable[[Request], Awaitable[Response]]],
+                 answer_error: Callable[[Request, Exception], Awaitable[Response]]) -> None:
         self.app = app
         self.access_log = access_log
+        self.exact = exact
+        self.answer_error = answer_error
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -232,7 +248,11 @@ class ErrorBoundary:
             await send(message)
 
         try:
-            await self.app(scope, receive, tracking_send)
+            endpoint = None if scope.get("root_path") else self.exact.get((scope["method"], scope["path"]))
+            if endpoint is None:
+                await self.app(scope, receive, tracking_send)
+            else:
+                await self._answer(endpoint, scope, receive, tracking_send)
         except Exception as error:  # noqa: BLE001 - the boundary
             if started:
                 raise  # the answer is already on its way; the server closes the connection
@@ -245,21 +265,36 @@ class ErrorBoundary:
                 log(f"{client[0]} {scope.get('method')} {scope.get('path')} {status} "
                     f"{(time.monotonic() - began) * 1000:.1f} ms")
 
+    async def _answer(self, endpoint: Callable[[Request], Awaitable[Response]], scope: dict,
+                      receive: Callable, send: Callable) -> None:
+        request = Request(scope, receive, send)
+        try:
+            response = await endpoint(request)
+        except (ApiError, HTTPException) as error:
+            response = await self.answer_error(request, error)
+        await response(scope, receive, send)
+
 
 def create_app(settings: Settings, storage: Storage) -> Callable:
     from .routes import daily, dashboard, health, openapi, steps
 
     context = Context(settings, storage)
     routes: list[Route] = []
+    exact: dict[tuple[str, str], Callable[[Request], Awaitable[Response]]] = {}
     for module in (health, steps, daily, openapi, dashboard):
         for path, endpoint, methods in module.routes(context):
-            routes.append(Route(path, guarded(endpoint), methods=methods))
+            route = Route(path, guarded(endpoint), methods=methods)
+            routes.append(route)
+            if route.param_convertors:
+                continue
+            for method in methods:
+                exact.setdefault((method, path), route.endpoint)
     app = Starlette(routes=routes)
 
-    async def api_error(request: Request, error: ApiError) -> Response:
-        return error_response(error.status, error.message, error.headers)
-
-    async def http_error(request: Request, error: HTTPException) -> Response:
+    async def answer_error(request: Request, error: Exception) -> Response:
+        if isinstance(error, ApiError):
+            return error_response(error.status, error.message, error.headers)
+        assert isinstance(error, HTTPException)
         message = f"{error.detail}: {request.method} {request.url.path}"
         headers = dict(error.headers or {})
         if error.status_code == 405:
@@ -274,9 +309,9 @@ def create_app(settings: Settings, storage: Storage) -> Callable:
             message += f" (allowed: {headers['Allow']})"
         return error_response(error.status_code, message, headers or None)
 
-    app.add_exception_handler(ApiError, api_error)  # type: ignore[arg-type]
-    app.add_exception_handler(HTTPException, http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(ApiError, answer_error)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, answer_error)  # type: ignore[arg-type]
     app.state.context = context
-    boundary = ErrorBoundary(app, access_log=settings.log_level in ("info", "debug", "trace"))
+    boundary = ErrorBoundary(app, settings.log_level in ("info", "debug", "trace"), exact, answer_error)
     boundary.context = context  # for the server's stop (cli.py: the daily buckets are saved)
     return boundary

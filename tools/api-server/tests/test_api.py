@@ -203,3 +203,19 @@ def test_second_server_on_same_data_is_refused(embedded_server, tmp_path):
     message = other.stderr()
     assert "in use by another api-server" in message and f"pid {server.proc.pid}" in message
     assert server.post(make_samples(1)).json()["saved"] == 1
+
+
+def test_the_short_way_and_starlette_answer_alike(server):
+    """A request naming a route exactly is answered without Starlette's router (app.ErrorBoundary);
+    anything else still goes through it. Both ways answer as the contract says."""
+    session, url = server.session, server.url
+    assert session.get(url + "/health", timeout=10).status_code == 200
+    head = session.head(url + "/health", timeout=10)  # through Starlette
+    assert head.status_code == 200 and head.content == b""
+    slash = session.get(url + "/health/", timeout=10, allow_redirects=False)
+    assert slash.status_code == 307 and slash.headers["location"].endswith("/health")
+    query = session.post(url + "/steps?x=1", json={"samples": []}, timeout=10)
+    assert query.status_code == 400
+    assert query.json() == {"error": 'query parameter "x" is not known here (known: )'}
+    malformed = session.post(url + "/steps", data=b"{", headers={"Content-Type": "application/json"}, timeout=10)
+    assert malformed.status_code == 400 and set(malformed.json()) == {"error"}

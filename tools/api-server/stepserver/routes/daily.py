@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .. import contract
-from ..app import Context, json_response
+from ..app import Context, json_response, query_text
 from ..errors import bad_request
 from ..totals import DEFAULT_PRIORITY, daily_totals, day_start_ms
 
@@ -56,7 +56,7 @@ def routes(context: Context) -> list:
     storage = context.storage
 
     async def daily(request: Request) -> Response:
-        zone, first, last, by_source, patterns = parse_daily_query(request.url.query)
+        zone, first, last, by_source, patterns = parse_daily_query(query_text(request))
         if not context.settings.single_user and not request.headers.get("authorization"):
             context.user(request)  # raises the 401
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..app import Context, json_response
+from ..app import Context, json_response, query_text
 
 
 def routes(context: Context) -> list:
     async def health(request: Request) -> Response:
-        if request.url.query:
+        if query_text(request):
             return json_response({"error": "GET /health takes no query parameters"}, 400)
         failure = context.storage.health()  # never blocks: probes run in the background
         if failure is not None:

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .. import contract
-from ..app import Context, json_response
+from ..app import Context, json_response, query_text
 from ..auth import unauthorized
 from ..contract import utc_text
 
@@ -35,7 +35,7 @@ def routes(context: Context) -> list:
 
     async def post_steps(request: Request) -> Response:
         now_ns = time.time_ns()
-        contract.parse_query(request.url.query, {})
+        contract.parse_query(query_text(request), {})
         require_token_header(request)
 
         def handle(body: bytes):
@@ -72,7 +72,7 @@ def routes(context: Context) -> list:
 
     async def post_deletions(request: Request) -> Response:
         now_ns = time.time_ns()
-        contract.parse_query(request.url.query, {})
+        contract.parse_query(query_text(request), {})
         require_token_header(request)
 
         def handle(body: bytes) -> int:
@@ -96,7 +96,7 @@ def routes(context: Context) -> list:
         return json_response(b'{"deleted":%d,"message":"Success"}' % deleted)
 
     async def get_steps(request: Request) -> Response:
-        query = contract.parse_query(request.url.query, {"limit": "digits", "offset": "digits", "versions": "word"})
+        query = contract.parse_query(query_text(request), {"limit": "digits", "offset": "digits", "versions": "word"})
         limit = contract.bounded_int(query, "limit", contract.DEFAULT_LIMIT, contract.MAX_LIMIT)
         offset = contract.bounded_int(query, "offset", 0, None)
         all_versions = query.get("versions") == "all"
@@ -110,7 +110,7 @@ def routes(context: Context) -> list:
         return json_response(b'{"samples":[' + b",".join(lines) + b'],"total":%d}' % total)
 
     async def delete_steps(request: Request) -> Response:
-        contract.parse_query(request.url.query, {})
+        contract.parse_query(query_text(request), {})
         require_token_header(request)
 
         def handle() -> None:

@@ -40,11 +40,12 @@ from array import array
 from collections import deque
 from contextlib import contextmanager
 from datetime import date
-from itertools import accumulate, compress
+from itertools import compress
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
 import msgspec
+import numpy
 
 from ..contract import (MAX_DURATION_SECONDS, SampleFields, bundle_of, count_of, decode_stored_sample, device_of, end_of,
                         id_of, instants, start_of)
@@ -90,7 +91,7 @@ REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
 
 _encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample does
 _day_of = operator.itemgetter(slice(0, 10))
-WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode, replace, split) holds the GIL briefly
+WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode, replace, the line search) holds the GIL briefly
 _RECEIVED_AT_KEY = b',"receivedAt"'
 
 
@@ -424,18 +425,13 @@ class UserLog:
                 return 0
             offsets = array("q")
             separator = suffix + b'{"id":'
-            one_more = (1).__add__
 
             def chunks() -> Iterator[bytes]:
                 position = self.written
                 for first in range(0, len(fresh), WRITE_CHUNK_SAMPLES):
                     run = [values[k] for k in fresh[first : first + WRITE_CHUNK_SAMPLES]]
                     chunk = _encoder.encode(run)[1:-2].replace(b'},{"id":', separator) + suffix
-                    lines = chunk.split(b"\n")
-                    lines.pop()
-                    if len(lines) != len(run):  # never: a sample's JSON holds no newline
-                        raise RuntimeError(f"encoding {len(run)} samples gave {len(lines)} lines")
-                    offsets.extend(accumulate(map(one_more, map(len, lines[:-1])), initial=position))
+                    offsets.frombytes(_line_starts(chunk, len(run), position))
                     position += len(chunk)
                     yield chunk
 
@@ -922,6 +918,19 @@ def _read_lines(fd: int, offsets: array, size: int) -> list[bytes]:
 
 
 _date_ordinals: dict[str, int] = {}
+
+
+def _line_starts(chunk: bytes, count: int, position: int) -> bytes:
+    """The file offsets (int64, native order, for array("q").frombytes) of the `count` lines that
+    make up `chunk`, written at `position`: found in numpy, a tenth of the time of splitting the
+    chunk into lines to add up their lengths."""
+    ends = numpy.flatnonzero(numpy.frombuffer(chunk, numpy.uint8) == 10)
+    if len(ends) != count or ends[-1] != len(chunk) - 1:  # never: a sample's JSON holds no newline
+        raise RuntimeError(f"encoding {count} samples gave {len(ends)} lines")
+    starts = numpy.empty(count, numpy.int64)
+    starts[0] = position
+    numpy.add(ends[:-1], position + 1, out=starts[1:], casting="unsafe")
+    return starts.tobytes()
 
 
 def _text_date(text: str) -> Optional[int]:

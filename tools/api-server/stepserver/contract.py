@@ -342,9 +342,12 @@ class ParsedSamples(list):
     (else None), and the least startDate and greatest endDate texts. The daily buckets
     (before_write) take the lists and bytes instead of passing over the samples again, and drop them
     (take_fields): a save may free the samples before its sync, and these must not keep their texts
-    alive meanwhile. Otherwise a list like any other."""
+    alive meanwhile. When every date has one of the usual shapes, also the date (first ten characters)
+    of each startDate, and whether each sample's endDate has its startDate's date (the embedded
+    backend's time index takes them instead of slicing the texts again). Otherwise a list like any
+    other."""
 
-    __slots__ = ("fields", "usual_dates", "least_start", "greatest_end")
+    __slots__ = ("fields", "usual_dates", "least_start", "greatest_end", "start_days", "same_day")
 
     def take_fields(self) -> Optional[tuple[list, list, list, list, Optional[bytes]]]:
         fields, self.fields = self.fields, None
@@ -445,7 +448,8 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
         half = stride * count
         same_day = all(dates[k:half:stride] == dates[half + k :: stride] for k in range(10))
         try:
-            days = set(map(_day_of, starts))
+            start_days = list(map(_day_of, starts))
+            days = set(start_days)
             if not same_day:
                 days.update(map(_day_of, ends))
             for day in days.difference(_valid_days):
@@ -480,6 +484,7 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
     if not usual:
         least, greatest = min(starts), max(ends)
     parsed.least_start, parsed.greatest_end = least, greatest
+    parsed.start_days, parsed.same_day = (start_days, same_day) if usual else (None, False)
     return parsed
 
 

@@ -108,3 +108,44 @@ def test_a_day_reads_three_dates_of_lines_and_still_finds_samples_spanning_three
         check(reopened)
     finally:
         reopened.close()
+
+
+def test_the_parses_start_dates_index_as_the_texts_do(tmp_path):
+    """A batch from the contract's fast parse hands its start dates and whether every sample ends on
+    its start date to the index (ParsedSamples); the index is the same as from the texts."""
+    import json
+    import time
+
+    from stepserver.contract import DateWindow, ParsedSamples, parse_samples
+
+    rng = random.Random(5)
+    logs = [UserLog(name, tmp_path / f"{name}.jsonl") for name in ("parsed", "plain")]
+    for user_log in logs:
+        user_log.open()
+    window = DateWindow(time.time_ns())
+    for round_number in range(12):
+        crossing = round_number % 3 == 0  # some batches hold samples across midnight, some do not
+        millis = round_number % 2 == 1
+        samples = []
+        for n in range(150):
+            start = BASE + timedelta(days=rng.randrange(0, 5), seconds=rng.randrange(0, 86_400 - 120))
+            if crossing and n % 7 == 0:
+                start = start.replace(hour=23, minute=59)
+            end = start + timedelta(seconds=rng.randrange(0, 119))
+            shape = "%Y-%m-%dT%H:%M:%S.{ms}Z" if millis else "%Y-%m-%dT%H:%M:%SZ"
+            samples.append({"id": f"r{round_number}-{n}", "startDate": start.strftime(shape).format(ms="123"),
+                            "endDate": end.strftime(shape).format(ms="456"), "count": n, "sourceBundleId": "b"})
+        body = bytearray(json.dumps({"samples": samples}).encode())
+        parsed = parse_samples(body, window)
+        assert isinstance(parsed, ParsedSamples) and parsed.start_days is not None
+        assert parsed.same_day == all(s["startDate"][:10] == s["endDate"][:10] for s in samples)
+        plain = list(parse_samples(body, window))
+        assert logs[0].save(parsed, RECEIVED) == logs[1].save(plain, RECEIVED) == 150
+    parsed_log, plain_log = logs
+    assert parsed_log.date_spans == plain_log.date_spans
+    assert set(parsed_log.by_start_date) == set(plain_log.by_start_date)
+    for date, offsets in plain_log.by_start_date.items():
+        # The files hold the same lines at the same offsets (one receivedAt, ids in the same order).
+        assert list(parsed_log.by_start_date[date]) == list(offsets), date
+    for user_log in logs:
+        user_log.close()

@@ -47,7 +47,7 @@ from typing import Callable, Iterable, Iterator, Optional
 import msgspec
 import numpy
 
-from ..contract import (MAX_DURATION_SECONDS, SampleFields, bundle_of, count_of, decode_stored_sample, device_of, end_of,
+from ..contract import (MAX_DURATION_SECONDS, ParsedSamples, SampleFields, bundle_of, count_of, decode_stored_sample, device_of, end_of,
                         id_of, instants, start_of)
 from ..errors import ApiError, StorageUnavailable
 from ..log import log
@@ -442,7 +442,10 @@ class UserLog:
                     old = decode_stored_sample(old_lines[offset])
                     replaced += (old.startDate, old.endDate)
             entries = dict(zip([ids[k] for k in fresh] if len(fresh) < len(ids) else ids, offsets))
-            runs, aside = self._date_runs([values[k] for k in fresh] if len(fresh) < len(values) else values)
+            if len(fresh) == len(samples) and isinstance(samples, ParsedSamples) and samples.start_days is not None:
+                runs, aside = self._date_runs(values, samples.start_days, samples.same_day)  # no repeated id
+            else:
+                runs, aside = self._date_runs([values[k] for k in fresh] if len(fresh) < len(values) else values)
             saved = len(fresh)
             # What waits for the sync keeps only what publishing needs (requests in flight together
             # would otherwise each hold their whole working set until then).
@@ -474,15 +477,21 @@ class UserLog:
         return fresh, old_lines
 
     @staticmethod
-    def _date_runs(samples: list[SampleFields]) -> tuple[list[tuple[int, int, int]], list[tuple[str, str, int]]]:
+    def _date_runs(samples: list[SampleFields], start_days: Optional[list[str]] = None,
+                   same_day: bool = False) -> tuple[list[tuple[int, int, int]], list[tuple[str, str, int]]]:
         """Where a batch's lines go in the time index, worked out before its sync (the batch's other
         structures are freed meanwhile): runs (ordinal, first, end) of samples that start and end
         on one date, found in C where a start date differs from the one before; and (startDate,
-        endDate, position) of the samples that do not, for _index_dates."""
+        endDate, position) of the samples that do not, for _index_dates. The parse's start dates and
+        same_day (ParsedSamples) spare slicing the texts again."""
         count = len(samples)
-        start_days = list(map(_day_of, map(start_of, samples)))
-        end_days = list(map(_day_of, map(end_of, samples)))
-        crossing = list(compress(range(count), map(operator.ne, start_days, end_days)))
+        if start_days is None:
+            start_days = list(map(_day_of, map(start_of, samples)))
+        if same_day:
+            crossing: list[int] = []
+        else:
+            end_days = list(map(_day_of, map(end_of, samples)))
+            crossing = list(compress(range(count), map(operator.ne, start_days, end_days)))
         breaks = [0, *compress(range(1, count), map(operator.ne, start_days[1:], start_days[:-1])), count]
         runs: list[tuple[int, int, int]] = []
         aside: list[tuple[str, str, int]] = []

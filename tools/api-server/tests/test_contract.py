@@ -125,6 +125,8 @@ def test_millisecond_dates_take_the_fast_path(monkeypatch):
 
 @pytest.mark.parametrize("start, end", [
     ("2024-03-01T24:00:00.000Z", "2024-03-01T24:00:01.000Z"),  # hour 24
+    ("2024-03-01T23:00:00.000Z", "2024-03-01T29:00:00.000Z"),  # hour 29 after a valid hour 23
+    ("2024-03-01T25:00:00Z", "2024-03-01T25:00:01Z"),  # hour 25, whole seconds
     ("2024-03-01T10:60:00.000Z", "2024-03-01T10:61:00Z"),  # minute 60
     ("2024-03-01T10:00:60.000Z", "2024-03-01T10:01:00Z"),  # second 60
     ("2023-02-29T10:00:00.000Z", "2023-02-29T10:01:00.000Z"),  # no such day

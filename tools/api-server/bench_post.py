@@ -5,7 +5,7 @@ the server as it was before the package split (the peer), all in one run. Prints
 
 Usage: .venv/bin/python bench_post.py [--requests 200] [--batch 1000] [--clients 8] [--in-flight 1,2,4]
        [--peer-python PY] [--only embedded,postgres,peer] [--no-daily-buckets] [--daily N] [--beside MAIN_PY]
-       [--embedded-workers 2]
+       [--embedded-workers 2] [--millisecond-dates]
 Each server gets a fresh data directory (or database) on a free loopback port and is stopped after.
 Bodies are encoded before the clock starts; each client is its own process with one keep-alive
 connection per request it keeps in flight (http.client). "1 client, N in flight" is one user's
@@ -34,14 +34,20 @@ MAIN = HERE / "main.py"
 PEER_COMMIT = "9653f56"  # the last commit with the single-file server
 
 
+MILLISECOND_DATES = [False]  # --millisecond-dates: every date as stepsync sends it (…:SS.fffZ)
+
+
 def body(first: int, count: int, prefix: str) -> bytes:
+    """count samples of a minute each from the first-th minute of 2024 on (after 12 x 28 days, 483,840
+    samples, the dates come round again), one source."""
     samples = []
+    start_fraction, end_fraction = (".000Z", ".999Z") if MILLISECOND_DATES[0] else ("Z", "Z")
     for n in range(first, first + count):
         minute = n % 1440
         samples.append({
             "id": f"{prefix}{uuid.UUID(int=n + 1)}".upper()[:64],
-            "startDate": f"2024-{1 + n // 40320 % 12:02d}-{1 + n // 1440 % 28:02d}T{minute // 60:02d}:{minute % 60:02d}:00Z",
-            "endDate": f"2024-{1 + n // 40320 % 12:02d}-{1 + n // 1440 % 28:02d}T{minute // 60:02d}:{minute % 60:02d}:59Z",
+            "startDate": f"2024-{1 + n // 40320 % 12:02d}-{1 + n // 1440 % 28:02d}T{minute // 60:02d}:{minute % 60:02d}:00{start_fraction}",
+            "endDate": f"2024-{1 + n // 40320 % 12:02d}-{1 + n // 1440 % 28:02d}T{minute // 60:02d}:{minute % 60:02d}:59{end_fraction}",
             "count": n % 150,
             "sourceBundleId": "com.apple.health.4F1C2A9B-1111-2222-3333-444455556666",
             "sourceDeviceName": "Anna\u2019s\u00a0iPhone",
@@ -302,7 +308,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="requests per client (default 200)")
     parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=8, help="clients of different users at once (0: no such lanes)")
     parser.add_argument("--in-flight", default="1,2,4",
                         help="requests one client keeps in flight, one lane each (default 1,2,4)")
     parser.add_argument("--many-in-flight", default="1",
@@ -320,7 +326,10 @@ def main() -> int:
                         help="also the embedded backend with --workers N, 8 clients (default 2; 1: not)")
     parser.add_argument("--no-daily-buckets", action="store_true",
                         help="start the servers with --no-daily-buckets (the POST cost of keeping them, by difference)")
+    parser.add_argument("--millisecond-dates", action="store_true",
+                        help="dates with milliseconds, as stepsync sends them (default: whole seconds)")
     arguments = parser.parse_args()
+    MILLISECOND_DATES[0] = arguments.millisecond_dates
     wanted = arguments.only.split(",")
     flags = ["--no-daily-buckets"] if arguments.no_daily_buckets else []
     if arguments.daily:
@@ -345,7 +354,7 @@ def main() -> int:
             assert saved == arguments.requests * arguments.batch, saved
             print(f"{label}: 1 client, {depth} request{'s' if depth > 1 else ''} in flight: {saved / elapsed:,.0f} samples/s "
                   f"({elapsed / arguments.requests * 1000:.1f} ms a request; {client_share()})", flush=True)
-        if tokens_many:
+        if many:
             for lane, depth in enumerate(many_depths):
                 bodies_many = many if lane == 0 else [[payload.replace(b'"id": "U', b'"id": "Q%d' % lane) for payload in bodies]
                                                       for bodies in many]
@@ -377,7 +386,7 @@ def main() -> int:
                 measure("embedded backend" + beside, server, tokens_single, tokens_many)
             finally:
                 server.stop()
-            if beside or arguments.embedded_workers < 2:
+            if beside or arguments.embedded_workers < 2 or not many:
                 continue
             # A fresh directory served by --workers processes (a worker indexes a user when first used).
             storage = ["--data", str(Path(directory) / "embedded-workers")]
@@ -415,10 +424,11 @@ def main() -> int:
                 port = free_port()
                 server = Server("postgres", [sys.executable, str(main_py), "--port", str(port), "--workers", "2", *storage], port)
                 try:
-                    workers_many = [[payload.replace(b'"id": "U', b'"id": "W') for payload in bodies] for bodies in many]
-                    saved, elapsed = run_clients(port, tokens_many[0], workers_many, server_pid=server.process.pid)
-                    print(f"PostgreSQL backend{beside}, --workers 2: {len(many)} clients of different users, 1 in flight each: "
-                          f"{saved / elapsed:,.0f} samples/s aggregate ({client_share()}; PostgreSQL's own processes not counted)", flush=True)
+                    if many:
+                        workers_many = [[payload.replace(b'"id": "U', b'"id": "W') for payload in bodies] for bodies in many]
+                        saved, elapsed = run_clients(port, tokens_many[0], workers_many, server_pid=server.process.pid)
+                        print(f"PostgreSQL backend{beside}, --workers 2: {len(many)} clients of different users, 1 in flight each: "
+                              f"{saved / elapsed:,.0f} samples/s aggregate ({client_share()}; PostgreSQL's own processes not counted)", flush=True)
                     # One client keeping 4 requests in flight (stepsync upload's default): its connections go
                     # to both workers in turn.
                     token = create_token(storage, "single-workers", main_py)

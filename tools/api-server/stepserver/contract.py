@@ -343,8 +343,9 @@ class ParsedSamples(list):
     """The samples of a body the fast path took, with what it built of them on the way: the lists of
     their startDate, endDate, sourceBundleId and sourceDeviceName (the same objects, in order;
     msgspec.UNSET for a device name the body left out), when every date has the usual shape
-    YYYY-MM-DDTHH:MM:SSZ the bytes of the startDates then the endDates, each followed by a newline
-    (else None), and the least startDate and greatest endDate texts. The daily buckets
+    YYYY-MM-DDTHH:MM:SSZ, or when every one is in UTC with milliseconds or whole seconds, the bytes of
+    the startDates then the endDates, each followed by a newline, all as YYYY-MM-DDTHH:MM:SSZ or all as
+    YYYY-MM-DDTHH:MM:SS.fffZ (".000" added to whole seconds) (else None), and the least startDate and greatest endDate texts. The daily buckets
     (before_write) take the lists and bytes instead of passing over the samples again, and drop them
     (take_fields): a save may free the samples before its sync, and these must not keep their texts
     alive meanwhile. When every date has one of the usual shapes, also the date (first ten characters)
@@ -485,8 +486,8 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
                 sample.sourceDeviceName = None
     parsed = ParsedSamples(fast)
     parsed.fields = (starts, ends, bundles, devices)
-    # The whole-second bytes only (the daily buckets read them at that stride).
-    parsed.usual_dates = dates if usual and stride == _USUAL_DATE_BYTES else None
+    # Whole seconds or milliseconds (the daily buckets read them at either stride).
+    parsed.usual_dates = dates if usual else None
     if not usual:
         least, greatest = min(starts), max(ends)
     parsed.least_start, parsed.greatest_end = least, greatest

@@ -25,6 +25,7 @@ LONGEST_DATE_TEXT = 35  # YYYY-MM-DDTHH:MM:SS.fffffffff+HH:MM (contract.DATE_PAT
 _DIGIT_COLUMNS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]  # YYYY-MM-DDTHH:MM:SS
 _YEAR_WEIGHTS = np.array([1000, 100, 10, 1], dtype=np.int64)
 _PAIR_WEIGHTS = np.array([10, 1], dtype=np.int64)
+_FRACTION_WEIGHTS = np.array([100, 10, 1], dtype=np.int64)
 
 
 class SampleColumns(NamedTuple):
@@ -51,21 +52,35 @@ class SampleColumns(NamedTuple):
     def from_texts(cls, starts: Sequence[str], ends: Sequence[str], counts: Sequence[int], bundles: Sequence[str],
                    devices: Sequence[Optional[str]], usual_dates: Optional[bytes] = None) -> "SampleColumns":
         """From stored fields: date-time texts, counts, bundle ids and device names (None when absent).
-        `usual_dates`, when given, are the starts' then the ends' bytes, each YYYY-MM-DDTHH:MM:SSZ and
-        a newline (contract.ParsedSamples): read from there, without joining the texts again."""
+        `usual_dates`, when given, are the starts' then the ends' bytes, each YYYY-MM-DDTHH:MM:SSZ or
+        YYYY-MM-DDTHH:MM:SS.fffZ and a newline (contract.ParsedSamples): read from there, without
+        joining the texts again."""
         if not starts:
             return empty_columns()
-        both = None
-        if usual_dates is not None and len(usual_dates) == 21 * 2 * len(starts):
-            rows = np.frombuffer(usual_dates, dtype=np.uint8).reshape(2 * len(starts), 21)
-            if (rows[:, 19] == ord("Z")).all():
-                both = _paired_seconds(np.ascontiguousarray(rows[:, :20]), 2 * len(starts)) * 1000
+        both = None if usual_dates is None else _usual_ms(usual_dates, 2 * len(starts))
         if both is None:
             both = instants_ms(tuple(starts) + tuple(ends))  # one parse for both
         return cls(both[: len(starts)], both[len(starts) :], np.array(counts, dtype=np.int64), *_source_indexes(bundles, devices))
 
     def where(self, keep: np.ndarray) -> "SampleColumns":
         return SampleColumns(self.start[keep], self.end[keep], self.count[keep], self.source[keep], self.sources)
+
+
+def _usual_ms(dates: bytes, count: int) -> Optional[np.ndarray]:
+    """Milliseconds since 1970 of `count` texts that are all YYYY-MM-DDTHH:MM:SSZ or all
+    YYYY-MM-DDTHH:MM:SS.fffZ, each followed by a newline (their digits checked by the contract); None
+    when they are not that."""
+    for width, fraction in ((21, False), (25, True)):
+        if len(dates) != width * count:
+            continue
+        rows = np.frombuffer(dates, dtype=np.uint8).reshape(count, width)
+        if not (rows[:, width - 2] == ord("Z")).all() or (fraction and not (rows[:, 19] == ord(".")).all()):
+            return None
+        ms = _paired_seconds(np.ascontiguousarray(rows[:, :20]), count) * 1000  # byte 19 ('Z' or '.') unread
+        if fraction:
+            ms += (rows[:, 20:23].astype(np.int64) - _ZERO) @ _FRACTION_WEIGHTS
+        return ms
+    return None
 
 
 def empty_columns() -> SampleColumns:

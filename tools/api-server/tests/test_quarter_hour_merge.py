@@ -124,19 +124,27 @@ def test_utc_texts_read_by_digit_pairs_as_by_the_calendar():
                                                  for text in outside]
 
 
-def test_columns_from_the_parse_s_date_bytes_equal_those_from_the_texts():
-    """contract.ParsedSamples hands the daily buckets the bytes of its usual-shape dates: the columns
-    read from them equal those read from the texts; bytes of another shape are not used."""
+@pytest.mark.parametrize("millis", [False, True])
+def test_columns_from_the_parse_s_date_bytes_equal_those_from_the_texts(millis):
+    """contract.ParsedSamples hands the daily buckets the bytes of its usual-shape dates (whole seconds,
+    or milliseconds mixed with whole seconds as stepsync sends them): the columns read from them equal
+    those read from the texts; bytes of another shape are not used."""
     import json
     import time
 
     from stepserver import contract
 
     rng = random.Random(5)
-    moments = [datetime(2001, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=rng.randrange(0, 25 * 365 * 86400))
+    moments = [datetime(2001, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=1000 * rng.randrange(0, 25 * 365 * 86400 * 1000))
                for _ in range(300)]
-    samples = [{"id": f"s{n}", "startDate": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "endDate": (moment + timedelta(seconds=rng.randrange(0, 40 * 3600))).strftime("%Y-%m-%dT%H:%M:%SZ"),
+
+    def text(moment: datetime) -> str:
+        if millis and moment.microsecond and rng.random() < 0.8:
+            return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    samples = [{"id": f"s{n}", "startDate": text(moment),
+                "endDate": text(moment + timedelta(seconds=rng.randrange(1, 40 * 3600))),
                 "count": n, "sourceBundleId": "com.example"} for n, moment in enumerate(moments)]
     parsed = contract.parse_samples(json.dumps({"samples": samples}).encode(), contract.DateWindow(time.time_ns()))
     starts, ends, bundles, devices, dates = parsed.take_fields()

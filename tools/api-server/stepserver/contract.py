@@ -87,7 +87,8 @@ DeviceName = Annotated[str, msgspec.Meta(max_length=MAX_SOURCE_BYTES, descriptio
 
 class Sample(msgspec.Struct):
     """One step sample, as the schema documents it (SampleFields below is the same without the two
-    patterns, for decoding). Field order is the stored line's key order; unknown fields are ignored."""
+    patterns, for decoding, and with the receivedAt a backend sets). Field order is the stored line's
+    key order; unknown fields are ignored."""
 
     id: SampleId
     startDate: DateTime
@@ -103,7 +104,11 @@ class SampleFields(msgspec.Struct, gc=False):
     field, the largest cost of decoding. tests/test_contract.py holds the two to the same fields.
     Not tracked by the garbage collector (gc=False: texts and numbers only, so never in a cycle): the
     1,000 of a request made young collections trace them and older ones run sooner (8 clients at
-    once: ~0.6 ms of server CPU a request)."""
+    once: ~0.6 ms of server CPU a request).
+
+    receivedAt is never the client's: the parse leaves it unset (a body that names it goes to the
+    exact path, which ignores it), and the embedded backend sets it as it writes a sample's line, so
+    that one encode makes the whole line (an unset field is not encoded)."""
 
     id: Annotated[str, msgspec.Meta(min_length=1, max_length=ID_MAX_LENGTH)]
     startDate: str
@@ -111,6 +116,7 @@ class SampleFields(msgspec.Struct, gc=False):
     count: Count
     sourceBundleId: BundleId
     sourceDeviceName: Union[Optional[DeviceName], msgspec.UnsetType] = msgspec.UNSET
+    receivedAt: Union[str, msgspec.UnsetType] = msgspec.UNSET
 
 
 class StepsBody(msgspec.Struct):

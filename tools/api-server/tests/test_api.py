@@ -219,3 +219,18 @@ def test_the_short_way_and_starlette_answer_alike(server):
     assert query.json() == {"error": 'query parameter "x" is not known here (known: )'}
     malformed = session.post(url + "/steps", data=b"{", headers={"Content-Type": "application/json"}, timeout=10)
     assert malformed.status_code == 400 and set(malformed.json()) == {"error"}
+
+
+def test_a_receivedAt_in_the_body_is_not_stored(server):
+    """receivedAt is the server's: a sample that names one (in an otherwise usual body, which the fast
+    parse refuses, and without a device name, whose two strings it would stand in for in a count) is
+    stored with the server's receivedAt."""
+    claimed = "2001-01-01T00:00:00Z"
+    with_device = dict(make_sample(1), receivedAt=claimed)
+    without_device = {key: value for key, value in make_sample(2).items() if key != "sourceDeviceName"}
+    without_device["receivedAt"] = claimed
+    response = server.post([with_device, without_device])
+    assert response.status_code == 200 and response.json()["saved"] == 2
+    stored = server.all_samples()
+    assert len(stored) == 2 and all(record["receivedAt"] != claimed for record in stored)
+    assert all(list(record)[-1] == "receivedAt" for record in stored)

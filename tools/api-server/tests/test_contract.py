@@ -90,7 +90,7 @@ def test_shared_contract_vectors():
 
 
 def test_the_decoding_struct_has_the_documented_fields():
-    assert contract.Sample.__struct_fields__ == contract.SampleFields.__struct_fields__
+    assert contract.Sample.__struct_fields__ + ("receivedAt",) == contract.SampleFields.__struct_fields__
     schema = msgspec.json.schema(contract.Sample)
     assert "Sample" in json.dumps(schema)
 
@@ -163,3 +163,17 @@ def test_a_millisecond_end_past_the_window_is_refused():
     assert contract._parse_samples_fast(raw, now) is None
     with pytest.raises(ApiError):
         contract._parse_samples_exact(raw, now)
+
+
+def test_a_line_with_receivedAt_set_is_the_line_earlier_versions_spliced():
+    """The embedded backend now encodes a sample with receivedAt set (its last field); files written
+    before hold encode(sample) with receivedAt spliced in before the closing brace. The bytes are the
+    same, so a re-post of an old line's content still compares equal (user_log._content)."""
+    received_at = "2026-11-27T14:00:00.123Z"
+    samples = [contract.SampleFields("a", "2024-01-01T00:00:00Z", "2024-01-01T00:01:00Z", 5, "com.example", None),
+               contract.SampleFields("b", "2024-01-01T00:00:00.250Z", "2024-01-01T00:01:00Z", 0, "b\u00e9", "Anna\u2019s\u00a0iPhone"),
+               contract.SampleFields("c", "2024-01-01T00:00:00+02:00", "2024-01-01T00:01:00+02:00", 7, "x\"y", "q\\z")]
+    spliced = [contract.encode_sample(sample)[:-1] + b',"receivedAt":"' + received_at.encode() + b'"}' for sample in samples]
+    for sample in samples:
+        sample.receivedAt = received_at
+    assert msgspec.json.Encoder().encode_lines(samples).split(b"\n")[:-1] == spliced

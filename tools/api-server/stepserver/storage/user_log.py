@@ -91,14 +91,15 @@ REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
 
 _encoder = msgspec.json.Encoder()  # encodes a sample as contract.encode_sample does
 _day_of = operator.itemgetter(slice(0, 10))
-WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode, replace, the line search) holds the GIL briefly
+WRITE_CHUNK_SAMPLES = 512  # lines made and written at a time: each C call (encode_lines, the line search) holds the GIL briefly
 _RECEIVED_AT_KEY = b',"receivedAt"'
 
 
 def _content(line: bytes) -> bytes:
     """A stored sample line's content: the line up to its receivedAt, which is its sample's canonical
-    JSON without the final brace (lines are written as encode(sample) with receivedAt spliced in
-    before that brace; a string cannot hold ',"receivedAt"' unescaped). A line written otherwise
+    JSON without the final brace (lines are written as encode(sample) with receivedAt set, its last
+    key, and files written before as encode(sample) with receivedAt spliced in before that brace: the
+    same bytes; a string cannot hold ',"receivedAt"' unescaped). A line written otherwise
     (by hand) compares unequal: a re-post of the same content then writes one new version, nothing worse."""
     cut = line.rfind(_RECEIVED_AT_KEY)
     return line[:cut] if cut > 0 else line[:-1]
@@ -404,15 +405,13 @@ class UserLog:
         batch = dict(zip(map(id_of, samples), samples))
         ids = list(batch)
         values = list(batch.values())
-        suffix = b',"receivedAt":"' + received_at.encode() + b'"}\n'
         with self.lock, self._writing():
             known = self._known(batch)
             # New ids are written; a known id only when its content differs from its current line's
             # (read back, with the lines of the writes not yet durable). The lines of a run of samples
-            # come from one encode of the run as a list, its separators replaced by receivedAt and a
-            # newline (the objects are flat and a string holds no unescaped quote, so '},{"id":'
-            # occurs only between them); runs of WRITE_CHUNK_SAMPLES are written as they are made,
-            # so a request never holds all its lines at once.
+            # come from one encode_lines of the run with receivedAt set on each (it is the structs'
+            # last field, unset until here); runs of WRITE_CHUNK_SAMPLES are written as they are
+            # made, so a request never holds all its lines at once.
             old_lines: dict[int, bytes] = {}
             if known.count(None) != len(known):
                 fresh, old_lines = self._changed(values, known)
@@ -424,13 +423,14 @@ class UserLog:
                     self._await_durable(_PendingWrite(self.written, {}, None))
                 return 0
             offsets = array("q")
-            separator = suffix + b'{"id":'
 
             def chunks() -> Iterator[bytes]:
                 position = self.written
                 for first in range(0, len(fresh), WRITE_CHUNK_SAMPLES):
                     run = [values[k] for k in fresh[first : first + WRITE_CHUNK_SAMPLES]]
-                    chunk = _encoder.encode(run)[1:-2].replace(b'},{"id":', separator) + suffix
+                    for sample in run:
+                        sample.receivedAt = received_at
+                    chunk = _encoder.encode_lines(run)
                     offsets.frombytes(_line_starts(chunk, len(run), position))
                     position += len(chunk)
                     yield chunk

@@ -146,3 +146,34 @@ def test_bad_user_names_and_database_passwords_are_usage_errors(tmp_path):
         assert result.returncode == 2, result.stderr
         assert expected in result.stderr
         assert "secret" not in result.stderr
+
+
+def test_the_token_cache_follows_every_commit(tmp_path):
+    """The embedded token store answers found tokens from memory while the database's change counter
+    stands still: a revocation, a new token or a token revoked and looked up again, each committed by
+    another connection (the admin command's), is seen by the very next lookup."""
+    sys.path.insert(0, str(MAIN.parent))
+    from stepserver.auth import new_token
+    from stepserver.storage.sqlite_tokens import SqliteTokenStore
+
+    path = tmp_path / "tokens.sqlite"
+    server, admin = SqliteTokenStore(path), SqliteTokenStore(path)
+    server.open()
+    admin.open()
+    try:
+        first_id, _, first_hash = new_token()
+        admin.add(first_id, "alice", first_hash, "2026-11-27T00:00:00Z")
+        assert server.lookup(first_hash) == ("alice", first_hash)
+        assert server._found  # remembered
+        assert server.lookup(first_hash) == ("alice", first_hash)
+        second_id, _, second_hash = new_token()
+        admin.add(second_id, "bob", second_hash, "2026-11-27T00:00:01Z")
+        assert server.lookup(second_hash) == ("bob", second_hash)
+        assert admin.revoke(first_id, "2026-11-27T00:00:02Z")
+        assert server.lookup(first_hash) is None
+        assert server.lookup(second_hash) == ("bob", second_hash)
+        assert admin.revoke(second_id, "2026-11-27T00:00:03Z")
+        assert server.lookup(second_hash) is None
+    finally:
+        server.close()
+        admin.close()

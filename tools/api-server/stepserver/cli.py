@@ -80,8 +80,7 @@ def serve(settings: Settings) -> int:
         if settings.workers > 1:
             # Each worker opens its own (a pool must not cross a fork). The embedded backend's DIR/LOCK
             # stays held: its descriptor is kept open here and in every worker forked with it.
-            keep = getattr(storage, "keep_lock_for_workers", None)
-            lock_fd = keep() if keep is not None else -1
+            lock_fd = storage.keep_lock_for_workers()
             storage.close()
             try:
                 return serve_workers(settings, sock, line)

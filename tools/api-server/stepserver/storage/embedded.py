@@ -20,12 +20,12 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Iterator, Optional
 
 from ..contract import SampleFields
 from ..errors import StartupError, StorageUnavailable
 from ..sample_columns import SampleColumns, empty_columns
-from .base import DaySample
+from .base import DaySample, ForeignWrite
 from .files import lock_owner, make_directories
 from .sqlite_tokens import SqliteTokenStore
 from .user_log import JSONL_SUFFIX, UserLog, cut_torn_tail, history_state, storage_failure
@@ -61,7 +61,7 @@ class EmbeddedStorage:
         self.tokens = SqliteTokenStore(directory / "tokens.sqlite")
         # Told what another worker wrote (user, samples, replaced texts; (user, None, None): anything),
         # when a history applies it: the daily totals' caches follow (app.Context).
-        self.on_foreign: Optional[Callable[[str, Optional[list], Optional[list[str]]], None]] = None
+        self.on_foreign: Optional[ForeignWrite] = None
 
     def open(self) -> None:
         if self.directory.exists() and not self.directory.is_dir():

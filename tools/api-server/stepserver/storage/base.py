@@ -103,7 +103,8 @@ class Storage(Protocol):
         """Empties this user's data (samples, history and deletions) and nobody else's."""
 
     def samples_between(self, user: str, start_ns: int, end_ns: int) -> Iterator[DaySample]:
-        """Live samples that overlap [start_ns, end_ns)."""
+        """Live samples that overlap [start_ns, end_ns). An embedded worker answers as it has applied
+        the history: call `refresh` first for an answer that follows the other workers' writes."""
 
     def sample_columns_between(self, user: str, start_ns: int, end_ns: int) -> "SampleColumns":
         """samples_between as columns (the daily buckets)."""

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import requests
+
 from conftest import MAIN, ServerProcess, make_samples, strip_received, wait_until
 
 
@@ -197,6 +199,39 @@ def test_a_users_connections_go_to_one_worker_and_users_spread(tmp_path):
     children = workers_of(server.proc.pid)
     opened = [_histories_open(pid) for pid in children]
     assert sorted(opened, key=sorted) == [{"alice"}, {"bob"}], opened
+    server.finish()
+
+
+def test_a_users_tokens_go_to_one_worker(tmp_path):
+    """A user with two tokens (a phone and a laptop) whose connections alternate between them is served
+    by one worker (only it indexes that user's history), and users still spread; a token created while
+    the server runs is found, and an unknown one is answered 401 by whichever worker it reaches."""
+    server = ServerProcess(tmp_path, users=("alice", "bob"), extra=("--workers", "2")).start()  # embedded: by user
+    tokens = {"alice": [server.tokens["alice"], server.create_token("alice")], "bob": [server.tokens["bob"]]}
+
+    def post(user: str, token: str, n: int) -> None:
+        with requests.Session() as session:  # a new connection each
+            session.headers.update({"Connection": "close", "Authorization": f"Bearer {token}"})
+            assert server.post(make_samples(10, start=n * 10, prefix=user), session=session).json()["saved"] == 10
+
+    for n in range(8):  # alice's laptop right after her phone: by token, it would go to the other worker
+        post("alice", tokens["alice"][n % 2], n)
+        if n % 2:
+            post("bob", tokens["bob"][0], n // 2)
+    for n in range(4, 8):
+        post("bob", tokens["bob"][0], n)
+    tokens["bob"].append(server.create_token("bob"))  # after the start
+    for n in range(8, 12):
+        post("bob", tokens["bob"][n % 2], n)
+    children = workers_of(server.proc.pid)
+    opened = [_histories_open(pid) for pid in children]
+    assert sorted(opened, key=sorted) == [{"alice"}, {"bob"}], opened
+    for _ in range(4):
+        with requests.Session() as session:
+            session.headers.update({"Connection": "close", "Authorization": "Bearer sst_unknown"})
+            response = session.get(server.url + "/steps", timeout=60)
+            assert response.status_code == 401 and response.json() == {"error": "unknown or revoked token"}
+    assert server.total() == 80
     server.finish()
 
 

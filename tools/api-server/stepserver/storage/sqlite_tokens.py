@@ -42,6 +42,12 @@ class SqliteTokenStore:
             sync_directory(self.path.parent)
         self._db = db
 
+    def open_read_only(self, busy_timeout_s: float) -> None:
+        """Opens the existing store for lookups only (the supervisor of --workers, dispatcher.py: it never
+        writes, nor creates the file), waiting at most busy_timeout_s for a writer's lock."""
+        self._db = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None,
+                                   check_same_thread=False, timeout=busy_timeout_s)
+
     def _execute(self, sql: str, parameters: tuple = ()) -> list[tuple]:
         if self._db is None:
             raise ApiError(503, "token store is closed")

@@ -96,10 +96,9 @@ class Context:
         self.daily_cache = DailyTotalsCache(enabled=caches)
         self.daily_buckets = DailyBuckets(storage.samples_between, enabled=caches and settings.daily_buckets,
                                           store=bucket_store(storage),
-                                          columns_between=getattr(storage, "sample_columns_between", None),
-                                          latest_end_ns=getattr(storage, "latest_end_ns", None))
-        if hasattr(storage, "on_foreign"):
-            storage.on_foreign = self.foreign_write
+                                          columns_between=storage.sample_columns_between,
+                                          latest_end_ns=storage.latest_end_ns)
+        storage.on_foreign = self.foreign_write
 
     def foreign_write(self, user: str, samples: Optional[list], replaced: Optional[list[str]]) -> None:
         """Another worker's write, applied by the storage (which holds the user's history meanwhile)."""
@@ -112,9 +111,7 @@ class Context:
 
     def refresh(self, user: str) -> None:
         """Before an answer from memory: what other workers wrote is applied (embedded --workers)."""
-        refresh = getattr(self.storage, "refresh", None)
-        if refresh is not None:
-            refresh(user)
+        self.storage.refresh(user)
 
     async def in_thread(self, work: Callable[..., Any], *arguments: Any) -> Any:
         """Runs `work` in a request thread (every route's storage work), through asyncio's executor rather

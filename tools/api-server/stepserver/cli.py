@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .dispatcher import ConnectionDispatcher
 from .errors import StartupError
@@ -80,8 +80,7 @@ def serve(settings: Settings) -> int:
         if settings.workers > 1:
             # Each worker opens its own (a pool must not cross a fork). The embedded backend's DIR/LOCK
             # stays held: its descriptor is kept open here and in every worker forked with it.
-            keep = getattr(storage, "keep_lock_for_workers", None)
-            lock_fd = keep() if keep is not None else -1
+            lock_fd = storage.keep_lock_for_workers()
             storage.close()
             try:
                 return serve_workers(settings, sock, line)
@@ -142,7 +141,10 @@ def serve_workers(settings: Settings, sock, line: str) -> int:
     channels = [ours for ours, _ in pairs]
     for _, theirs in pairs:
         theirs.close()
-    accepting = threading.Thread(target=ConnectionDispatcher(sock, channels, settings.worker_dispatch == "user").run, args=(stopping,), name="accept", daemon=True)
+    by_user = settings.worker_dispatch == "user"
+    tokens = open_token_users(settings) if by_user else None  # opened after the forks: no connection crosses one
+    dispatcher = ConnectionDispatcher(sock, channels, by_user, users=None if tokens is None else token_user(tokens))
+    accepting = threading.Thread(target=dispatcher.run, args=(stopping,), name="accept", daemon=True)
     accepting.start()
     print(line, file=sys.stderr, flush=True)
     status = 0
@@ -165,7 +167,44 @@ def serve_workers(settings: Settings, sock, line: str) -> int:
         sock.close()
         for channel in channels:
             channel.close()
+        if tokens is not None:
+            tokens.close()
     return status
+
+
+TOKEN_LOOKUP_WAIT_S = 0.05  # the longest the supervisor's accept loop waits for a token lookup (SQLite's busy timeout)
+
+
+def open_token_users(settings: Settings):
+    """The embedded backend's token store, read-only, for dispatching by user (dispatcher.py); None
+    for PostgreSQL (its workers are dispatched in turns unless told otherwise; then by token), with
+    --single-user, or when it cannot be opened (then by token, logged)."""
+    if settings.database or settings.single_user:
+        return None
+    from .storage.sqlite_tokens import SqliteTokenStore
+
+    store = SqliteTokenStore(settings.data / "tokens.sqlite")
+    try:
+        store.open_read_only(TOKEN_LOOKUP_WAIT_S)
+    except Exception as error:  # noqa: BLE001 - dispatching by token instead
+        log(f"dispatching connections by token, not by user: cannot read {store.path}: {type(error).__name__}: "
+            f"{(str(error).splitlines() or [''])[0]}")
+        return None
+    return store
+
+
+def token_user(store) -> Callable[[bytes], Optional[str]]:
+    """A token's hash -> its user (dispatcher.UserOf); None when unknown, revoked, or the store is busy
+    past TOKEN_LOOKUP_WAIT_S (the connection then goes to the next worker, which decides)."""
+
+    def user_of(digest: bytes) -> Optional[str]:
+        try:
+            found = store.lookup(digest)
+        except Exception:  # noqa: BLE001 - e.g. "database is locked": dispatched in turn
+            return None
+        return None if found is None else found[0]
+
+    return user_of
 
 
 def handing_channel() -> tuple:

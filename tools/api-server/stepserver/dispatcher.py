@@ -7,12 +7,17 @@ Every connection is accepted here and its descriptor handed to one worker over t
   alternate between workers pays that on every request (one client keeping 4 requests in flight, the
   way `stepsync upload` does: 210,000-225,000 samples/s on two workers against 303,000-351,000 on one
   process, measured). So the first bytes of a connection are peeked at (MSG_PEEK: the worker still
-  reads them) for its Authorization header, and a token seen before goes to the worker it went to.
-  The token is kept only as a CRC of it, in memory, never logged.
-- **The workers share the users evenly.** A token not seen before goes to the worker with the fewest
-  tokens assigned (ties in turn); one accepting on a shared socket had taken 6 of 8 clients.
+  reads them) for its Authorization header, its token is hashed as auth.py does (SHA-256) and looked
+  up in the token store (`users`: the embedded backend's DIR/tokens.sqlite, opened read-only), and a
+  user seen before goes to the worker their first connection went to, whichever of their tokens (a
+  phone and a laptop) it carries. Only the hash -> user and user -> worker are kept, in memory; the
+  token itself never, nor is it logged. Without `users` (PostgreSQL, when told `user`) the token's
+  hash stands for the user: a token's connections stay on one worker.
+- **The workers share the users evenly.** A user not seen before goes to the worker with the fewest
+  users assigned (ties in turn); one accepting on a shared socket had taken 6 of 8 clients.
 A connection whose first bytes do not come within PEEK_WAIT_S, or name no token (a --single-user
-server, a health check), goes to the next worker in turn; so does every connection with
+server, a health check), or a token the store does not hold (unknown or revoked: its worker answers
+401), goes to the next worker in turn; so does every connection with
 `--worker-dispatch turns`, PostgreSQL's default (its workers share nothing but the database, so one
 client's requests in flight are best spread), which the tests also use on the embedded backend to
 send one user's requests to every worker. Waiting for them never holds up other
@@ -21,13 +26,13 @@ connections: they wait in a selector beside the listening socket.
 
 from __future__ import annotations
 
+import hashlib
 import selectors
 import socket
 import threading
 import time
-import zlib
 from collections import OrderedDict
-from typing import Optional
+from typing import Callable, Hashable, Optional
 
 from .log import log
 
@@ -35,30 +40,41 @@ POLL_S = 0.25  # how often the loop looks whether it should stop, and at connect
 PEEK_WAIT_S = 0.5  # the longest a connection's first bytes are waited for
 PEEK_BYTES = 8192
 MAX_WAITING = 1024  # connections waiting for their first bytes; beyond, one goes on at once
-MAX_TOKENS = 100_000  # tokens remembered (the least recently seen are forgotten)
+MAX_USERS = 100_000  # users (or tokens' hashes) remembered with their worker (the least recently seen are forgotten)
+MAX_TOKENS = 100_000  # tokens' hashes remembered with their user
 _AUTHORIZATION = b"authorization:"
+_BEARER = b"bearer"
+
+UserOf = Callable[[bytes], Optional[str]]  # a token's SHA-256 -> its user, None when unknown or revoked
 
 
-def token_key(first_bytes: bytes) -> Optional[int]:
-    """A CRC of the Authorization header's value among the complete header lines of a request's first
-    bytes, or None when there is none."""
+def token_key(first_bytes: bytes) -> Optional[bytes]:
+    """The SHA-256 of the Bearer token (as auth.token_hash makes it) of the Authorization header among
+    the complete header lines of a request's first bytes, or None when there is none."""
     lines = first_bytes.split(b"\r\n")
     for line in lines[1:-1]:  # not the request line; not the last, which may be cut
         if not line:
             break  # the end of the headers
         if line[: len(_AUTHORIZATION)].lower() == _AUTHORIZATION:
-            return zlib.crc32(line[len(_AUTHORIZATION) :].strip())
+            scheme, _, presented = line[len(_AUTHORIZATION) :].strip().partition(b" ")
+            presented = presented.strip()
+            if scheme.lower() != _BEARER or not presented:
+                return None
+            return hashlib.sha256(presented).digest()
     return None
 
 
 class ConnectionDispatcher:
-    def __init__(self, sock: socket.socket, channels: list[socket.socket], by_user: bool = True) -> None:
+    def __init__(self, sock: socket.socket, channels: list[socket.socket], by_user: bool = True,
+                 users: Optional[UserOf] = None) -> None:
         self.sock = sock
         self.channels = channels
         self.by_user = by_user
+        self.users = users
         self.turn = 0
-        self.assigned: OrderedDict[int, int] = OrderedDict()  # token key -> worker, least recently seen first
-        self.counts = [0] * len(channels)  # tokens assigned to each worker
+        self.assigned: OrderedDict[Hashable, int] = OrderedDict()  # user -> worker, least recently seen first
+        self.counts = [0] * len(channels)  # users assigned to each worker
+        self.user_of: OrderedDict[bytes, str] = OrderedDict()  # token's hash -> user, least recently seen first
         self.waiting: dict[socket.socket, float] = {}  # connection -> when it was accepted
 
     def run(self, stopping: threading.Event) -> None:
@@ -102,15 +118,28 @@ class ConnectionDispatcher:
         self.waiting[connection] = time.monotonic()
         selector.register(connection, selectors.EVENT_READ)
 
-    @staticmethod
-    def _peek(connection: socket.socket) -> Optional[int]:
+    def _peek(self, connection: socket.socket) -> Optional[Hashable]:
+        """The user of the connection's token (without `users`: the token's hash), or None."""
         try:
-            return token_key(connection.recv(PEEK_BYTES, socket.MSG_PEEK))
+            digest = token_key(connection.recv(PEEK_BYTES, socket.MSG_PEEK))
         except OSError:
             return None
+        if digest is None or self.users is None:
+            return digest
+        user = self.user_of.get(digest)
+        if user is not None:
+            self.user_of.move_to_end(digest)
+            return user
+        user = self.users(digest)
+        if user is None:
+            return None  # unknown or revoked (not remembered: it may be created later)
+        self.user_of[digest] = user
+        if len(self.user_of) > MAX_TOKENS:
+            self.user_of.popitem(last=False)
+        return user
 
-    def worker_for(self, key: Optional[int]) -> int:
-        """The worker a connection goes to (see the module's docstring)."""
+    def worker_for(self, key: Optional[Hashable]) -> int:
+        """The worker a connection goes to, by its user (see the module's docstring)."""
         if key is None:
             self.turn += 1
             return (self.turn - 1) % len(self.channels)
@@ -124,12 +153,12 @@ class ConnectionDispatcher:
         self.turn += 1
         self.assigned[key] = worker
         self.counts[worker] += 1
-        if len(self.assigned) > MAX_TOKENS:
+        if len(self.assigned) > MAX_USERS:
             _, forgotten = self.assigned.popitem(last=False)
             self.counts[forgotten] -= 1
         return worker
 
-    def _hand(self, connection: socket.socket, key: Optional[int]) -> None:
+    def _hand(self, connection: socket.socket, key: Optional[Hashable]) -> None:
         """Sends the descriptor to its worker (the next one that takes it if that one cannot), then
         closes it here."""
         with connection:

@@ -102,10 +102,10 @@ def parse_serve(argv: list[str]) -> Settings:
                         help="do not keep daily totals up to date on write (GET /steps/daily then merges the "
                         "samples of the days it has not computed since the last write)")
     parser.add_argument("--worker-dispatch", choices=["user", "turns"], default=None,
-                        help="with --workers: 'user' sends a token's connections to one worker and spreads the tokens "
-                        "evenly (the embedded backend's default: a worker then never re-reads another's writes of that "
-                        "user); 'turns' sends each connection to the next worker (PostgreSQL's default: one client's "
-                        "requests in flight then run on every worker)")
+                        help="with --workers: 'user' sends a user's connections (whichever of their tokens; PostgreSQL: a "
+                        "token's) to one worker and spreads the users evenly (the embedded backend's default: a worker "
+                        "then never re-reads another's writes of that user); 'turns' sends each connection to the next "
+                        "worker (PostgreSQL's default: one client's requests in flight then run on every worker)")
     parser.add_argument("--no-pin-cpu", action="store_true",
                         help="let the scheduler move the server's threads between CPUs (default: each server "
                         "process is kept on one CPU, a worker on its own)")

@@ -1,5 +1,5 @@
-"""The supervisor's dispatch of connections under --workers (stepserver/dispatcher.py): a token's
-connections go to one worker, new tokens spread evenly, a connection without one (or silent) goes to
+"""The supervisor's dispatch of connections under --workers (stepserver/dispatcher.py): a user's
+connections go to one worker, whichever of their tokens they carry, new users spread evenly, a connection without one (or silent) goes to
 the next worker in turn; peeking leaves the bytes for the worker."""
 
 from __future__ import annotations
@@ -38,6 +38,49 @@ def test_tokens_stay_on_their_worker_and_spread_evenly():
     assert sorted(first) == [0, 0, 0, 0, 1, 1, 1, 1]
     assert [chooser.worker_for(key) for key in reversed(keys)] == list(reversed(first))
     assert [chooser.worker_for(None) for _ in range(4)] in ([0, 1, 0, 1], [1, 0, 1, 0])
+
+
+def test_a_users_tokens_go_to_the_users_worker_and_users_spread():
+    """With `users` (the token store), the key is the token's user: a user's two tokens share a worker,
+    new users go to the least loaded, an unknown token goes in turn and is looked up again next time;
+    only hashes and user names are kept."""
+    import hashlib
+
+    from stepserver.auth import token_hash
+
+    owners = {token_hash("phone"): "alice", token_hash("laptop"): "alice", token_hash("bob"): "bob",
+              token_hash("carol"): "carol", token_hash("dave"): "dave"}
+    asked: list[bytes] = []
+
+    def user_of(digest: bytes):
+        asked.append(digest)
+        return owners.get(digest)
+
+    chooser = ConnectionDispatcher(None, [object(), object()], users=user_of)  # type: ignore[arg-type]
+
+    class Peeked:
+        def __init__(self, token: str) -> None:
+            self.data = request(token)
+
+        def recv(self, size: int, flags: int) -> bytes:
+            return self.data[:size]
+
+    def worker(token: str) -> int:
+        return chooser.worker_for(chooser._peek(Peeked(token)))  # type: ignore[arg-type]
+
+    phone = worker("phone")
+    assert [worker(token) for token in ("laptop", "phone", "laptop")] == [phone] * 3
+    bob = worker("bob")
+    assert bob != phone
+    assert sorted([worker("carol"), worker("dave")]) == [0, 1]  # new users: the least loaded
+    assert len(asked) == 5  # a token looked up once
+    assert sorted(chooser.counts) == [2, 2]
+    assert sorted(chooser.assigned) == ["alice", "bob", "carol", "dave"]
+    assert set(chooser.user_of) == {token_hash(token) for token in ("phone", "laptop", "bob", "carol", "dave")}
+    assert chooser._peek(Peeked("sst_unknown")) is None  # in turn; the worker answers 401
+    assert chooser._peek(Peeked("sst_unknown")) is None
+    assert asked[-2:] == [hashlib.sha256(b"sst_unknown").digest()] * 2  # not remembered: it may be created later
+    assert [worker("sst_unknown") for _ in range(2)] in ([0, 1], [1, 0])
 
 
 def test_connections_are_handed_with_their_bytes_unread(monkeypatch):

@@ -119,3 +119,75 @@ def test_a_write_holds_the_other_worker_off_until_it_is_durable(tmp_path, monkey
     writer.join(30)
     reader.join(30)
     assert seen == [{f"s{n}": 10 + n for n in range(4)}]
+
+
+def _get(app, path: str, query: str, token: str) -> tuple[int, bytes]:
+    """One request to the ASGI app, in process: its status and body."""
+    import asyncio
+
+    async def run() -> list[dict]:
+        sent: list[dict] = []
+        scope = {"type": "http", "http_version": "1.1", "method": "GET", "scheme": "http", "path": path,
+                 "raw_path": path.encode(), "root_path": "", "query_string": query.encode(),
+                 "headers": [(b"host", b"x"), (b"authorization", f"Bearer {token}".encode())],
+                 "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1)}
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        await app(scope, receive, send)
+        return sent
+
+    sent = asyncio.run(run())
+    return sent[0]["status"], b"".join(message.get("body", b"") for message in sent[1:])
+
+
+def test_a_daily_query_applies_the_other_workers_writes_once(tmp_path, monkeypatch):
+    """A worker's GET /steps/daily applies what another worker wrote once, before it looks at its caches
+    (Context.refresh), and its reads of the days to compute use that (no second stat and flocks), while
+    its answer still follows every write acknowledged before it."""
+    import json
+
+    from stepserver.app import create_app
+    from stepserver.auth import new_token, now_text
+    from stepserver.settings import Settings
+    from stepserver.storage.embedded import EmbeddedStorage
+    from stepserver.storage.sqlite_tokens import SqliteTokenStore
+    from stepserver.storage.user_log import UserLog as Log
+
+    data = tmp_path / "data"
+    tokens = SqliteTokenStore(data / "tokens.sqlite")
+    tokens.open()
+    token_id, token, digest = new_token()
+    tokens.add(token_id, "alice", digest, now_text())
+    tokens.close()
+    storage = EmbeddedStorage(data, "worker")
+    storage.open()
+    other = Worker(data / "users" / "alice.jsonl")  # the other worker (it creates the history)
+    app = create_app(Settings(data=data, workers=2), storage)
+    catch_ups: list[str] = []
+    real = Log._catch_up
+
+    def counted(self, writer: bool) -> None:
+        if threading.current_thread().name.startswith("request"):
+            catch_ups.append(self.user)
+        real(self, writer)
+
+    monkeypatch.setattr(Log, "_catch_up", counted)
+    try:
+        for first, day, steps in ((0, 1, 10), (2, 3, 100), (10, 2, 1000)):  # new; replacing; new again
+            assert other.log.save(samples(first, 3, day=day, steps=steps), RECEIVED) == 3
+            stored = other.ids()
+            # The default priority (the daily buckets' columnar read), then another (the storage's samples_between).
+            for query in ("tz=UTC&from=2026-03-01&to=2026-03-04", "tz=UTC&from=2026-03-01&to=2026-03-04&priority=com.*"):
+                catch_ups.clear()
+                status, body = _get(app, "/steps/daily", query, token)
+                assert status == 200, body
+                assert catch_ups == ["alice"]  # once, though days were computed from the history
+                assert sum(row["raw"] for row in json.loads(body)["days"]) == sum(stored.values())
+    finally:
+        app.context.daily_buckets.close()
+        storage.close()

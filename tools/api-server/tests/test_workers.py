@@ -8,6 +8,8 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import requests
+
 from conftest import MAIN, ServerProcess, make_samples, strip_received, wait_until
 
 
@@ -198,3 +200,71 @@ def test_a_users_connections_go_to_one_worker_and_users_spread(tmp_path):
     opened = [_histories_open(pid) for pid in children]
     assert sorted(opened, key=sorted) == [{"alice"}, {"bob"}], opened
     server.finish()
+
+
+def test_a_users_tokens_go_to_one_worker(tmp_path):
+    """A user with two tokens (a phone and a laptop) whose connections alternate between them is served
+    by one worker (only it indexes that user's history), and users still spread; a token created while
+    the server runs is found, and an unknown one is answered 401 by whichever worker it reaches."""
+    server = ServerProcess(tmp_path, users=("alice", "bob"), extra=("--workers", "2")).start()  # embedded: by user
+    tokens = {"alice": [server.tokens["alice"], server.create_token("alice")], "bob": [server.tokens["bob"]]}
+
+    def post(user: str, token: str, n: int) -> None:
+        with requests.Session() as session:  # a new connection each
+            session.headers.update({"Connection": "close", "Authorization": f"Bearer {token}"})
+            assert server.post(make_samples(10, start=n * 10, prefix=user), session=session).json()["saved"] == 10
+
+    for n in range(8):  # alice's laptop right after her phone: by token, it would go to the other worker
+        post("alice", tokens["alice"][n % 2], n)
+        if n % 2:
+            post("bob", tokens["bob"][0], n // 2)
+    for n in range(4, 8):
+        post("bob", tokens["bob"][0], n)
+    tokens["bob"].append(server.create_token("bob"))  # after the start
+    for n in range(8, 12):
+        post("bob", tokens["bob"][n % 2], n)
+    children = workers_of(server.proc.pid)
+    opened = [_histories_open(pid) for pid in children]
+    assert sorted(opened, key=sorted) == [{"alice"}, {"bob"}], opened
+    for _ in range(4):
+        with requests.Session() as session:
+            session.headers.update({"Connection": "close", "Authorization": "Bearer sst_unknown"})
+            response = session.get(server.url + "/steps", timeout=60)
+            assert response.status_code == 401 and response.json() == {"error": "unknown or revoked token"}
+    assert server.total() == 80
+    server.finish()
+
+
+def test_a_start_removes_the_temporary_files_a_killed_save_left(tmp_path):
+    """A worker killed while saving its daily buckets leaves NAME.buckets.PID.tmp (and one killed in a
+    DELETE /steps, NAME.jsonl.PID.new): the next start removes them, alone or as a supervisor (holding
+    DIR/LOCK, before any worker starts), and leaves the real buckets file and history as they are."""
+    import os
+
+    server = ServerProcess(tmp_path, users=("alice",))
+    for extra in ((), ("--workers", "2")):
+        server.extra = extra
+        server.start()
+        assert server.post(make_samples(20)).status_code == 200
+        assert server.session.get(server.url + "/steps/daily", params={"from": "2024-01-01", "to": "2024-01-03"},
+                                  timeout=60).status_code == 200
+        assert server.stop() == 0
+        users = server.data / "users"
+        buckets, history = users / "alice.buckets", users / "alice.jsonl"
+        assert buckets.exists()
+        kept = {path: path.read_bytes() for path in (buckets, history)}
+        stale = [users / "alice.buckets.999999.tmp", users / "a.b-c.buckets.12.tmp", users / "alice.jsonl.4242.new"]
+        for path in stale:
+            path.write_bytes(b"stepbkt\x03" + os.urandom(40))
+        others = [users / "alice.buckets.tmp", users / "notes.txt"]  # not of that shape: not ours to remove
+        for path in others:
+            path.write_bytes(b"x")
+        server.start()
+        assert [path.name for path in stale if path.exists()] == []
+        assert all(path.exists() for path in others)
+        assert {path: path.read_bytes() for path in kept} == kept
+        assert "left by a save that did not finish" in server.stderr()
+        assert server.total() == 20
+        assert server.stop() == 0
+        for path in others:
+            path.unlink()

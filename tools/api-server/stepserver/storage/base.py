@@ -15,13 +15,24 @@ Guarantees every backend gives (the API test-suite runs against each):
   sourceBundleId, sourceDeviceName, receivedAt; `total` counts what that query returns over all pages.
 - A deleted id is gone from `read` and `samples`; saving it again makes it live again.
 - `health()` is None only when a write would succeed now (it probes, with back-off when failing).
+
+Several processes (--workers N): each worker opens its own Storage. PostgreSQL's share nothing but the
+database, which every read asks, so each answer follows every write already. The embedded backend's
+share each user's history file, and each keeps its own index of it in memory: `refresh` brings that
+index up to what the other workers wrote, and `on_foreign` tells the app what it applied (the daily
+totals' caches drop those days). These are members of Storage, not of a protocol of the embedded
+backend's own, so that the app calls them on any backend without asking which it has; for
+PostgreSQL they do nothing (documented on each).
 """
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Optional, Protocol
 
 from ..contract import SampleFields
+
+if TYPE_CHECKING:  # sample_columns imports DaySample from here
+    from ..sample_columns import SampleColumns
 
 
 class TokenRecord(NamedTuple):
@@ -55,8 +66,15 @@ class DaySample(NamedTuple):
     source_device_name: Optional[str]
 
 
+ForeignWrite = Callable[[str, Optional[list], Optional[list[str]]], None]
+
+
 class Storage(Protocol):
     tokens: TokenStore
+    # Set by the app (app.Context): called with (user, samples, replaced texts) for what `refresh` or a
+    # write of this process applied of another worker's writes, or (user, None, None) when any day
+    # may have changed (the history was emptied). PostgreSQL never calls it.
+    on_foreign: Optional[ForeignWrite]
 
     def open(self) -> None: ...
 
@@ -85,7 +103,28 @@ class Storage(Protocol):
         """Empties this user's data (samples, history and deletions) and nobody else's."""
 
     def samples_between(self, user: str, start_ns: int, end_ns: int) -> Iterator[DaySample]:
-        """Live samples that overlap [start_ns, end_ns)."""
+        """Live samples that overlap [start_ns, end_ns). An embedded worker answers as it has applied
+        the history: call `refresh` first for an answer that follows the other workers' writes."""
+
+    def sample_columns_between(self, user: str, start_ns: int, end_ns: int) -> "SampleColumns":
+        """samples_between as columns (the daily buckets)."""
+
+    def latest_end_ns(self, user: str) -> Optional[int]:
+        """A bound no live sample of the user ends after (ns); None when the user has none."""
+
+    def refresh(self, user: str) -> None:
+        """Applies what other worker processes wrote to the user's data held in memory (calling
+        on_foreign with it), so that an answer from memory made after this follows every write
+        acknowledged before the call. PostgreSQL, and a process alone: nothing to do."""
+
+    def history_state(self, user: str) -> Optional[str]:
+        """A text that changes with every write of the user's samples, as this process has applied
+        them (the daily buckets' saved state): embedded, the history's size and modification time
+        (None without one); PostgreSQL, the greatest seq and the user's deletion count."""
+
+    def keep_lock_for_workers(self) -> int:
+        """The supervisor of --workers, before it closes its storage: a descriptor the workers must
+        inherit, which close() then leaves open (embedded: the one holding DIR/LOCK), or -1 (PostgreSQL)."""
 
     def health(self) -> Optional[str]:
         """None when writable; otherwise one line saying why not. Answers at once from the last probe

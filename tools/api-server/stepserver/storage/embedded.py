@@ -9,9 +9,10 @@ Layout of the data directory DIR:
   DIR/users/NAME.buckets   NAME's daily buckets saved at the last stop (embedded_buckets.py)
   DIR/.probe               rewritten (4 KiB, fdatasync) to learn whether the disk takes writes again (writability.py)
 
-Several workers (--workers N): the supervisor holds DIR/LOCK for its workers and cuts torn last lines
-before forking them; each worker indexes a user's history when it first serves that user
-(EmbeddedStorage's role "worker"; how the workers share a history: user_log.py).
+Several workers (--workers N): the supervisor holds DIR/LOCK for its workers, and cuts torn last lines
+and removes the temporary files a killed save left (_remove_stale_temporaries) before forking them;
+each worker indexes a user's history when it first serves that user (EmbeddedStorage's role "worker";
+how the workers share a history: user_log.py).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Iterator, Optional
 
 from ..contract import SampleFields
 from ..errors import StartupError, StorageUnavailable
+from ..log import log
 from ..sample_columns import SampleColumns, empty_columns
-from .base import DaySample
-from .files import lock_owner, make_directories
+from .base import DaySample, ForeignWrite
+from .files import lock_owner, make_directories, sync_directory
 from .sqlite_tokens import SqliteTokenStore
 from .user_log import JSONL_SUFFIX, UserLog, cut_torn_tail, history_state, storage_failure
 from .writability import WritabilityProbe
@@ -34,6 +36,7 @@ from .writability import WritabilityProbe
 USERS_DIRECTORY = "users"
 USER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 _USER_RE = re.compile(USER_NAME_PATTERN[1:-1], re.ASCII)
+_STALE_TEMPORARY = re.compile(USER_NAME_PATTERN[1:-1] + r"(?:\.buckets\.[0-9]+\.tmp|\.jsonl\.[0-9]+\.new)", re.ASCII)
 
 
 def valid_user_name(name: str) -> bool:
@@ -61,7 +64,7 @@ class EmbeddedStorage:
         self.tokens = SqliteTokenStore(directory / "tokens.sqlite")
         # Told what another worker wrote (user, samples, replaced texts; (user, None, None): anything),
         # when a history applies it: the daily totals' caches follow (app.Context).
-        self.on_foreign: Optional[Callable[[str, Optional[list], Optional[list[str]]], None]] = None
+        self.on_foreign: Optional[ForeignWrite] = None
 
     def open(self) -> None:
         if self.directory.exists() and not self.directory.is_dir():
@@ -74,6 +77,8 @@ class EmbeddedStorage:
             except BlockingIOError as error:
                 raise StartupError(str(error)) from None
         try:
+            if self.role != "worker":
+                self._remove_stale_temporaries()
             self.tokens.open()
             for path in sorted(self.users_directory.glob("*" + JSONL_SUFFIX)):
                 user = path.name[: -len(JSONL_SUFFIX)]
@@ -91,6 +96,30 @@ class EmbeddedStorage:
         except BaseException:
             self.close()
             raise
+
+    def _remove_stale_temporaries(self) -> None:
+        """Removes what a process killed mid-save left in DIR/users: NAME.buckets.PID.tmp (a save of the
+        daily buckets, embedded_buckets.py) and NAME.jsonl.PID.new (the empty history of a DELETE /steps
+        under --workers, user_log.py). Called holding DIR/LOCK before any worker starts, so no save is
+        under way; each would otherwise stay for ever, since the next save has another pid."""
+        removed = False
+        for path in sorted(self.users_directory.iterdir()):
+            if _STALE_TEMPORARY.fullmatch(path.name) is None or not path.is_file():
+                continue
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as error:  # garbage, not a reason to refuse to start
+                log(f"{path}: left by a save that did not finish; cannot remove it: {error.strerror or error}")
+                continue
+            removed = True
+            log(f"{path}: removed, left by a save that did not finish")
+        if removed:
+            try:
+                sync_directory(self.users_directory)
+            except OSError as error:
+                log(f"{self.users_directory}: fsync after removing temporary files: {error.strerror or error}")
 
     def keep_lock_for_workers(self) -> int:
         """The supervisor: the descriptor holding DIR/LOCK, which close() then leaves open (the workers

@@ -39,7 +39,7 @@ from ..contract import (MAX_DURATION_SECONDS, MAX_SAMPLES_PER_REQUEST, SampleFie
 from ..errors import StorageUnavailable
 from ..log import log
 from ..sample_columns import SampleColumns, instants_ns, whole_ms
-from .base import DaySample, TokenRecord
+from .base import DaySample, ForeignWrite, TokenRecord
 
 RETRY_DEADLINE_S = 20.0
 RETRY_FIRST_WAIT_S = 0.1
@@ -336,6 +336,7 @@ class PostgresStorage:
         # Users whose last save sent some stored ids: their next save looks the ids up first, instead
         # of trying _SAVE_FRESH (a batch sent again would fail its COPY and then take the lookup).
         self._cautious: set[str] = set()
+        self.on_foreign: Optional[ForeignWrite] = None  # never called: every read asks the database
 
     def open(self) -> None:
         with psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as connection:
@@ -552,6 +553,21 @@ class PostgresStorage:
         longest duration; None when the user has none."""
         latest = self._run(lambda c: c.execute("SELECT max(start_ns) FROM samples WHERE user_name = %s", (user,)).fetchone()[0])
         return None if latest is None else latest + MAX_DURATION_SECONDS * 1_000_000_000
+
+    def refresh(self, user: str) -> None:
+        """Nothing to apply: every read asks the database (other workers' writes included)."""
+
+    def history_state(self, user: str) -> Optional[str]:
+        """The greatest seq of the user's samples and the user's deletion count (postgres_buckets.py
+        says why every write changes them)."""
+        greatest, deletions = self._run(lambda c: c.execute(
+            "SELECT (SELECT max(seq) FROM samples WHERE user_name = %s), "
+            "(SELECT deletions FROM deletion_counts WHERE user_name = %s)", (user, user)).fetchone())
+        return f"{greatest}:{deletions or 0}"
+
+    def keep_lock_for_workers(self) -> int:
+        """No lock: each worker opens its own pool on the database."""
+        return -1
 
     def _rows_between(self, user: str, start_ns: int, end_ns: int) -> list[tuple]:
         # Every stored sample passed the contract (endDate - startDate <= 48 h), so one that reaches

@@ -28,10 +28,7 @@ class PostgresBucketStore:
         self.storage = storage
 
     def state(self, user: str) -> Optional[str]:
-        greatest, deletions = self.storage._run(lambda c: c.execute(
-            "SELECT (SELECT max(seq) FROM samples WHERE user_name = %s), "
-            "(SELECT deletions FROM deletion_counts WHERE user_name = %s)", (user, user)).fetchone())
-        return f"{greatest}:{deletions or 0}"
+        return self.storage.history_state(user)
 
     def load_header(self, user: str) -> Optional[bytes]:
         row = self.storage._run(lambda c: c.execute(

@@ -57,6 +57,12 @@ class SqliteTokenStore:
         if db.execute("PRAGMA journal_mode").fetchone()[0].lower() in ("delete", "truncate", "persist"):
             self._counter_fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
 
+    def open_read_only(self, busy_timeout_s: float) -> None:
+        """Opens the existing store for lookups only (the supervisor of --workers, dispatcher.py: it never
+        writes, nor creates the file), waiting at most busy_timeout_s for a writer's lock."""
+        self._db = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None,
+                                   check_same_thread=False, timeout=busy_timeout_s)
+
     def _execute(self, sql: str, parameters: tuple = ()) -> list[tuple]:
         if self._db is None:
             raise ApiError(503, "token store is closed")

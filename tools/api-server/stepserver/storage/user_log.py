@@ -18,8 +18,9 @@ and the workers share the file through DIR/users/NAME.lock (flock):
   - a write holds it exclusively from before its append until a sync covered it (the writes of one
     worker under way together share the hold and their syncs, as above), and first applies the lines
     other workers appended since it last looked;
-  - a read (a page, a day's samples, the buckets' state) first applies those lines under the lock held
-    shared, so it never sees a write that is not durable yet, nor one being rolled back;
+  - a read (a page, the buckets' state, `refresh`) first applies those lines under the lock held
+    shared, so it never sees a write that is not durable yet, nor one being rolled back; the samples
+    of days are read as applied (a daily query refreshes once first: _current_lines_between);
   - what was applied is reported (on_foreign: the samples, the dates of the versions they replaced or
     deleted), so that the daily totals' caches of this worker drop those days;
   - DELETE /steps renames an empty file over the history: another worker tells by the inode that what
@@ -771,12 +772,16 @@ class UserLog:
         to the day after the UTC date of the range's last instant, end_ns - 1 (a date-time's own date
         is within a day of its UTC date), and the long ones; of those, the current versions of live
         ids that overlap. Nearly every line starts and ends on one date: a UTC day's lines are those
-        of three dates, not seven."""
+        of three dates, not seven.
+
+        Shared (--workers): read as this process has applied the history, without applying what other
+        workers wrote since: the caller refreshes first (a daily query once, before its caches), so
+        that a stat and two flocks are not paid again for each run of days it computes. Only lines
+        applied are read, and a line was durable when applied, so no lock on the file is needed."""
         utc_first = _utc_date(start_ns)
         first = utc_first - LOOKBACK_DAYS
         last = _utc_date(end_ns - 1) + 1
         with self.lock:
-            self._refresh()
             by_date = self.by_start_date
             spans = self.date_spans
             if last - first + 1 <= len(by_date):

@@ -365,4 +365,35 @@ import Testing
         #expect(try StoreDigest.of(store) == expected)
         try store.close()
     }
+
+    /// A writer that does nothing at all (no upsert, no sync: an idle
+    /// stepsync) still takes a request within about a second and answers it;
+    /// the request file goes when it is taken. Reopened by replay, the store
+    /// holds what it held.
+    @Test func anIdleWriterAnswersARequest() throws {
+        let tmp = TemporaryDirectory()
+        let work = tmp.sub("work")
+        try history(work)
+        let expected = try expected(work, rounds: 0, in: tmp.sub("expected"))
+        let store = try StepLogStore.open(work, options: options)
+        let bytesBefore = store.counts.bytes
+        let request = work + "/" + BackgroundCompactor.requestFileName, result = work + "/" + BackgroundCompactor.resultFileName
+        FileManager.default.createFile(atPath: request, contents: Data())
+        let asked = Date()
+        var answer: String?
+        while answer == nil && Date().timeIntervalSince(asked) < 20 {
+            answer = try? String(contentsOfFile: result, encoding: .utf8)
+            if answer == nil { usleep(20_000) }
+        }
+        let waited = Date().timeIntervalSince(asked)
+        #expect(answer?.hasPrefix("ok ") == true, "no answer after \(waited) s: \(String(describing: answer))")
+        #expect(!FileManager.default.fileExists(atPath: request))
+        store.waitForBackgroundCompaction()
+        #expect(store.backgroundCompactions == 1)
+        #expect(store.counts.bytes < bytesBefore)
+        #expect(try StoreDigest.of(store) == expected)
+        try store.close()
+        try verify(work)
+        #expect(try StoreDigest.of(try StepLogStore.open(work, options: .fullReplayReadOnly)) == expected, "reopened by replay")
+    }
 }

@@ -220,6 +220,135 @@ import Testing
         try again.close()
     }
 
+    /// A round of heavier use than `useStore`: `new` new samples (at most
+    /// 2,000), a changed version of 300 of the previous round's, 40
+    /// deletions, 250 samples and 20 deletions acknowledged, then a sync.
+    /// Deterministic given the store's contents: an acknowledgement that a
+    /// background compaction's switch made miss (the positions changed) is
+    /// read and made again.
+    static func useHeavily(_ store: StepLogStore, round: Int, new: Int = 300) throws {
+        let base = 2_000_000 + UInt64(round) * 2_000
+        var batch = (0..<UInt64(new)).map { makeSample(base + $0, count: round % 500) }
+        if round > 0 { batch += (0..<300).map { makeSample(base - 2_000 + $0, count: 1_000 + round) } }
+        let at = Date(timeIntervalSince1970: 20_000 + Double(round))
+        try store.upsert(batch, fetchedAt: at)
+        if round > 1 { try store.delete((0..<40).map { UUID.test(base - 4_000 + $0 * 7) }, at: at) }
+        var samples = 250, deletions = 20
+        while samples > 0 {
+            let read = try store.unsyncedSamples(limit: samples)
+            if read.isEmpty { break }
+            samples -= try store.markSynced(read)
+        }
+        while deletions > 0 {
+            let read = try store.pendingDeletions(limit: deletions)
+            if read.isEmpty { break }
+            deletions -= try store.markDeletionsAcknowledged(read)
+        }
+        try store.sync()
+    }
+
+    /// A store opened with small segments (64–256 KiB) and the automatic
+    /// trigger, holding segments larger than that — written by a writer at the
+    /// default size, or by an offline compaction (`steplog compact` compacts
+    /// at the default size) — compacts in the background, round after round:
+    /// its outputs roll at the small size, so they are more than its inputs,
+    /// and the reservation must hold them. Reopened by replay, it holds what a
+    /// store never compacted holds.
+    @Test(arguments: [64 << 10, 128 << 10, 256 << 10])
+    func smallSegmentsCompactInTheBackgroundAStoreWrittenWithLargerOnes(segmentSize small: Int) throws {
+        let tmp = TemporaryDirectory()
+        let reference = tmp.sub("reference"), work = tmp.sub("work"), expected = tmp.sub("expected")
+        var quiet = StoreOptions(segmentSize: small)
+        quiet.compactionDeadBytes = 0
+        do {
+            let store = try StepLogStore.open(reference, options: quiet)
+            for round in 0..<20 { try Self.useHeavily(store, round: round, new: 1_500) }
+            try store.close()
+        }
+        var large = StoreOptions(createIfMissing: false)
+        large.compactionDeadBytes = 0
+        _ = try StepLogStore.compact(directory: reference, options: large)
+        do {
+            let store = try StepLogStore.open(reference, options: large)
+            for round in 20..<30 { try Self.useHeavily(store, round: round) }
+            try store.close()
+        }
+        // One segment, continued by the writer after the offline compaction: far larger than the small size.
+        let largest = segmentFiles(reference).map { (try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int) ?? 0 }.max() ?? 0
+        #expect(largest > 8 * small, "the largest segment holds \(largest) bytes")
+
+        // The same use without compaction: what the compacted store must hold.
+        try copyDirectory(reference, to: expected)
+        do {
+            let store = try StepLogStore.open(expected, options: quiet)
+            for round in 30..<60 { try Self.useHeavily(store, round: round) }
+            try store.close()
+        }
+        let digest = try StoreDigest.of(try StepLogStore.open(expected, options: .fullReplayReadOnly))
+
+        try copyDirectory(reference, to: work)
+        var automatic = StoreOptions(segmentSize: small)
+        automatic.compactionDeadBytes = Int64(2 * small)
+        automatic.compactionDeadFraction = 0.1
+        let store = try StepLogStore.open(work, options: automatic) // dead enough: the open starts one
+        var failures: [String] = []
+        for round in 30..<60 {
+            try Self.useHeavily(store, round: round)
+            if round % 10 == 9 { store.waitForBackgroundCompaction() }
+            if let error = store.backgroundCompactionError { failures.append("round \(round): \(error)") }
+        }
+        store.waitForBackgroundCompaction()
+        #expect(failures.isEmpty, "\(failures.count) failed, the first: \(failures.first ?? "")")
+        #expect(store.backgroundCompactions >= 2)
+        let inUse = try StoreDigest.of(store)
+        #expect(inUse == digest, "the store in use: \(Self.difference(inUse, digest))")
+        try store.close()
+        // Compacted round after round: far fewer dead bytes than the same use never compacted.
+        let compacted = try StepLogStore.open(work, options: .fullReplayReadOnly).figures()
+        let never = try StepLogStore.open(expected, options: .fullReplayReadOnly).figures()
+        #expect(compacted.liveBytes == never.liveBytes)
+        #expect(compacted.deadBytes * 3 < never.deadBytes, "dead bytes: \(compacted.deadBytes) compacted, \(never.deadBytes) never compacted")
+        try verify(work)
+        let replayed = try StoreDigest.of(try StepLogStore.open(work, options: .fullReplayReadOnly))
+        #expect(replayed == digest, "reopened by replay: \(Self.difference(replayed, digest))")
+        let fromSnapshots = try StepLogStore.open(work, options: quiet)
+        #expect(try StoreDigest.of(fromSnapshots) == digest, "reopened from snapshots")
+        try fromSnapshots.close()
+    }
+
+    /// The reservation's bound holds for outputs of any record size, from
+    /// small records to ones larger than a segment, and records a little over
+    /// half a segment's capacity need about twice the outputs their bytes
+    /// would fill: a bound of the bytes over the capacity would not hold.
+    @Test func theReservedOutputsHoldEveryRecordSize() throws {
+        let tmp = TemporaryDirectory()
+        for segmentSize in [8 << 10, 64 << 10] {
+            let capacity = segmentSize - FormatConstants.dataStartV2
+            let sizes = [FormatConstants.recordHeaderSize, 17, 100, capacity / 3, capacity / 2, capacity / 2 + 1, capacity / 2 + 9,
+                         capacity - 1, capacity, capacity + 100, 3 * capacity]
+            for size in sizes {
+                for count in [0, 1, 2, 3, 10, 41] {
+                    let dir = tmp.sub("out-\(segmentSize)-\(size)-\(count)")
+                    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
+                    let bound = CompactionOutput.bound(recordBytes: Int64(size * count), segmentSize: segmentSize)
+                    let output = try CompactionOutput(directory: dir, firstSequence: 2, basePosition: 1 << 20, compactedThrough: 1,
+                                                      segmentSize: segmentSize, writeSnapshots: false,
+                                                      reserved: (1 + bound.segments, (1 << 20) + bound.bytes), onSegmentWritten: { _ in })
+                    let frame = WriteBuffer(capacity: size)
+                    LogRecord.padding(length: size - FormatConstants.recordHeaderSize).append(to: frame)
+                    for _ in 0..<count { try output.append(frame.bytes) }
+                    let outputs = try output.finish()
+                    let bytes = outputs.reduce(Int64(0)) { $0 + $1.size }
+                    #expect(UInt64(outputs.count) <= bound.segments && UInt64(bytes) <= bound.bytes,
+                            "\(count) records of \(size) bytes, segments of \(segmentSize): \(outputs.count) outputs, \(bytes) bytes; reserved \(bound)")
+                    if size == capacity / 2 + 1 && count == 41 {
+                        #expect(outputs.count > (size * count + capacity - 1) / capacity + 2)
+                    }
+                }
+            }
+        }
+    }
+
     @Test func aRequestFileAsksTheWriterToCompactAndIsAnswered() throws {
         let tmp = TemporaryDirectory()
         let work = tmp.sub("work")
@@ -235,5 +364,36 @@ import Testing
         #expect(store.backgroundCompactions == 1)
         #expect(try StoreDigest.of(store) == expected)
         try store.close()
+    }
+
+    /// A writer that does nothing at all (no upsert, no sync: an idle
+    /// stepsync) still takes a request within about a second and answers it;
+    /// the request file goes when it is taken. Reopened by replay, the store
+    /// holds what it held.
+    @Test func anIdleWriterAnswersARequest() throws {
+        let tmp = TemporaryDirectory()
+        let work = tmp.sub("work")
+        try history(work)
+        let expected = try expected(work, rounds: 0, in: tmp.sub("expected"))
+        let store = try StepLogStore.open(work, options: options)
+        let bytesBefore = store.counts.bytes
+        let request = work + "/" + BackgroundCompactor.requestFileName, result = work + "/" + BackgroundCompactor.resultFileName
+        FileManager.default.createFile(atPath: request, contents: Data())
+        let asked = Date()
+        var answer: String?
+        while answer == nil && Date().timeIntervalSince(asked) < 20 {
+            answer = try? String(contentsOfFile: result, encoding: .utf8)
+            if answer == nil { usleep(20_000) }
+        }
+        let waited = Date().timeIntervalSince(asked)
+        #expect(answer?.hasPrefix("ok ") == true, "no answer after \(waited) s: \(String(describing: answer))")
+        #expect(!FileManager.default.fileExists(atPath: request))
+        store.waitForBackgroundCompaction()
+        #expect(store.backgroundCompactions == 1)
+        #expect(store.counts.bytes < bytesBefore)
+        #expect(try StoreDigest.of(store) == expected)
+        try store.close()
+        try verify(work)
+        #expect(try StoreDigest.of(try StepLogStore.open(work, options: .fullReplayReadOnly)) == expected, "reopened by replay")
     }
 }

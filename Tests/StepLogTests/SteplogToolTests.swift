@@ -137,11 +137,40 @@ import Testing
         let holder = try StepLogStore.open(dir)
         let locked = try run(["compact", dir, "--wait", "0"]) // 0: do not ask the holder
         #expect(locked.code == 1 && locked.lines.last?.contains("store is locked by pid \(getpid())") == true)
-        // Asked, a holder that never syncs does not answer: one line, nothing left behind.
-        let unanswered = try run(["compact", dir, "--wait", "0.3"])
-        #expect(unanswered.code == 1 && unanswered.lines.last?.contains("did not answer the compaction request") == true)
-        #expect(!FileManager.default.fileExists(atPath: dir + "/" + StepLogStore.compactionRequestFileName))
         try holder.close()
+        // A holder that never looks at requests (a stopped process, a build from before
+        // writers looked on a timer): it holds the lock, no store. One line naming it,
+        // exit 1 after the wait, nothing left behind.
+        let lock = try FileLock(path: dir + "/LOCK", exclusive: true)
+        let unanswered = try run(["compact", dir, "--wait", "1"])
+        #expect(unanswered.code == 1 && unanswered.lines.last?.hasPrefix("steplog compact: ") == true, "\(unanswered.lines)")
+        #expect(unanswered.lines.last?.contains("store is locked by pid \(getpid())") == true, "\(unanswered.lines)")
+        #expect(unanswered.lines.last?.contains("did not take the compaction request within 1.00 s") == true, "\(unanswered.lines)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/" + StepLogStore.compactionRequestFileName))
+        withExtendedLifetime(lock) {}
+    }
+
+    /// A holder that does nothing (an idle stepsync: no writes, no syncs)
+    /// answers `steplog compact` within seconds, not at its next write.
+    @Test func compactIsAnsweredByAnIdleHolder() throws {
+        let tmp = TemporaryDirectory()
+        let dir = tmp.sub("store")
+        try sealedStore(dir)
+        var options = StoreOptions()
+        options.segmentSize = 16 << 10
+        let holder = try StepLogStore.open(dir, options: options)
+        let expected = try StoreDigest.of(holder)
+        let started = Date()
+        let r = try run(["compact", dir, "--wait", "20", "--json"])
+        let seconds = Date().timeIntervalSince(started)
+        #expect(r.code == 0, "\(r.lines)")
+        #expect(r.lines.last?.contains("\"compactedBy\":\"pid \(getpid())\"") == true, "\(r.lines)")
+        #expect(seconds < 15, "answered after \(seconds) s")
+        holder.waitForBackgroundCompaction()
+        #expect(holder.backgroundCompactions == 1)
+        #expect(try StoreDigest.of(holder) == expected)
+        try holder.close()
+        #expect(try StoreDigest.of(try StepLogStore.open(dir, options: .fullReplayReadOnly)) == expected, "reopened by replay")
     }
 
     /// `steplog compact` on a store another process holds asks that process,

@@ -17,8 +17,9 @@ enum CompactCommand {
         before and after.
 
         When another process (stepsync ingest or upload) holds the store, it asks that
-        process to compact in its background (a COMPACT-REQUEST file it notices at its next
-        sync) and waits up to --wait seconds (default 600; 0: do not ask) for its answer.
+        process to compact in its background (a COMPACT-REQUEST file, which it looks for
+        every half second, busy or idle) and waits up to --wait seconds (default 600;
+        0: do not ask) for its answer.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
@@ -81,18 +82,26 @@ enum CompactCommand {
         }
         let progress = ProgressLine()
         let started = Date()
+        // The holder removes the request when it starts compacting.
+        var taken = false
         while Date().timeIntervalSince(started) < wait {
             if let answer = try? String(contentsOfFile: result, encoding: .utf8) {
                 progress.finish()
                 try? FileManager.default.removeItem(atPath: result)
                 return report(answer.trimmingCharacters(in: .whitespacesAndNewlines), dir: dir, holder: holder, json: json)
             }
-            progress.update("the store is held by \(holder): asked it to compact (it looks at its next sync); waiting \(Int(Date().timeIntervalSince(started))) s")
+            taken = taken || !FileManager.default.fileExists(atPath: request)
+            let waited = Int(Date().timeIntervalSince(started))
+            progress.update(taken ? "the store is held by \(holder), which is compacting it; waiting \(waited) s"
+                                  : "the store is held by \(holder): asked it to compact; waiting \(waited) s")
             usleep(100_000)
         }
         progress.finish()
+        if taken {
+            throw RequestFailed("store is locked by \(holder) (\(lock)), which took the compaction request but did not finish within \(Format.duration(wait)); it goes on in its background and will write its answer to \(result)")
+        }
         try? FileManager.default.removeItem(atPath: request)
-        throw RequestFailed("store is locked by \(holder) (\(lock)), which did not answer the compaction request within \(Format.duration(wait)) (it looks at each sync; is it idle?)")
+        throw RequestFailed("store is locked by \(holder) (\(lock)), which did not take the compaction request within \(Format.duration(wait)) (a writer looks every half second: is that process stopped, or an older build?)")
     }
 
     private static func report(_ answer: String, dir: String, holder: String, json: Bool) -> Int32 {

@@ -10,18 +10,24 @@ import Darwin
 /// - on its own, when the store's estimated dead bytes pass the thresholds in
 ///   `StoreOptions` (checked on open and each time a segment is sealed);
 /// - on request, when another process (`steplog compact` on a store this
-///   process holds locked) left a `COMPACT-REQUEST` file: noticed at the next
-///   `sync()` (at most every half second), answered in `COMPACT-RESULT`.
+///   process holds locked) left a `COMPACT-REQUEST` file: looked for every
+///   half second on a timer, whether the writer is busy or idle (and at each
+///   `sync()`), taken (the file removed) when the compaction starts, answered
+///   in `COMPACT-RESULT`.
 final class BackgroundCompactor: @unchecked Sendable {
     /// Asks the writer holding a store to compact it (any content).
     static let requestFileName = "COMPACT-REQUEST"
     /// The answer: one line, `ok <bytes before> <bytes after> <seconds>` or `failed <message>`.
     static let resultFileName = "COMPACT-RESULT"
+    /// How often a writer looks for a request (one `stat` of the file).
+    static let requestInterval = 0.5
 
     private let lock = NSCondition()
     private var running = false
     private var stopping = false
     private var lastRequestCheck = 0.0
+    /// Looks for a request while the store is open for writing (`watchForRequests`).
+    private var requestTimer: DispatchSourceTimer?
     /// Compactions finished by this store object, and the last error.
     private(set) var finishedCount = 0
     private(set) var lastError: Error?
@@ -45,12 +51,33 @@ final class BackgroundCompactor: @unchecked Sendable {
     func noticeRequest(_ store: StepLogStore) {
         let now = Date().timeIntervalSinceReferenceDate
         let due = lock.withLock { () -> Bool in
-            guard !running, !stopping, now - lastRequestCheck >= 0.5 else { return false }
+            guard !running, !stopping, now - lastRequestCheck >= Self.requestInterval else { return false }
             lastRequestCheck = now
             return true
         }
         guard due, Directory.kind(of: Directory.join(store.directory, Self.requestFileName)) != nil else { return }
         start(store, answering: true)
+    }
+
+    /// Looks for a request every `requestInterval` seconds until `stop`, so
+    /// that a writer that neither writes nor syncs (a long-running stepsync
+    /// waiting for its source or its server) answers too. The timer holds
+    /// neither the store nor this object: it looks at the file by its path
+    /// and takes the store only when a request is there.
+    func watchForRequests(_ store: StepLogStore) {
+        let path = Directory.join(store.directory, Self.requestFileName)
+        lock.withLock {
+            // Made and resumed here, or not at all: a source released unresumed is an error.
+            guard !stopping, requestTimer == nil else { return }
+            let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+            timer.schedule(deadline: .now() + Self.requestInterval, repeating: Self.requestInterval, leeway: .milliseconds(100))
+            timer.setEventHandler { [weak self, weak store] in
+                guard Directory.kind(of: path) != nil, let self, let store else { return }
+                self.noticeRequest(store)
+            }
+            requestTimer = timer
+            timer.resume() // the handler runs on the queue, never here
+        }
     }
 
     /// Starts a compaction now unless one is running; false when none started.
@@ -68,6 +95,8 @@ final class BackgroundCompactor: @unchecked Sendable {
             return true
         }
         guard go else { return }
+        // Taken: the asking process can tell a holder that is compacting from one that never looked.
+        if answering { try? Directory.remove(Directory.join(store.directory, Self.requestFileName)) }
         let thread = Thread { [self] in
             Self.lowerPriority()
             var answer: String
@@ -96,9 +125,13 @@ final class BackgroundCompactor: @unchecked Sendable {
     func stop() {
         lock.withLock {
             stopping = true
+            requestTimer?.cancel()
+            requestTimer = nil
             while running { lock.wait() }
         }
     }
+
+    deinit { requestTimer?.cancel() }
 
     /// Waits for a running compaction to end (tests, benches).
     func wait() {
@@ -122,14 +155,14 @@ final class BackgroundCompactor: @unchecked Sendable {
         try? fd.sync()
         fd.close()
         try? Directory.rename(temporary, to: path)
-        try? Directory.remove(Directory.join(directory, requestFileName))
         try? Directory.sync(directory)
     }
 }
 
 extension StepLogStore {
     /// The file another process creates in a store's directory to ask the
-    /// writer holding it to compact (noticed at the writer's next sync).
+    /// writer holding it to compact (the writer looks every half second,
+    /// busy or idle, and removes it when it starts).
     public static let compactionRequestFileName = BackgroundCompactor.requestFileName
     /// The writer's answer: `ok <bytes before> <bytes after> <seconds>` or `failed <message>`.
     public static let compactionResultFileName = BackgroundCompactor.resultFileName

@@ -60,6 +60,34 @@ final class CompactionOutput {
         try start(sequence: firstSequence, base: basePosition)
     }
 
+    /// The most outputs, and the most bytes they take together, that a copy
+    /// of inputs holding `recordBytes` bytes of records (their segments' sizes
+    /// less their data starts) can write when outputs roll at `segmentSize`:
+    /// what a compaction beside the writer reserves (sequence numbers, and
+    /// positions from the end of its last input on).
+    ///
+    /// The inputs' own segment size does not enter: what is copied is at most
+    /// their record bytes (a record is copied as it is, its synced flag set,
+    /// or a samples-rejected record with fewer entries), and only those bytes
+    /// and this segment size decide how many outputs they fill. With
+    /// `capacity` = `segmentSize` less the header block, an output is sealed
+    /// only when it holds records and the next record does not fit beside them
+    /// (`append`), so any two consecutive outputs holding copied records hold
+    /// more than `capacity` between them, and the n that hold the copied bytes
+    /// B satisfy ⌊n/2⌋·capacity < B: n ≤ 2⌈B / capacity⌉ (records a little over
+    /// half a capacity each come close to it). Two more: the first output,
+    /// started even when nothing is live, and the one `finish` starts when the
+    /// closing records do not fit in the last. Their bytes: a header block
+    /// each, the records, the closing padding (under a sector and a record
+    /// header) and synced-through record.
+    static func bound(recordBytes: Int64, segmentSize: Int) -> (segments: UInt64, bytes: UInt64) {
+        let capacity = Int64(segmentSize - FormatConstants.dataStartV2)
+        let records = max(0, recordBytes)
+        let segments = UInt64(2 * ((records + capacity - 1) / capacity) + 2)
+        let closing = UInt64(FormatConstants.paddingSector + FormatConstants.recordHeaderSize - 1) + UInt64(SegmentWriter.syncedThroughRecordSize)
+        return (segments, segments * UInt64(FormatConstants.dataStartV2) + UInt64(records) + closing)
+    }
+
     private func start(sequence: UInt64, base: UInt64) throws {
         guard sequence <= FormatConstants.maxSequence else {
             throw StepLogError.compactionAbandoned(path: directory, reason: "the sequence numbers are exhausted (\(sequence) is past the last a segment may carry)")

@@ -42,19 +42,26 @@ extension StepLogStore {
         // 1. Reserve.
         let plan = try locked { () throws -> Reservation in
             let w = try writableWriter()
-            let total = totalBytes()
-            let reserve = UInt64(segments.count + 2)
-            let positions = UInt64(total) + reserve * UInt64(FormatConstants.dataStartV2) + 2 * UInt64(options.segmentSize)
             let k = w.info.sequence
-            guard k < FormatConstants.maxSequence - reserve else {
+            // The inputs are every live segment, the writer's as sealing leaves
+            // it (sealing writes out what is pending and adds nothing). What the
+            // outputs may need follows from the inputs' record bytes, not from
+            // how many inputs there are: inputs written with larger segments (by
+            // another writer's options, or compacted offline at the default size)
+            // each fill many outputs.
+            let recordBytes = segments.dropLast().reduce(w.endOffset - w.info.dataStart) { $0 + ($1.size - $1.dataStart) }
+            let bound = CompactionOutput.bound(recordBytes: recordBytes, segmentSize: options.segmentSize)
+            guard k < FormatConstants.maxSequence - bound.segments else {
                 throw StepLogError.compactionAbandoned(path: directory, reason: "the sequence numbers are exhausted (the writer's segment is \(k))")
             }
-            let base = w.info.basePosition + UInt64(options.segmentSize) * 2 + positions
-            let header = SegmentHeader(sequence: k + reserve + 1, basePosition: base, flags: FormatConstants.segmentFlagAfterReservation,
+            let outputsStart = w.endPosition
+            let base = outputsStart + bound.bytes
+            let header = SegmentHeader(sequence: k + bound.segments + 1, basePosition: base, flags: FormatConstants.segmentFlagAfterReservation,
                                        compactedThrough: k)
             do { _ = try roll(nextHeader: header) } catch { throw fail(error) }
             let inputs = Array(segments.prefix { $0.sequence <= k })
-            return Reservation(inputs: inputs, lastSequence: k + reserve, writerBase: base)
+            assert(inputs.last?.endPosition == outputsStart, "sealing the writer's segment changed its end")
+            return Reservation(inputs: inputs, lastSequence: k + bound.segments, writerBase: base)
         }
         try checkStopping()
         snapshots.wait() // no snapshot of an input is being written when the inputs are deleted

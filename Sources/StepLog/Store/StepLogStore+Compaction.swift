@@ -27,6 +27,8 @@ extension StepLogStore {
         let store = try StepLogStore.open(directory, options: options)
         var report = CompactionReport()
         defer { store.abandon() }
+        // None in the background beside this one (by dead bytes at open, or a request file the timer finds).
+        store.compactor.stop()
         try store.locked { try store.compactLocked(report: &report, progress: progress, stop: stop) }
         report.seconds = Date().timeIntervalSince(started)
         return report

@@ -90,6 +90,7 @@ public final class StepLogStore: @unchecked Sendable {
         // From here on the index confirms tag matches through this store's
         // reads (which also see records not yet written out).
         state.index.keyAt = { [unowned self] position in try self.sampleKey(at: position) }
+        if writer != nil { compactor.watchForRequests(self) }
     }
 
     deinit {

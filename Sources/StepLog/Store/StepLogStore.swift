@@ -85,12 +85,16 @@ public final class StepLogStore: @unchecked Sendable {
                 writer = w
                 segments = [w.info]
             }
-            compactor.consider(self)
         }
         // From here on the index confirms tag matches through this store's
         // reads (which also see records not yet written out).
         state.index.keyAt = { [unowned self] position in try self.sampleKey(at: position) }
-        if writer != nil { compactor.watchForRequests(self) }
+        // Only now may a compaction start on its thread: it takes the index's
+        // lookups as they are set above (started before, it raced that write).
+        if writer != nil {
+            compactor.consider(self)
+            compactor.watchForRequests(self)
+        }
     }
 
     deinit {

@@ -430,10 +430,14 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
     stride, low, high, first, last = _USUAL_DATE_BYTES, MIN_DATE_TEXT, window.max_text, starts, ends
     usual = dates.translate(_DIGIT_MASK) == _USUAL_DATE_MASK * (2 * count)
     if not usual and len(dates) <= _MILLIS_DATE_BYTES * 2 * count:
-        # The same times with .000 added to whole seconds (a text with Z elsewhere fails the mask).
-        first = [text if len(text) == 24 else text.replace("Z", ".000Z") for text in starts]
-        last = [text if len(text) == 24 else text.replace("Z", ".000Z") for text in ends]
-        millis = ("\n".join(first) + "\n" + "\n".join(last) + "\n").encode()
+        if len(dates) == _MILLIS_DATE_BYTES * 2 * count:
+            # As long as every text with milliseconds: if the mask agrees, each is (no copy made).
+            millis = dates
+        else:
+            # The same times with .000 added to whole seconds (a text with Z elsewhere fails the mask).
+            first = [text if len(text) == 24 else text.replace("Z", ".000Z") for text in starts]
+            last = [text if len(text) == 24 else text.replace("Z", ".000Z") for text in ends]
+            millis = ("\n".join(first) + "\n" + "\n".join(last) + "\n").encode()
         if millis.translate(_DIGIT_MASK) == _MILLIS_DATE_MASK * (2 * count):
             usual, dates, stride = True, millis, _MILLIS_DATE_BYTES
             low, high = MIN_DATE_TEXT[:19] + ".000Z", window.max_text[:19] + ".000Z"

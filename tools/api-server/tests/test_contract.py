@@ -100,15 +100,16 @@ def _ms_sample(n: int, start: str, end: str) -> dict:
             "sourceDeviceName": "d"}
 
 
-def test_millisecond_dates_take_the_fast_path(monkeypatch):
-    """What stepsync sends: dates with milliseconds (…:SS.fffZ) mixed with whole seconds (…:SSZ);
-    the fast path reads them as digits (no pattern match) and agrees with the exact path."""
+@pytest.mark.parametrize("whole_seconds", [True, False])
+def test_millisecond_dates_take_the_fast_path(monkeypatch, whole_seconds):
+    """What stepsync sends: dates with milliseconds (…:SS.fffZ), mixed with whole seconds (…:SSZ) or
+    not; the fast path reads them as digits (no pattern match) and agrees with the exact path."""
     samples = []
     for n in range(1000):
         minute = n % 1440
         day = 1 + n // 1440
-        start = f"2024-03-{day:02d}T{minute // 60:02d}:{minute % 60:02d}:0{n % 10}" + (f".{n:03d}Z" if n % 9 else "Z")
-        end = f"2024-03-{day:02d}T{minute // 60:02d}:{minute % 60:02d}:5{n % 10}" + (f".{999 - n % 1000:03d}Z" if n % 7 else "Z")
+        start = f"2024-03-{day:02d}T{minute // 60:02d}:{minute % 60:02d}:0{n % 10}" + (f".{n:03d}Z" if n % 9 or not whole_seconds else "Z")
+        end = f"2024-03-{day:02d}T{minute // 60:02d}:{minute % 60:02d}:5{n % 10}" + (f".{999 - n % 1000:03d}Z" if n % 7 or not whole_seconds else "Z")
         samples.append(_ms_sample(n, start, end))
     samples.append(_ms_sample(1000, "2024-03-01T23:59:59.500Z", "2024-03-03T23:59:59.500Z"))  # 48 h across days
     raw = json.dumps({"samples": samples}).encode()

@@ -211,7 +211,17 @@ _UNITS_OVER_THREE = bytes(int(ord("4") <= byte <= ord("9")) for byte in range(25
 _QUOTE = ord('"')
 _QUOTE_BLOCK_BYTES = 256 * 1024
 _ALL_DATES_RE = re.compile(r"(?:" + DATE_PATTERN[1:-1] + r"\n)*", re.ASCII)
-_deletions_decoder = msgspec.json.Decoder(DeletionsBody)
+
+
+class _FastDeletionsBody(msgspec.Struct):
+    """DeletionsBody without the ids' pattern (one `re` call an id): parse_deletions checks their
+    characters in one pass over them all."""
+
+    ids: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=ID_MAX_LENGTH)]],
+                   msgspec.Meta(max_length=MAX_IDS_PER_REQUEST)]
+
+
+_deletions_decoder = msgspec.json.Decoder(_FastDeletionsBody)
 _sample_encoder = msgspec.json.Encoder()
 
 # --------------------------------------------------------------------------------------------------
@@ -675,11 +685,16 @@ _stored_decoder = msgspec.json.Decoder(_LooseSample)
 
 
 def parse_deletions(body: bytes) -> list[str]:
+    """Parses and validates a POST /steps/deletions body. Raises ApiError(400) naming the first problem.
+    Fast when every id is plain (no escapes, ASCII): one decode, the characters of all ids in one pass;
+    anything else by the exact path, which names the problem."""
     if b"\\" not in body and body.isascii() and body.count(b'"ids"') == 1:
         try:
-            return _deletions_decoder.decode(body).ids
+            ids = _deletions_decoder.decode(body).ids
         except (msgspec.DecodeError, msgspec.ValidationError):
-            pass
+            ids = None
+        if ids is not None and (not ids or ("\n".join(ids)).encode().translate(None, _ID_ALPHABET) == b"\n" * (len(ids) - 1)):
+            return ids
     document = load_json(body)
     if type(document) is not dict:
         raise bad_request(f'body must be a JSON object like {{"ids":[...]}} (got {describe(document)})')

@@ -41,7 +41,7 @@ from array import array
 from collections import deque
 from contextlib import contextmanager
 from datetime import date
-from itertools import compress
+from itertools import compress, repeat
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional
 
@@ -87,6 +87,16 @@ class _StoredLine(msgspec.Struct):
 
 
 _line_decoder = msgspec.json.Decoder(_StoredLine)
+
+
+class _StoredDates(msgspec.Struct):
+    """A stored sample line's dates (its other keys ignored)."""
+
+    startDate: str
+    endDate: str
+
+
+_dates_decoder = msgspec.json.Decoder(list[_StoredDates])
 REBUILD_CHUNK_BYTES = 16 * 1024 * 1024
 
 
@@ -263,7 +273,7 @@ class UserLog:
 
     def _apply_line(self, line: bytes, record: "_StoredLine", offset: int) -> bool:
         if record.deleted is not None:
-            self._apply_deletion(record.deleted, offset)
+            self._apply_deletion(record.deleted)
             return True
         if (record.id is None or record.startDate is None or record.endDate is None or record.count is None
                 or record.sourceBundleId is None):
@@ -292,7 +302,7 @@ class UserLog:
         if last - first > self.date_spans.get(first, 0):
             self.date_spans[first] = last - first
 
-    def _apply_deletion(self, sample_id: str, offset: int) -> bool:
+    def _apply_deletion(self, sample_id: str) -> bool:
         known = self.current.pop(sample_id, None)
         if known is None:
             return False
@@ -525,19 +535,29 @@ class UserLog:
                     self._await_durable(_PendingWrite(self.written, {}, None))
                 return 0
             if removed is not None:  # read before writing: a failed read leaves nothing half applied
-                # (A current line may be a write not yet durable: read up to what is written.)
-                for line in _read_lines(self.fd, array("q", sorted(old for _, old in found)), self.written):
-                    old = decode_stored_sample(line)
+                # (A current line may be a write not yet durable: read up to what is written.) Their
+                # dates in one decode of the lines as one array.
+                lines = _read_lines(self.fd, array("q", sorted(old for _, old in found)), self.written)
+                try:
+                    olds: list = _dates_decoder.decode(b"[" + b",".join(lines) + b"]")
+                except (msgspec.DecodeError, msgspec.ValidationError):  # a line written by hand: named
+                    olds = [decode_stored_sample(line) for line in lines]
+                for old in olds:
                     removed += (old.startDate, old.endDate)
-            lines = [DELETION_PREFIX + b'"' + sample_id.encode() + b'"' + suffix for sample_id in doomed]
-            start = self.written
-            self._append([b"".join(lines)])
+            # Ids are ASCII (the contract's alphabet): one encode of all the lines.
+            prefix, text = DELETION_PREFIX.decode() + '"', '"' + suffix.decode()
+            data = (prefix + (text + prefix).join(doomed) + text).encode()
+            self._append([data])
 
             def publish() -> None:
-                offset = start
-                for sample_id, line in zip(doomed, lines):
-                    self._apply_deletion(sample_id, offset)
-                    offset += len(line)
+                if self.changes is not None:  # (applying other workers' lines: each noted)
+                    for sample_id in doomed:
+                        self._apply_deletion(sample_id)
+                    return
+                # As _apply_deletion for each, in C: the ids' current lines go stale.
+                gone = [known for known in map(self.current.pop, doomed, repeat(None)) if known is not None]
+                self.stale.update(gone)
+                self.dead_lines += len(gone)
 
             self._await_durable(_PendingWrite(self.written, dict.fromkeys(doomed), publish))
             return len(doomed)
@@ -907,26 +927,32 @@ def _read_line_block(fd: int, offsets: array, size: int) -> bytes:
 
 
 def _read_lines(fd: int, offsets: array, size: int) -> list[bytes]:
-    """The lines (each without its newline) that start at these ascending offsets, read in windows."""
+    """The lines (each without its newline) that start at these ascending offsets, read in windows of
+    READ_WINDOW_BYTES. Each window's line ends are found by numpy (its newlines, and for each offset
+    the first at or after it), and its lines cut in C: a thousand lines in a tenth of the time of
+    finding each newline in a Python loop."""
     lines: list[bytes] = []
+    wanted = numpy.frombuffer(offsets, dtype=numpy.int64) if len(offsets) else numpy.empty(0, numpy.int64)
     index = 0
-    count = len(offsets)
+    count = len(wanted)
     while index < count:
-        start = offsets[index]
-        stop = index + 1
-        while stop < count and offsets[stop] - start <= READ_WINDOW_BYTES:
-            stop += 1
-        end = min(size, offsets[stop - 1] + LINE_GUESS_BYTES)
+        start = int(wanted[index])
+        stop = max(index + 1, int(numpy.searchsorted(wanted, start + READ_WINDOW_BYTES, side="right")))
+        end = min(size, int(wanted[stop - 1]) + LINE_GUESS_BYTES)
         data = pread_exact(fd, end - start, start)
-        for position in range(index, stop):
-            relative = offsets[position] - start
-            newline = data.find(b"\n", relative)
-            if newline < 0:  # a line longer than the guess (written before today's limits)
-                data = data[:relative] + pread_exact(fd, size - offsets[position], offsets[position])
-                newline = data.find(b"\n", relative)
-                if newline < 0:
-                    raise RuntimeError(f"no line end after byte offset {offsets[position]}")
-            lines.append(data[relative:newline])
+        relative = wanted[index:stop] - start
+        newlines = numpy.flatnonzero(numpy.frombuffer(data, numpy.uint8) == 10)
+        at = numpy.searchsorted(newlines, relative)
+        whole = int(numpy.searchsorted(at, len(newlines)))  # the lines whose end is in the window
+        ends = newlines[at[:whole]]
+        lines += map(data.__getitem__, map(slice, relative[:whole].tolist(), ends.tolist()))
+        for position in range(index + whole, stop):  # a line longer than the guess (written before today's limits)
+            offset = offsets[position]
+            rest = pread_exact(fd, size - offset, offset)
+            newline = rest.find(b"\n")
+            if newline < 0:
+                raise RuntimeError(f"no line end after byte offset {offset}")
+            lines.append(rest[:newline])
         index = stop
     return lines
 

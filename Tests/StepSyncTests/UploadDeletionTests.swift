@@ -115,13 +115,15 @@ import Testing
         let (dir, store) = try await ingested(days: 20); defer { withExtendedLifetime(dir) {} }
         let server = InMemoryAPIClient()
         try await service(store, server).syncAll()
-        try store.delete(try SampleExport.sortedByStart(store).prefix(2_500).map(\.id), at: now)
+        try store.delete(try SampleExport.sortedByStart(store).prefix(3_500).map(\.id), at: now)
         try store.sync()
         let stop = StopSignal()
         let upload = service(store, server, stop: stop)
         upload.onProgress = { p in if p.deletionsAcknowledged == 1_000 { stop.request() } }
         await #expect(throws: StoppedByRequest.self) { try await upload.syncAll() }
-        #expect(store.counts.pendingDeletions == 1_500 && server.deletions.count == 1_000)
+        // The second batch was out (sent as the first was answered) when the first's progress asked
+        // to stop: it is finished and marked, and nothing after it is sent.
+        #expect(store.counts.pendingDeletions == 1_500 && server.deletions.count == 2_000 && server.deletionPostCount == 2)
     }
 
     @Test func statusSaysReadyToUploadBeforeAnyUploadAndUploadingAfter() async throws {

@@ -60,6 +60,88 @@ import Testing
     }
 }
 
+/// Deletions go the same way: several requests in flight, acknowledged in the order sent.
+@Suite struct UploadDeletionPipelineTests {
+    let now = uploadTestNow
+
+    /// A store uploaded to `server`, then `count` of its samples deleted (pending, in log order).
+    func storeWithDeletions(_ count: Int, server: InMemoryAPIClient) async throws -> (TemporaryDirectory, StepLogStore, [String]) {
+        let (dir, store) = try await ingestedStore(days: 45)
+        try await uploadService(store, server).syncAll()
+        try store.delete(try SampleExport.sortedByStart(store).prefix(count).map(\.id), at: now)
+        try store.sync()
+        let order = try store.pendingDeletions(limit: .max).map(\.id.uuidString)
+        #expect(order.count == count)
+        return (dir, store, order)
+    }
+
+    @Test(arguments: [2, 3, 4])
+    func everyDeletionArrivesOnceUnderFaults(inFlight: Int) async throws {
+        let server = InMemoryAPIClient()
+        let (dir, store, order) = try await storeWithDeletions(6_500, server: server); defer { withExtendedLifetime(dir) {} }
+        server.injectIntoDeletions([.status(500, "boom"), .network, .acceptThenNetwork, .status(503, "busy"), .acceptThenNetwork])
+        let summary = try await uploadService(store, server, inFlight: inFlight).syncAll()
+        #expect(summary.retries == 5 && summary.deletionBatches == 7 && server.deletionPostCount == 7 + 5)
+        // Two batches were applied and their answers lost: their retries delete nothing more.
+        #expect(summary.deletionsAcknowledged == 6_500 && summary.deletionsAppliedByServer >= 6_500 - 2_000)
+        #expect(server.deletions.count == 6_500 && Set(server.deletions) == Set(order)) // each applied once
+        #expect(store.counts.pendingDeletions == 0)
+        try store.close()
+        #expect(try StepLogStore.open(dir.path).counts.pendingDeletions == 0)
+    }
+
+    @Test func aFailureMidPipelineLeavesTheUnacknowledgedBatchesPending() async throws {
+        let server = InMemoryAPIClient()
+        let (dir, store, order) = try await storeWithDeletions(6_000, server: server); defer { withExtendedLifetime(dir) {} }
+        // Batch 3 fails for good once batch 4, out beside it, was applied by the server.
+        let client = GatedDeletionClient(inner: server, failing: order[3_000], after: order[4_000])
+        await #expect(throws: APIError.self) { try await uploadService(store, client, inFlight: 2).syncAll() }
+        #expect(client.gateOpened)
+        #expect(store.counts.pendingDeletions == 3_000) // batches 0-2 acknowledged, in order
+        #expect(server.deletions.count == 4_000) // batch 4 applied, not acknowledged
+        try store.close()
+        let reopened = try StepLogStore.open(dir.path)
+        let again = try await uploadService(reopened, server, inFlight: 2).syncAll()
+        // Batches 3 onwards are sent again: 3 is new to the server, 4 deletes nothing more.
+        #expect(again.deletionBatches == 3 && again.deletionsAcknowledged == 3_000 && again.deletionsAppliedByServer == 2_000)
+        #expect(server.deletions.count == 6_000 && Set(server.deletions) == Set(order))
+        #expect(reopened.counts.pendingDeletions == 0)
+    }
+}
+
+/// Forwards to `inner`; the deletions batch starting with `failing` waits until
+/// `inner` has applied the deletion `after` (a later batch, in flight beside
+/// it), then fails with a 400 (given up, not retried).
+final class GatedDeletionClient: APIClient, @unchecked Sendable {
+    let inner: InMemoryAPIClient
+    let failing: String
+    let after: String
+    private let lock = NSLock()
+    private var opened = false
+    var gateOpened: Bool { lock.withLock { opened } }
+
+    init(inner: InMemoryAPIClient, failing: String, after: String) {
+        self.inner = inner
+        self.failing = failing
+        self.after = after
+    }
+
+    func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse { try await inner.postSteps(samples) }
+
+    func postDeletions(_ ids: [UUID]) async throws -> DeletionResponse {
+        if ids.first?.uuidString == failing {
+            let deadline = Date().addingTimeInterval(10)
+            while !inner.deletions.contains(after) && Date() < deadline { try await Task.sleep(nanoseconds: 1_000_000) }
+            lock.withLock { opened = inner.deletions.contains(after) }
+            throw APIError.serverError(statusCode: 400, message: "{\"error\":\"body is not valid JSON\"}")
+        }
+        return try await inner.postDeletions(ids)
+    }
+
+    func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse { try await inner.getSteps(limit: limit, offset: offset) }
+    func healthCheck() async throws -> Bool { true }
+}
+
 /// Forwards to `inner`; the batch starting with `failing` waits until `inner`
 /// holds the sample `after` (a later batch, in flight beside it), then fails
 /// with a 400 that names no sample (given up, not retried).

@@ -41,7 +41,8 @@ public struct UploadSummary: Sendable, Equatable {
 /// order → `POST /steps` → on 200, mark them synced and sync the store →
 /// repeat until none remain; then the pending deletions the same way,
 /// 1,000 ids at a time → `POST /steps/deletions` → on 200, mark them
-/// acknowledged (their tombstones leave the store).
+/// acknowledged (their tombstones leave the store), with as many requests in
+/// flight and acknowledged in the same order.
 ///
 /// Additions and deletions of one run never share a UUID: the store holds
 /// one current state per UUID, a live version or a tombstone, and the upload
@@ -163,31 +164,61 @@ public final class APISyncService {
         return summary
     }
 
-    /// Pending deletions, `batchSize` ids a request, each batch marked
-    /// acknowledged and made durable after its 200 before the next is read.
+    /// Pending deletions, `batchSize` ids a request, as the samples go: up to
+    /// `inFlight` requests out at once, each batch marked acknowledged and
+    /// made durable after its 200 and after every batch before it (so a crash
+    /// re-sends only batches the server may have taken, which it applies once).
     private func sendDeletions(_ summary: inout UploadSummary, started: Date, samplesTotal: Int) async throws {
         let total = store.counts.pendingDeletions
-        while store.counts.pendingDeletions > 0 {
-            if stop?.isRequested == true {
-                summary.seconds = Date().timeIntervalSince(started)
-                throw StoppedByRequest(stage: "uploading deletions")
+        guard total > 0 else { return }
+        if stop?.isRequested == true {
+            summary.seconds = Date().timeIntervalSince(started)
+            throw StoppedByRequest(stage: "uploading deletions")
+        }
+        // Batches sent and not yet acknowledged, oldest first; each is marked in that order.
+        var outstanding: [(batch: [StoredDeletion], request: Task<(DeletionResponse, Int), Error>)] = []
+        var lastRead: StoredDeletion?
+        var exhausted = false
+        defer { for (_, request) in outstanding { request.cancel() } } // a failure: those are sent again next run
+        func sendMore() throws {
+            while outstanding.count < inFlight, !exhausted, stop?.isRequested != true {
+                let next = try store.pendingDeletions(limit: batchSize, after: lastRead?.position)
+                guard let last = next.last else {
+                    exhausted = true
+                    break
+                }
+                lastRead = last
+                outstanding.append((next, sendDeletions(next.map(\.id))))
             }
-            let batch = try store.pendingDeletions(limit: batchSize)
-            guard !batch.isEmpty else { break }
-            let ids = batch.map(\.id)
-            let client = client
-            let (response, retries) = try await BatchPoster.retrying(retry: retry, sleep: sleep, onRetry: onRetry) {
-                try await client.postDeletions(ids)
-            }
+        }
+        try sendMore()
+        while !outstanding.isEmpty {
+            let (current, request) = outstanding.removeFirst()
+            let (response, retries) = try await request.value
+            try sendMore()
             summary.retries += retries
             summary.deletionsAppliedByServer += response.deleted
-            summary.deletionsAcknowledged += try store.markDeletionsAcknowledged(batch)
+            summary.deletionsAcknowledged += try store.markDeletionsAcknowledged(current)
             try store.sync()
             summary.batches += 1
             summary.deletionBatches += 1
             onProgress?(UploadProgress(batches: summary.batches, samplesSynced: summary.samplesSynced, samplesTotal: samplesTotal,
                                        deletionsAcknowledged: summary.deletionsAcknowledged, deletionsTotal: total,
                                        retries: summary.retries, seconds: Date().timeIntervalSince(started)))
+            if outstanding.isEmpty, stop?.isRequested == true, store.counts.pendingDeletions > 0 {
+                summary.seconds = Date().timeIntervalSince(started)
+                throw StoppedByRequest(stage: "uploading deletions")
+            }
+        }
+    }
+
+    /// Starts posting a batch of deletions (with retries) on its own task.
+    private func sendDeletions(_ ids: [UUID]) -> Task<(DeletionResponse, Int), Error> {
+        let client = client, retry = retry, sleep = sleep, onRetry = onRetry
+        return Task { [client, retry, sleep, onRetry] in
+            try await BatchPoster.retrying(retry: retry, sleep: sleep, onRetry: onRetry) {
+                try await client.postDeletions(ids)
+            }
         }
     }
 

@@ -9,6 +9,15 @@ import Testing
 
     func run(_ args: [String]) throws -> (code: Int32, lines: [String]) { try runProgram(steplog, args, mergeStandardError: true) }
 
+    /// A sealed store held open for writing by this process (16 KiB segments), and its digest.
+    func holdingSealedStore(_ dir: String) throws -> (StepLogStore, StoreDigest) {
+        try sealedStore(dir)
+        var options = StoreOptions()
+        options.segmentSize = 16 << 10
+        let holder = try StepLogStore.open(dir, options: options)
+        return (holder, try StoreDigest.of(holder))
+    }
+
     func sealedStore(_ dir: String) throws {
         try writeKnownHistory(dir, segmentSize: 16 << 10, batches: 120, seed: 31)
         let store = try StepLogStore.open(dir)
@@ -155,11 +164,7 @@ import Testing
     @Test func compactIsAnsweredByAnIdleHolder() throws {
         let tmp = TemporaryDirectory()
         let dir = tmp.sub("store")
-        try sealedStore(dir)
-        var options = StoreOptions()
-        options.segmentSize = 16 << 10
-        let holder = try StepLogStore.open(dir, options: options)
-        let expected = try StoreDigest.of(holder)
+        let (holder, expected) = try holdingSealedStore(dir)
         let started = Date()
         let r = try run(["compact", dir, "--wait", "20", "--json"])
         let seconds = Date().timeIntervalSince(started)
@@ -178,11 +183,7 @@ import Testing
     @Test func compactAsksTheProcessHoldingTheStore() throws {
         let tmp = TemporaryDirectory()
         let dir = tmp.sub("store")
-        try sealedStore(dir)
-        var options = StoreOptions()
-        options.segmentSize = 16 << 10
-        let holder = try StepLogStore.open(dir, options: options)
-        let expected = try StoreDigest.of(holder)
+        let (holder, expected) = try holdingSealedStore(dir)
         let done = FirstError()
         let writer = Thread {
             // The holder keeps syncing (an ingest would), as nothing else happens.

@@ -94,7 +94,7 @@ import Testing
         let server = InMemoryAPIClient()
         let (dir, store, order) = try await storeWithDeletions(6_000, server: server); defer { withExtendedLifetime(dir) {} }
         // Batch 3 fails for good once batch 4, out beside it, was applied by the server.
-        let client = GatedDeletionClient(inner: server, failing: order[3_000], after: order[4_000])
+        let client = GatedClient(inner: server, failing: order[3_000], after: order[4_000], deletions: true)
         await #expect(throws: APIError.self) { try await uploadService(store, client, inFlight: 2).syncAll() }
         #expect(client.gateOpened)
         #expect(store.counts.pendingDeletions == 3_000) // batches 0-2 acknowledged, in order
@@ -109,67 +109,46 @@ import Testing
     }
 }
 
-/// Forwards to `inner`; the deletions batch starting with `failing` waits until
-/// `inner` has applied the deletion `after` (a later batch, in flight beside
-/// it), then fails with a 400 (given up, not retried).
-final class GatedDeletionClient: APIClient, @unchecked Sendable {
-    let inner: InMemoryAPIClient
-    let failing: String
-    let after: String
-    private let lock = NSLock()
-    private var opened = false
-    var gateOpened: Bool { lock.withLock { opened } }
-
-    init(inner: InMemoryAPIClient, failing: String, after: String) {
-        self.inner = inner
-        self.failing = failing
-        self.after = after
-    }
-
-    func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse { try await inner.postSteps(samples) }
-
-    func postDeletions(_ ids: [UUID]) async throws -> DeletionResponse {
-        if ids.first?.uuidString == failing {
-            let deadline = Date().addingTimeInterval(10)
-            while !inner.deletions.contains(after) && Date() < deadline { try await Task.sleep(nanoseconds: 1_000_000) }
-            lock.withLock { opened = inner.deletions.contains(after) }
-            throw APIError.serverError(statusCode: 400, message: "{\"error\":\"body is not valid JSON\"}")
-        }
-        return try await inner.postDeletions(ids)
-    }
-
-    func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse { try await inner.getSteps(limit: limit, offset: offset) }
-    func healthCheck() async throws -> Bool { true }
-}
-
-/// Forwards to `inner`; the batch starting with `failing` waits until `inner`
-/// holds the sample `after` (a later batch, in flight beside it), then fails
+/// Forwards to `inner`; the batch (of samples, or with `deletions` of ids)
+/// starting with `failing` waits until `inner` holds the sample `after`, or
+/// has applied its deletion (a later batch, in flight beside it), then fails
 /// with a 400 that names no sample (given up, not retried).
 final class GatedClient: APIClient, @unchecked Sendable {
     let inner: InMemoryAPIClient
     let failing: String
     let after: String
+    let deletions: Bool
     private let lock = NSLock()
     private var opened = false
     var gateOpened: Bool { lock.withLock { opened } }
 
-    init(inner: InMemoryAPIClient, failing: String, after: String) {
+    init(inner: InMemoryAPIClient, failing: String, after: String, deletions: Bool = false) {
         self.inner = inner
         self.failing = failing
         self.after = after
+        self.deletions = deletions
+    }
+
+    private func afterIsThere() -> Bool { deletions ? inner.deletions.contains(after) : inner.live[after] != nil }
+
+    private func gate() async throws -> Never {
+        let deadline = Date().addingTimeInterval(10)
+        while !afterIsThere() && Date() < deadline { try await Task.sleep(nanoseconds: 1_000_000) }
+        let there = afterIsThere()
+        lock.withLock { opened = there }
+        throw APIError.serverError(statusCode: 400, message: "{\"error\":\"body is not valid JSON\"}")
     }
 
     func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse {
-        if samples.first?.id.uuidString == failing {
-            let deadline = Date().addingTimeInterval(10)
-            while inner.live[after] == nil && Date() < deadline { try await Task.sleep(nanoseconds: 1_000_000) }
-            lock.withLock { opened = inner.live[after] != nil }
-            throw APIError.serverError(statusCode: 400, message: "{\"error\":\"body is not valid JSON\"}")
-        }
+        if !deletions, samples.first?.id.uuidString == failing { try await gate() }
         return try await inner.postSteps(samples)
     }
 
-    func postDeletions(_ ids: [UUID]) async throws -> DeletionResponse { try await inner.postDeletions(ids) }
+    func postDeletions(_ ids: [UUID]) async throws -> DeletionResponse {
+        if deletions, ids.first?.uuidString == failing { try await gate() }
+        return try await inner.postDeletions(ids)
+    }
+
     func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse { try await inner.getSteps(limit: limit, offset: offset) }
     func healthCheck() async throws -> Bool { true }
 }

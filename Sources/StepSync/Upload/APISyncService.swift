@@ -118,27 +118,16 @@ public final class APISyncService {
         summary.intervalsSynced += try markIntervalsSynced(&fetched)
         try store.sync()
         // Batches sent and not yet acknowledged, oldest first; each is marked in that order.
-        var outstanding: [(batch: [StoredSample], request: Task<(StepSampleResponse, Int), Error>)] = []
-        var lastRead: StoredSample?
-        var exhausted = false
-        defer { for (_, request) in outstanding { request.cancel() } } // a failure: those are sent again next run
-        func sendMore() throws {
-            while outstanding.count < inFlight, !exhausted, stop?.isRequested != true {
-                let next = try store.unsyncedSamples(limit: batchSize, after: lastRead?.position)
-                guard let last = next.last else {
-                    exhausted = true
-                    break
-                }
-                lastRead = last
-                outstanding.append((next, send(prepare(next))))
-            }
-        }
-        try sendMore()
-        while !outstanding.isEmpty {
-            let (current, request) = outstanding.removeFirst()
+        let store = store, batchSize = batchSize, stop = stop
+        let batches = BatchesInFlight<StoredSample, StepSampleResponse>(
+            limit: inFlight, read: { try store.unsyncedSamples(limit: batchSize, after: $0) }, position: \.position,
+            post: { [unowned self] in send(prepare($0)) }, stopped: { stop?.isRequested == true })
+        defer { batches.cancelAll() }
+        try batches.fill()
+        while let (current, request) = batches.next() {
             do {
                 let (response, retries) = try await request.value
-                try sendMore()
+                try batches.fill()
                 summary.retries += retries
                 summary.samplesSavedByServer += response.saved
                 summary.samplesSynced += try store.markSynced(current)
@@ -147,14 +136,14 @@ public final class APISyncService {
                 // A sample of the batch is refused: find which, send the rest, record it rejected.
                 guard let refusal = SampleRefusal(error) else { throw error }
                 try await settleRefused(current, refusal, &summary)
-                try sendMore()
+                try batches.fill()
             }
             summary.intervalsSynced += try markIntervalsSynced(&fetched)
             try store.sync()
             onProgress?(UploadProgress(batches: summary.batches, samplesSynced: summary.samplesSynced, samplesTotal: total,
                                        deletionsAcknowledged: 0, deletionsTotal: pendingDeletions,
                                        retries: summary.retries, seconds: Date().timeIntervalSince(started)))
-            if outstanding.isEmpty, stop?.isRequested == true, store.counts.unsyncedSamples > 0 {
+            if batches.isEmpty, stop?.isRequested == true, store.counts.unsyncedSamples > 0 {
                 summary.seconds = Date().timeIntervalSince(started)
                 throw StoppedByRequest(stage: "uploading")
             }
@@ -176,26 +165,15 @@ public final class APISyncService {
             throw StoppedByRequest(stage: "uploading deletions")
         }
         // Batches sent and not yet acknowledged, oldest first; each is marked in that order.
-        var outstanding: [(batch: [StoredDeletion], request: Task<(DeletionResponse, Int), Error>)] = []
-        var lastRead: StoredDeletion?
-        var exhausted = false
-        defer { for (_, request) in outstanding { request.cancel() } } // a failure: those are sent again next run
-        func sendMore() throws {
-            while outstanding.count < inFlight, !exhausted, stop?.isRequested != true {
-                let next = try store.pendingDeletions(limit: batchSize, after: lastRead?.position)
-                guard let last = next.last else {
-                    exhausted = true
-                    break
-                }
-                lastRead = last
-                outstanding.append((next, sendDeletions(next.map(\.id))))
-            }
-        }
-        try sendMore()
-        while !outstanding.isEmpty {
-            let (current, request) = outstanding.removeFirst()
+        let store = store, batchSize = batchSize, stop = stop
+        let batches = BatchesInFlight<StoredDeletion, DeletionResponse>(
+            limit: inFlight, read: { try store.pendingDeletions(limit: batchSize, after: $0) }, position: \.position,
+            post: { [unowned self] in sendDeletions($0.map(\.id)) }, stopped: { stop?.isRequested == true })
+        defer { batches.cancelAll() }
+        try batches.fill()
+        while let (current, request) = batches.next() {
             let (response, retries) = try await request.value
-            try sendMore()
+            try batches.fill()
             summary.retries += retries
             summary.deletionsAppliedByServer += response.deleted
             summary.deletionsAcknowledged += try store.markDeletionsAcknowledged(current)
@@ -205,7 +183,7 @@ public final class APISyncService {
             onProgress?(UploadProgress(batches: summary.batches, samplesSynced: summary.samplesSynced, samplesTotal: samplesTotal,
                                        deletionsAcknowledged: summary.deletionsAcknowledged, deletionsTotal: total,
                                        retries: summary.retries, seconds: Date().timeIntervalSince(started)))
-            if outstanding.isEmpty, stop?.isRequested == true, store.counts.pendingDeletions > 0 {
+            if batches.isEmpty, stop?.isRequested == true, store.counts.pendingDeletions > 0 {
                 summary.seconds = Date().timeIntervalSince(started)
                 throw StoppedByRequest(stage: "uploading deletions")
             }

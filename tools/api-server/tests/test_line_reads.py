@@ -49,3 +49,14 @@ def test_a_line_without_its_end_is_named(tmp_path):
             user_log._read_lines(fd, array("q", [0, 6]), os.fstat(fd).st_size)
     finally:
         os.close(fd)
+
+
+def test_the_dates_of_stored_lines_come_from_one_decode_and_a_bad_line_is_named():
+    lines = [b'{"id":"a","startDate":"2024-01-01T00:00:00Z","endDate":"2024-01-01T00:01:00Z","count":1,'
+             b'"sourceBundleId":"b","sourceDeviceName":null,"receivedAt":"2026-11-27T00:00:00Z"}',
+             b'{"id":"b","startDate":"2024-01-02T00:00:00.250Z","endDate":"2024-01-02T00:01:00Z","count":2,'
+             b'"sourceBundleId":"b\xc3\xa9","receivedAt":"2026-11-27T00:00:00Z"}']
+    assert user_log._line_dates(lines) == ["2024-01-01T00:00:00Z", "2024-01-01T00:01:00Z",
+                                           "2024-01-02T00:00:00.250Z", "2024-01-02T00:01:00Z"]
+    with pytest.raises(ValueError, match="startDate"):
+        user_log._line_dates(lines + [b'{"id":"c","endDate":"2024-01-01T00:01:00Z"}'])

@@ -449,9 +449,7 @@ class UserLog:
             self._append(chunks())
             superseded = [known[k] for k in fresh if known[k] is not None]
             if replaced is not None and superseded:
-                for offset in sorted(superseded):  # type: ignore[type-var]
-                    old = decode_stored_sample(old_lines[offset])
-                    replaced += (old.startDate, old.endDate)
+                replaced += _line_dates([old_lines[offset] for offset in sorted(superseded)])  # type: ignore[type-var]
             entries = dict(zip([ids[k] for k in fresh] if len(fresh) < len(ids) else ids, offsets))
             if len(fresh) == len(samples) and isinstance(samples, ParsedSamples) and samples.start_days is not None:
                 runs, aside = self._date_runs(values, samples.start_days, samples.same_day)  # no repeated id
@@ -537,13 +535,7 @@ class UserLog:
             if removed is not None:  # read before writing: a failed read leaves nothing half applied
                 # (A current line may be a write not yet durable: read up to what is written.) Their
                 # dates in one decode of the lines as one array.
-                lines = _read_lines(self.fd, array("q", sorted(old for _, old in found)), self.written)
-                try:
-                    olds: list = _dates_decoder.decode(b"[" + b",".join(lines) + b"]")
-                except (msgspec.DecodeError, msgspec.ValidationError):  # a line written by hand: named
-                    olds = [decode_stored_sample(line) for line in lines]
-                for old in olds:
-                    removed += (old.startDate, old.endDate)
+                removed += _line_dates(_read_lines(self.fd, array("q", sorted(old for _, old in found)), self.written))
             # Ids are ASCII (the contract's alphabet): one encode of all the lines.
             prefix, text = DELETION_PREFIX.decode() + '"', '"' + suffix.decode()
             data = (prefix + (text + prefix).join(doomed) + text).encode()
@@ -958,6 +950,17 @@ def _read_lines(fd: int, offsets: array, size: int) -> list[bytes]:
 
 
 _date_ordinals: dict[str, int] = {}
+
+
+def _line_dates(lines: list[bytes]) -> list[str]:
+    """The startDate and endDate of each stored sample line, in order (flat: start, end, start, …), from
+    one decode of the lines as an array. A line that is not a sample's (written by hand) gets
+    decode_stored_sample's error naming what is wrong."""
+    try:
+        olds: list = _dates_decoder.decode(b"[" + b",".join(lines) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        olds = [decode_stored_sample(line) for line in lines]
+    return [date for old in olds for date in (old.startDate, old.endDate)]
 
 
 def _line_starts(chunk: bytes, count: int, position: int) -> bytes:

@@ -361,10 +361,10 @@ class ParsedSamples(list):
     msgspec.UNSET for a device name the body left out), when every date has the usual shape
     YYYY-MM-DDTHH:MM:SSZ, or when every one is in UTC with milliseconds or whole seconds, the bytes of
     the startDates then the endDates, each followed by a newline, all as YYYY-MM-DDTHH:MM:SSZ or all as
-    YYYY-MM-DDTHH:MM:SS.fffZ (".000" added to whole seconds) (else None), and the least startDate and greatest endDate texts. The daily buckets
-    (before_write) take the lists and bytes instead of passing over the samples again, and drop them
-    (take_fields): a save may free the samples before its sync, and these must not keep their texts
-    alive meanwhile. When every date has one of the usual shapes, also the date (first ten characters)
+    YYYY-MM-DDTHH:MM:SS.fffZ (".000" added to whole seconds) (else None), and the least startDate
+    and greatest endDate texts. The daily buckets (before_write) take the lists and bytes instead of
+    passing over the samples again, and drop them (take_fields): a save may free the samples before
+    its sync, and these must not keep their texts alive meanwhile. When every date has one of the usual shapes, also the date (first ten characters)
     of each startDate, and whether each sample's endDate has its startDate's date (the embedded
     backend's time index takes them instead of slicing the texts again). Otherwise a list like any
     other."""
@@ -431,7 +431,7 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
     starts = [sample.startDate for sample in fast]
     ends = [sample.endDate for sample in fast]
     # ids: every character from the alphabet (msgspec bounded the length to 1-64).
-    if ("\n".join(ids)).encode().translate(None, _ID_ALPHABET) != b"\n" * (count - 1):
+    if not _plain_ids(ids):
         return None
     # dates: the usual shape YYYY-MM-DDTHH:MM:SSZ by a digit mask, or every date in UTC with
     # milliseconds or whole seconds (what stepsync sends), compared as YYYY-MM-DDTHH:MM:SS.fffZ;
@@ -515,9 +515,15 @@ def _parse_samples_fast(body: bytes, window: DateWindow) -> Optional[list[Sample
     return parsed
 
 
+def _plain_ids(ids: list[str]) -> bool:
+    """Whether every id is made of the alphabet's characters only (one pass over them all in C; their
+    lengths msgspec bounded). Not empty."""
+    return ("\n".join(ids)).encode().translate(None, _ID_ALPHABET) == b"\n" * (len(ids) - 1)
+
+
 def _quotes(body: bytes) -> int:
     """The '"' bytes in body, counted by numpy a block at a time: a sixth of bytes.count's time, and a
-    compare's scratch of at most QUOTE_BLOCK_BYTES (a whole 8 MiB body's would be 8 MiB a request)."""
+    compare's scratch of at most _QUOTE_BLOCK_BYTES (a whole 8 MiB body's would be 8 MiB a request)."""
     view = numpy.frombuffer(body, numpy.uint8)
     return sum(int(numpy.count_nonzero(view[start : start + _QUOTE_BLOCK_BYTES] == _QUOTE))
                for start in range(0, len(view), _QUOTE_BLOCK_BYTES))
@@ -693,7 +699,7 @@ def parse_deletions(body: bytes) -> list[str]:
             ids = _deletions_decoder.decode(body).ids
         except (msgspec.DecodeError, msgspec.ValidationError):
             ids = None
-        if ids is not None and (not ids or ("\n".join(ids)).encode().translate(None, _ID_ALPHABET) == b"\n" * (len(ids) - 1)):
+        if ids is not None and (not ids or _plain_ids(ids)):
             return ids
     document = load_json(body)
     if type(document) is not dict:

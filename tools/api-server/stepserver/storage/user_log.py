@@ -542,11 +542,8 @@ class UserLog:
             self._append([data])
 
             def publish() -> None:
-                if self.changes is not None:  # (applying other workers' lines: each noted)
-                    for sample_id in doomed:
-                        self._apply_deletion(sample_id)
-                    return
-                # As _apply_deletion for each, in C: the ids' current lines go stale.
+                # As _apply_deletion for each, in C: the ids' current lines go stale. (No catch-up is
+                # noting changes: it runs and ends under the lock publishing holds.)
                 gone = [known for known in map(self.current.pop, doomed, repeat(None)) if known is not None]
                 self.stale.update(gone)
                 self.dead_lines += len(gone)
@@ -727,9 +724,7 @@ class UserLog:
             replaced = None
         elif changes.superseded:
             try:
-                for line in _read_lines(self.fd, array("q", sorted(changes.superseded)), self.written):
-                    old = decode_stored_sample(line)
-                    replaced += (old.startDate, old.endDate)
+                replaced = _line_dates(_read_lines(self.fd, array("q", sorted(changes.superseded)), self.written))
             except (OSError, ValueError, ApiError):  # their days unknown: any day may have changed
                 replaced = None
         self._tell_foreign(changes.samples if replaced is not None else None, replaced)
@@ -933,7 +928,7 @@ def _read_lines(fd: int, offsets: array, size: int) -> list[bytes]:
         end = min(size, int(wanted[stop - 1]) + LINE_GUESS_BYTES)
         data = pread_exact(fd, end - start, start)
         relative = wanted[index:stop] - start
-        newlines = numpy.flatnonzero(numpy.frombuffer(data, numpy.uint8) == 10)
+        newlines = _newlines(data)
         at = numpy.searchsorted(newlines, relative)
         whole = int(numpy.searchsorted(at, len(newlines)))  # the lines whose end is in the window
         ends = newlines[at[:whole]]
@@ -949,7 +944,9 @@ def _read_lines(fd: int, offsets: array, size: int) -> list[bytes]:
     return lines
 
 
-_date_ordinals: dict[str, int] = {}
+def _newlines(data: bytes) -> numpy.ndarray:
+    """The positions of the newlines in data (numpy: one compare and one scan in C)."""
+    return numpy.flatnonzero(numpy.frombuffer(data, numpy.uint8) == 10)
 
 
 def _line_dates(lines: list[bytes]) -> list[str]:
@@ -967,13 +964,16 @@ def _line_starts(chunk: bytes, count: int, position: int) -> bytes:
     """The file offsets (int64, native order, for array("q").frombytes) of the `count` lines that
     make up `chunk`, written at `position`: found in numpy, a tenth of the time of splitting the
     chunk into lines to add up their lengths."""
-    ends = numpy.flatnonzero(numpy.frombuffer(chunk, numpy.uint8) == 10)
+    ends = _newlines(chunk)
     if len(ends) != count or ends[-1] != len(chunk) - 1:  # never: a sample's JSON holds no newline
         raise RuntimeError(f"encoding {count} samples gave {len(ends)} lines")
     starts = numpy.empty(count, numpy.int64)
     starts[0] = position
     numpy.add(ends[:-1], position + 1, out=starts[1:], casting="unsafe")
     return starts.tobytes()
+
+
+_date_ordinals: dict[str, int] = {}
 
 
 def _text_date(text: str) -> Optional[int]:

@@ -140,21 +140,33 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
         return nil
     }
 
-    /// Whether the export holds a sample with this exact span and count from
-    /// a source not named `sourceBundleId` (the export's `sourceName`): what
-    /// a stored sample looks like after its device was renamed.
-    public func hasTwinFromAnotherSource(startMilliseconds: Int64, endMilliseconds: Int64, count: UInt32,
-                                         sourceBundleId: UnsafeRawBufferPointer) -> Bool {
+    /// Whether the export holds a sample with this exact span and count
+    /// (under another id, when asked about a sample it no longer holds):
+    /// what a stored sample looks like after its device was renamed, or
+    /// after a newer export printed the same record differently (an iOS 8
+    /// export's records in a later one).
+    public func hasSampleWithSameSpanAndCount(startMilliseconds: Int64, endMilliseconds: Int64, count: UInt32) -> Bool {
         var i = firstIndex(startingAtOrAfter: startMilliseconds)
         while i < records.count, records[i].startMilliseconds == startMilliseconds {
-            let r = records[i]
-            if r.endMilliseconds == endMilliseconds, r.count == count,
-               !sources[Int(r.source)].sourceBundleId.utf8.elementsEqual(sourceBundleId) {
-                return true
-            }
+            if records[i].endMilliseconds == endMilliseconds, records[i].count == count { return true }
             i += 1
         }
         return false
+    }
+
+    /// The end of the sample at `index` (in the provider's order).
+    func endMilliseconds(at index: Int) -> Int64 { records[index].endMilliseconds }
+
+    /// Whether the sample at `index` has exactly these source names (UTF-8
+    /// bytes; a nil device name only matches nil).
+    func hasSource(at index: Int, bundleId: UnsafeRawBufferPointer, deviceName: UnsafeRawBufferPointer?) -> Bool {
+        let source = sources[Int(records[index].source)]
+        guard source.sourceBundleId.utf8.elementsEqual(bundleId) else { return false }
+        switch (source.sourceDeviceName, deviceName) {
+        case (nil, nil): return true
+        case let (name?, bytes?): return name.utf8.elementsEqual(bytes)
+        default: return false
+        }
     }
 
     // MARK: - Internals

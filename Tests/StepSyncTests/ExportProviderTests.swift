@@ -116,18 +116,28 @@ import Testing
         }
     }
 
-    @Test func stepValuesMustBeWholeNumbers() {
-        func parse(_ text: String) -> UInt32? {
-            let bytes = Array(text.utf8)
-            return bytes.withUnsafeBufferPointer { try? ExportStepRecordBuilder.wholeNumber($0).get() }
+    @Test func stepValuesAreDecimalsReadToTheThousandth() {
+        func parse(_ text: String) -> ExportStepValue? {
+            Array(text.utf8).withUnsafeBufferPointer { try? ExportStepValue.parse($0).get() }
         }
-        #expect(parse("12") == 12)
-        #expect(parse("12.0") == 12)
-        #expect(parse("12.") == 12)
-        #expect(parse("0") == 0)
-        #expect(parse("4294967295") == UInt32.max)
-        #expect(parse("4294967296") == nil)
-        for bad in ["12.5", "-3", "abc", "", " 12", "1e3", "+4", ".5", "12.0.0", "0x10"] {
+        func whole(_ text: String) -> UInt32? { parse(text)?.wholeSteps }
+        #expect(whole("12") == 12)
+        #expect(whole("12.0") == 12)
+        #expect(whole("12.") == 12)
+        #expect(whole("12.000000") == 12)
+        #expect(whole("0") == 0)
+        #expect(whole("4294967295") == UInt32.max)
+        // Fractions are read, to the thousandth; a sample takes only whole steps for now.
+        #expect(parse("2741.7") == ExportStepValue(thousandths: 2_741_700, finerThanThousandths: false))
+        #expect(parse("0.5") == ExportStepValue(thousandths: 500, finerThanThousandths: false))
+        #expect(parse("12.345") == ExportStepValue(thousandths: 12_345, finerThanThousandths: false))
+        #expect(parse("12.3450") == ExportStepValue(thousandths: 12_345, finerThanThousandths: false))
+        #expect(parse("12.3456") == ExportStepValue(thousandths: 12_345, finerThanThousandths: true))
+        #expect(parse("4294967295.999") == ExportStepValue(thousandths: 4_294_967_295_999, finerThanThousandths: false))
+        for fractional in ["2741.7", "0.5", "12.0001"] { #expect(whole(fractional) == nil, "\(fractional)") }
+        let tooLarge = Array("4294967296".utf8).withUnsafeBufferPointer { ExportStepValue.parse($0) }
+        #expect(tooLarge == .failure(ExportStepValue.Problem(reason: "value \"4294967296\" is too large for a step count")))
+        for bad in ["-3", "abc", "", " 12", "1e3", "+4", ".5", "12.0.0", "0x10"] {
             #expect(parse(bad) == nil, "\(bad)")
         }
     }

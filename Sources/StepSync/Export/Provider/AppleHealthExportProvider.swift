@@ -20,9 +20,9 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     public let path: String
     /// What the read found: records kept and skipped, bytes, time.
     public let summary: ExportReadSummary
-    /// "export:" + 16 hex digits of a digest over the sorted records' UUIDs
-    /// and their number: equal for two files with the same step data,
-    /// different for a newer export that has more.
+    /// "export:" + 16 hex digits of a digest over the samples served: equal
+    /// for two files with the same step data, different for a newer export
+    /// that has more, or for the same export read into other source names.
     public let sourceIdentity: String
 
     /// Current samples that carry a HealthKit sync identifier, with its
@@ -65,7 +65,7 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
             sums[i + 1] = sums[i] + Int64(record.count)
         }
         cumulativeCounts = sums
-        sourceIdentity = "export:" + Self.hex(Self.digest(of: records))
+        sourceIdentity = "export:" + Self.hex(Self.digest(of: records, sources: sources))
         summary = result.summary
     }
 
@@ -202,9 +202,14 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
         return day * dayMilliseconds
     }
 
-    /// MurmurHash3 over the record count (u64 little-endian) and then each
-    /// record's UUID bytes, in the provider's order; the first 64 bits.
-    private static func digest(of records: [ExportStepRecord]) -> UInt64 {
+    /// MurmurHash3 over the record count (u64 little-endian) and each
+    /// record's UUID bytes, in the provider's order, then each source's
+    /// `sourceName` and what its samples carry, bundle id and device name
+    /// (`field`s as in the identity: u32le length and bytes, 0xFFFFFFFF for
+    /// none); the first 64 bits. The UUID covers a sample's span, count and
+    /// source; the sources, the names it is served under, which the UUID
+    /// does not derive from.
+    private static func digest(of records: [ExportStepRecord], sources: [ExportSourceTable.Source]) -> UInt64 {
         var hasher = MurmurHash3x64()
         withUnsafeBytes(of: UInt64(records.count).littleEndian) { hasher.update($0) }
         var batch: [UInt8] = []
@@ -216,6 +221,16 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
                 hasher.update(batch)
                 batch.removeAll(keepingCapacity: true)
             }
+        }
+        func field(_ text: String?) {
+            guard let text else { return withUnsafeBytes(of: UInt32.max.littleEndian) { batch.append(contentsOf: $0) } }
+            withUnsafeBytes(of: UInt32(text.utf8.count).littleEndian) { batch.append(contentsOf: $0) }
+            batch.append(contentsOf: text.utf8)
+        }
+        for source in sources {
+            field(source.sourceName)
+            field(source.sourceBundleId)
+            field(source.sourceDeviceName)
         }
         hasher.update(batch)
         return hasher.finalize().0

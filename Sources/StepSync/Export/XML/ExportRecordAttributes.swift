@@ -3,6 +3,7 @@
 /// into the scanner's buffer and valid only while that tag is handled.
 struct ExportRecordAttributes {
     var type: UnsafeBufferPointer<UInt8>?
+    /// `sourceName`, or in an iOS 8 export (which has no `sourceName`) `source`.
     var sourceName: UnsafeBufferPointer<UInt8>?
     var sourceVersion: UnsafeBufferPointer<UInt8>?
     var device: UnsafeBufferPointer<UInt8>?
@@ -26,7 +27,11 @@ struct ExportRecordAttributes {
         case 5:
             if ExportByteSearch.equals(base, offset, 5, "value") { self.value = value }
         case 6:
-            if ExportByteSearch.equals(base, offset, 6, "device") { device = value }
+            if ExportByteSearch.equals(base, offset, 6, "device") {
+                device = value
+            } else if sourceName == nil, ExportByteSearch.equals(base, offset, 6, "source") {
+                sourceName = value
+            }
         case 7:
             if ExportByteSearch.equals(base, offset, 7, "endDate") { endDate = value }
         case 9:
@@ -41,5 +46,15 @@ struct ExportRecordAttributes {
             break
         }
         return false
+    }
+
+    /// Whether `name` is an attribute a step record is read from.
+    static func isStepAttribute(_ base: UnsafePointer<UInt8>, _ offset: Int, _ count: Int) -> Bool {
+        var probe = ExportRecordAttributes()
+        let dummy = UnsafeBufferPointer<UInt8>(start: base, count: 0)
+        _ = probe.set(name: base, offset, count, value: dummy)
+        return probe.type != nil || probe.sourceName != nil || probe.sourceVersion != nil
+            || probe.device != nil || probe.unit != nil || probe.creationDate != nil || probe.startDate != nil
+            || probe.endDate != nil || probe.value != nil
     }
 }

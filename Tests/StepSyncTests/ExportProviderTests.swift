@@ -104,6 +104,14 @@ import Testing
         #expect(ExportDateParser.milliseconds("2021-04-30 10:00:00 +00:00") == nil)
         #expect(ExportDateParser.milliseconds("2021-04-30T10:00:00 +0000") == nil)
         #expect(ExportDateParser.milliseconds("") == nil)
+        // iOS 8's compact form, in records and in ExportDate alike.
+        #expect(ExportDateParser.milliseconds("20000229120000-0130") == leapNoonMinus0130)
+        #expect(ExportDateParser.milliseconds("19700101000000+0000") == 0)
+        #expect(ExportDateParser.milliseconds("20151107171924+0100") == 1_446_913_164_000)
+        for bad in ["21000229000000+0000", "20211301000000+0000", "20210430240000+0000", "20210430100000 0000",
+                    "2021043010000+00000", "2021-04-30100000+00", "20210430100000+0060"] {
+            #expect(ExportDateParser.milliseconds(bad) == nil, "\(bad)")
+        }
         // Against Foundation's calendar for many instants and offsets.
         var random = SplitMix64(seed: 3)
         for _ in 0..<2_000 {

@@ -50,18 +50,22 @@ import Testing
     }
 
     /// A word right before a step attribute may be the head of a metadata key
-    /// (`Steps value="…"`): which `value` is the record's cannot be told, so it
-    /// is skipped, with the reason. A word with a `/` is still a word.
-    @Test func aMetadataKeyEndingInAStepAttributeMakesTheRecordMalformed() throws {
+    /// (`Daily Steps value="…"`): Apple writes a record's own attributes
+    /// first, so the first `value` stands. A word with a `/` is still a word.
+    @Test func aMetadataKeyEndingInAStepAttributeDoesNotReplaceIt() throws {
         let dir = try ExportTemporaryDirectory()
         let head = "<Record type=\"HKQuantityTypeIdentifierStepCount\" source=\"Scale\" unit=\"count\" startDate=\"20141027090000+0100\" endDate=\"20141027100000+0100\""
-        let text = ExportTestDocument.xml([head + " value=\"12\" Daily Steps value=\"13\"/>",
+        let text = ExportTestDocument.xml([head + " value=\"12\" Daily Steps value=\"13\" Scale unit=\"steps\"/>",
                                            head.replacingOccurrences(of: "20141027090000", with: "20141027080000") + " value=\"14\" Withings Link/ID=\"5\"/>"],
                                           doctype: nil, exportDate: "20141101000000+0100")
         let provider = try AppleHealthExportProvider(path: try dir.write("ambiguous.xml", text))
-        #expect(provider.allSamples().map(\.count) == [14])
-        #expect(provider.summary.lenientStepRecords == 1)
-        #expect(provider.summary.malformedExamples.map(\.reason) == ["attribute value follows a word without a value (a metadata key with spaces?)"])
+        #expect(provider.allSamples().map(\.count) == [14, 12])
+        #expect(provider.summary.lenientStepRecords == 2 && provider.summary.malformedStepRecords == 0)
+        // The identity is the record's own attributes': as if the metadata were not there.
+        var plain = ExportTestRecord(sourceName: "Scale", sourceVersion: nil, device: nil, unit: "count", creationDate: nil,
+                                     startDate: "20141027090000+0100", endDate: "20141027100000+0100", value: "12")
+        plain.type = "HKQuantityTypeIdentifierStepCount"
+        #expect(provider.allSamples().last?.id == plain.expectedID)
     }
 
     @Test func iOS9AppleDevicesAreKnownByTheirOwnRecords() throws {

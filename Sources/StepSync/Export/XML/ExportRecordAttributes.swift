@@ -48,13 +48,15 @@ struct ExportRecordAttributes {
         return false
     }
 
-    /// Whether `name` is an attribute a step record is read from.
-    static func isStepAttribute(_ base: UnsafePointer<UInt8>, _ offset: Int, _ count: Int) -> Bool {
+    /// Whether `name` is a step attribute this tag already gave a value
+    /// (`source` counts as `sourceName`).
+    func alreadyHas(name base: UnsafePointer<UInt8>, _ offset: Int, _ count: Int) -> Bool {
         var probe = ExportRecordAttributes()
-        let dummy = UnsafeBufferPointer<UInt8>(start: base, count: 0)
-        _ = probe.set(name: base, offset, count, value: dummy)
-        return probe.type != nil || probe.sourceName != nil || probe.sourceVersion != nil
-            || probe.device != nil || probe.unit != nil || probe.creationDate != nil || probe.startDate != nil
-            || probe.endDate != nil || probe.value != nil
+        _ = probe.set(name: base, offset, count, value: UnsafeBufferPointer(start: base, count: 0))
+        return (probe.type != nil && type != nil) || (probe.sourceName != nil && sourceName != nil)
+            || (probe.sourceVersion != nil && sourceVersion != nil) || (probe.device != nil && device != nil)
+            || (probe.unit != nil && unit != nil) || (probe.creationDate != nil && creationDate != nil)
+            || (probe.startDate != nil && startDate != nil) || (probe.endDate != nil && endDate != nil)
+            || (probe.value != nil && value != nil)
     }
 }

@@ -390,8 +390,9 @@ final class HealthXMLScanner {
     ///
     /// A word not followed by `=` (part of an iOS 8 metadata key with spaces,
     /// `Health Mate App Version="2.6.2"`) is stepped over and the tag marked
-    /// `recordReadLeniently`; a step attribute right after such a word could be the
-    /// tail of a key (`Sleep value="…"`), so it makes the record malformed.
+    /// `recordReadLeniently`. Right after such a word, a step attribute the
+    /// tag already has is the tail of a key (`Daily Steps value="13"`; Apple
+    /// writes a record's own attributes before its metadata): the first stands.
     private func scanRecord(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> (TagEnd, isStep: Bool)? {
         attributes = ExportRecordAttributes()
         recordReadLeniently = false
@@ -433,14 +434,10 @@ final class HealthXMLScanner {
                 }
                 return syntaxError("attribute syntax error (expected name=\"value\")", base, at: nameStart, count: count, isStep: isStep)
             }
-            if afterBareWord {
-                afterBareWord = false
-                if ExportRecordAttributes.isStepAttribute(base, nameStart, nameCount) {
-                    let name = String(decoding: UnsafeBufferPointer(start: base + nameStart, count: nameCount), as: UTF8.self)
-                    return syntaxError("attribute \(name) follows a word without a value (a metadata key with spaces?)",
-                                       base, at: nameStart, count: count, isStep: isStep)
-                }
-            }
+            // After a word, a step attribute the tag already has is the tail of
+            // a metadata key (`Daily Steps value="13"`): its value is not taken.
+            let tailOfKey = afterBareWord && attributes.alreadyHas(name: base, nameStart, nameCount)
+            afterBareWord = false
             i += 1
             while i < count, ExportByteSearch.isSpace(base[i]) { i += 1 }
             guard i < count else { return nil }
@@ -451,6 +448,10 @@ final class HealthXMLScanner {
             }
             guard let close = ExportByteSearch.find(quote, in: base, from: i + 1, to: count) else { return nil }
             let value = UnsafeBufferPointer(start: base + i + 1, count: close - i - 1)
+            if tailOfKey {
+                i = close + 1
+                continue
+            }
             if attributes.set(name: base, nameStart, nameCount, value: value) {
                 guard Self.isStepCount(value) else {
                     guard let end = skipTag(base, from: close + 1, count: count) else { return nil }

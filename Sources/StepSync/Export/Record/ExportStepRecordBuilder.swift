@@ -99,9 +99,10 @@ final class ExportStepRecordBuilder {
     var isOpen: Bool { open != nil }
 
     /// The start tag of a step record; `complete` when it is self-closing
-    /// (no children follow, no `finish`).
-    func begin(_ attributes: ExportRecordAttributes, complete: Bool) -> Outcome {
-        if let problem = attributes.syntaxError { return .malformed(problem, .field) }
+    /// (no children follow, no `finish`); `syntaxError` when its attributes
+    /// could not be read one by one (no `=`, no quote).
+    func begin(_ attributes: ExportRecordAttributes, syntaxError: String? = nil, complete: Bool) -> Outcome {
+        if let problem = syntaxError { return .malformed(problem, .field) }
         // Dates first: a missing or bad date is the most common defect, and
         // nothing needs decoding to find it.
         guard let startText = attributes.startDate else { return .malformed("missing startDate", .field) }

@@ -1,6 +1,7 @@
 /// The attribute values of one `<Record>` start tag as the scanner found
 /// them: raw bytes between the quotes (entities not yet decoded), pointing
-/// into the scanner's buffer and valid only while that tag is handled.
+/// into the scanner's buffer and valid only while that tag is handled. Plain
+/// values only, so one costs nothing to reset or copy.
 struct ExportRecordAttributes {
     var type: UnsafeBufferPointer<UInt8>?
     /// `sourceName`, or in an iOS 8 export (which has no `sourceName`) `source`.
@@ -12,8 +13,6 @@ struct ExportRecordAttributes {
     var startDate: UnsafeBufferPointer<UInt8>?
     var endDate: UnsafeBufferPointer<UInt8>?
     var value: UnsafeBufferPointer<UInt8>?
-    /// Set when the tag's attribute syntax is broken (no `=`, no quote).
-    var syntaxError: String?
 
     /// Stores `value` under the attribute `name` when it is one a step record
     /// uses; returns true when `name` is `type`. Names are compared by length

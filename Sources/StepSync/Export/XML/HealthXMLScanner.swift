@@ -66,6 +66,8 @@ final class HealthXMLScanner {
     /// (an iOS 8 export writes metadata as attributes, keys with spaces and
     /// all: `Health Mate App Version="2.6.2"`) and was read past them.
     private var recordReadLeniently = false
+    /// Why the last `<Record>` tag's attributes could not be read one by one, if they could not.
+    private var recordSyntaxError: String?
 
     /// The elements whose start tag has been read and whose end tag has not.
     private var open = ExportElementStack()
@@ -245,7 +247,7 @@ final class HealthXMLScanner {
             }
 
             if isStep {
-                let outcome = builder.begin(attributes, complete: tag.selfClosing)
+                let outcome = builder.begin(attributes, syntaxError: recordSyntaxError, complete: tag.selfClosing)
                 switch outcome {
                 case .kept:
                     break
@@ -395,6 +397,7 @@ final class HealthXMLScanner {
     /// writes a record's own attributes before its metadata): the first stands.
     private func scanRecord(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> (TagEnd, isStep: Bool)? {
         attributes = ExportRecordAttributes()
+        recordSyntaxError = nil
         recordReadLeniently = false
         var isStep = false
         var afterBareWord = false
@@ -434,10 +437,15 @@ final class HealthXMLScanner {
                 }
                 return syntaxError("attribute syntax error (expected name=\"value\")", base, at: nameStart, count: count, isStep: isStep)
             }
-            // After a word, a step attribute the tag already has is the tail of
-            // a metadata key (`Daily Steps value="13"`): its value is not taken.
-            let tailOfKey = afterBareWord && attributes.alreadyHas(name: base, nameStart, nameCount)
-            afterBareWord = false
+            if afterBareWord {
+                afterBareWord = false
+                // A step attribute the tag already has is the tail of a
+                // metadata key (`Daily Steps value="13"`): its value is not taken.
+                if attributes.alreadyHas(name: base, nameStart, nameCount), let close = Self.quotedValueEnd(base, from: i + 1, count: count) {
+                    i = close + 1
+                    continue
+                }
+            }
             i += 1
             while i < count, ExportByteSearch.isSpace(base[i]) { i += 1 }
             guard i < count else { return nil }
@@ -448,10 +456,6 @@ final class HealthXMLScanner {
             }
             guard let close = ExportByteSearch.find(quote, in: base, from: i + 1, to: count) else { return nil }
             let value = UnsafeBufferPointer(start: base + i + 1, count: close - i - 1)
-            if tailOfKey {
-                i = close + 1
-                continue
-            }
             if attributes.set(name: base, nameStart, nameCount, value: value) {
                 guard Self.isStepCount(value) else {
                     guard let end = skipTag(base, from: close + 1, count: count) else { return nil }
@@ -463,11 +467,20 @@ final class HealthXMLScanner {
         }
     }
 
+    /// The offset of the closing quote of the quoted value after `from`
+    /// (whitespace, then a quote); nil when there is none or the buffer ends first.
+    private static func quotedValueEnd(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> Int? {
+        var i = from
+        while i < count, ExportByteSearch.isSpace(base[i]) { i += 1 }
+        guard i < count, base[i] == UInt8(ascii: "\"") || base[i] == UInt8(ascii: "'") else { return nil }
+        return ExportByteSearch.find(base[i], in: base, from: i + 1, to: count)
+    }
+
     /// A step record whose tag cannot be read attribute by attribute: note
     /// why, then find the tag's end the tolerant way.
     private func syntaxError(_ problem: String, _ base: UnsafePointer<UInt8>, at i: Int, count: Int,
                              isStep: Bool) -> (TagEnd, isStep: Bool)? {
-        attributes.syntaxError = problem
+        recordSyntaxError = problem
         guard let end = skipTag(base, from: i, count: count) else { return nil }
         return (end, isStep)
     }

@@ -31,14 +31,15 @@ private struct Outcome: Equatable, CustomStringConvertible {
     var sources: [ExportSourceTable.Source] = []
     var synced: [ExportSyncedRecord] = []
     var replaced: [ExportSyncedRecord] = []
-    var malformed = 0, outOfContract = 0, nested = 0
+    var malformed = 0, outOfContract = 0, nested = 0, lenient = 0, fractional = 0
     var examples: [ExportSkippedRecord] = []
     var exportDate: Int64?
     var error: String?
 
     var description: String {
         "\(records.count) records, \(sources.count) sources, \(synced.count)/\(replaced.count) synced/replaced, "
-            + "malformed \(malformed), out of contract \(outOfContract), nested \(nested), date \(exportDate.map(String.init) ?? "-"), "
+            + "malformed \(malformed) (fractional \(fractional)), out of contract \(outOfContract), nested \(nested), "
+            + "lenient \(lenient), date \(exportDate.map(String.init) ?? "-"), "
             + "error \(error ?? "-")"
     }
 }
@@ -80,11 +81,13 @@ private func scan(_ xml: [UInt8], piece: Int) -> Outcome {
         outcome.error = String(describing: error)
     }
     outcome.records = scanner.builder.records
-    outcome.sources = scanner.builder.sources.sources
+    outcome.sources = scanner.builder.resolvedSources()
     (outcome.synced, outcome.replaced) = scanner.builder.sync.resolve()
     outcome.malformed = scanner.malformedStepRecords
     outcome.outOfContract = scanner.outOfContractStepRecords
     outcome.nested = scanner.nestedStepRecordsSkipped
+    outcome.lenient = scanner.lenientStepRecords
+    outcome.fractional = scanner.fractionalStepRecords
     outcome.examples = scanner.malformedExamples + scanner.outOfContractExamples
     outcome.exportDate = scanner.exportDateMilliseconds
     return outcome

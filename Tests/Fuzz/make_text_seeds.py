@@ -46,6 +46,8 @@ synthetic = b"""<?xml version="1.0" encoding="UTF-8"?>
 """
 
 with_dtd = b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE HealthData [\n' + dtd + b']>\n' + dogsheep
+# iOS 8's format (source=, compact dates, metadata keys with spaces as attributes): synthetic, Tests/Fixtures/export-eras.
+ios8 = (root.parent / "Fixtures" / "export-eras" / "ios8-2014.xml").read_bytes()
 
 xml_seeds = {
     "dogsheep-fragment": (0, dogsheep),
@@ -53,6 +55,7 @@ xml_seeds = {
     "synthetic-steps": (1, synthetic),
     "synthetic-steps-bom-crlf": (7, b"\xef\xbb\xbf" + synthetic.replace(b"\n", b"\r\n")),
     "synthetic-cut": (2, synthetic[: len(synthetic) * 2 // 3]),
+    "ios8-era": (4, ios8),
 }
 (corpus / "export-xml").mkdir(parents=True, exist_ok=True)
 for name, (mode, data) in xml_seeds.items():
@@ -72,11 +75,22 @@ def export_zip(export: bytes, zip64: bool = False, stored: bool = False) -> byte
     return out.getvalue()
 
 
+def two_exports() -> bytes:
+    """Two exports zipped together, the older one larger: the newest ExportDate is read."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr(zipfile.ZipInfo("older/apple_health_export/export.xml", (2024, 1, 1, 0, 0, 0)),
+                   synthetic.replace(b"2024-03-01 09:00:00", b"2023-03-01 09:00:00") + b"<!-- " + b"x" * 400 + b" -->\n")
+        z.writestr(zipfile.ZipInfo("apple_health_export/export.xml", (2024, 3, 1, 0, 0, 0)), synthetic)
+    return out.getvalue()
+
+
 zip_seeds = {
     "export-deflated": (0, export_zip(synthetic)),
     "export-stored": (1, export_zip(synthetic, stored=True)),
     "export-zip64": (2, export_zip(dogsheep, zip64=True)),
     "export-localized-name": (3, export_zip(synthetic).replace(b"export.xml", b"eksport.xm")),
+    "two-exports": (4, two_exports()),
 }
 (corpus / "zip").mkdir(parents=True, exist_ok=True)
 for name, (mode, data) in zip_seeds.items():

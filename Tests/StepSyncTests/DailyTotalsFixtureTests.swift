@@ -9,7 +9,8 @@ import Testing
 @Suite struct DailyTotalsFixtureTests {
     @Test func theFixtureHasTheCasesTheDocumentPromises() {
         #expect(TotalsFixture.all.map(\.name) == ["custom-priority.json", "dst-23h.json", "dst-25h.json", "instantaneous.json",
-                                                   "midnight.json", "overlap.json", "three-sources.json"])
+                                                   "midnight.json", "overlap.json", "renamed-devices-priority.json",
+                                                   "renamed-devices.json", "three-sources.json"])
     }
 
     @Test(arguments: TotalsFixture.all)

@@ -41,7 +41,8 @@ import Testing
         let samples = provider.allSamples()
         #expect(samples.count == 3)
         #expect(samples.map(\.count) == [0, 611, 72])              // sorted by start
-        #expect(samples.map(\.sourceBundleId) == ["Health Mate", "Simon\u{2019}s iPhone", "Apple\u{00A0}Watch"])
+        // The iPhone's and the Watch's own records (software = sourceVersion) carry Apple's per-device bundle id.
+        #expect(samples.map(\.sourceBundleId) == ["Health Mate", "com.apple.health.Simon\u{2019}s iPhone", "com.apple.health.Apple\u{00A0}Watch"])
         #expect(samples.map(\.sourceDeviceName) == [nil, "iPhone", "Apple Watch"])
         #expect(samples[2].startMilliseconds == 1_536_571_735_000)
         #expect(samples[2].endMilliseconds == 1_536_572_335_000)

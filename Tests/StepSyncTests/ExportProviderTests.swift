@@ -104,6 +104,14 @@ import Testing
         #expect(ExportDateParser.milliseconds("2021-04-30 10:00:00 +00:00") == nil)
         #expect(ExportDateParser.milliseconds("2021-04-30T10:00:00 +0000") == nil)
         #expect(ExportDateParser.milliseconds("") == nil)
+        // iOS 8's compact form, in records and in ExportDate alike.
+        #expect(ExportDateParser.milliseconds("20000229120000-0130") == leapNoonMinus0130)
+        #expect(ExportDateParser.milliseconds("19700101000000+0000") == 0)
+        #expect(ExportDateParser.milliseconds("20151107171924+0100") == 1_446_913_164_000)
+        for bad in ["21000229000000+0000", "20211301000000+0000", "20210430240000+0000", "20210430100000 0000",
+                    "2021043010000+00000", "2021-04-30100000+00", "20210430100000+0060"] {
+            #expect(ExportDateParser.milliseconds(bad) == nil, "\(bad)")
+        }
         // Against Foundation's calendar for many instants and offsets.
         var random = SplitMix64(seed: 3)
         for _ in 0..<2_000 {
@@ -116,18 +124,28 @@ import Testing
         }
     }
 
-    @Test func stepValuesMustBeWholeNumbers() {
-        func parse(_ text: String) -> UInt32? {
-            let bytes = Array(text.utf8)
-            return bytes.withUnsafeBufferPointer { try? ExportStepRecordBuilder.wholeNumber($0).get() }
+    @Test func stepValuesAreDecimalsReadToTheThousandth() {
+        func parse(_ text: String) -> ExportStepValue? {
+            Array(text.utf8).withUnsafeBufferPointer { try? ExportStepValue.parse($0).get() }
         }
-        #expect(parse("12") == 12)
-        #expect(parse("12.0") == 12)
-        #expect(parse("12.") == 12)
-        #expect(parse("0") == 0)
-        #expect(parse("4294967295") == UInt32.max)
-        #expect(parse("4294967296") == nil)
-        for bad in ["12.5", "-3", "abc", "", " 12", "1e3", "+4", ".5", "12.0.0", "0x10"] {
+        func whole(_ text: String) -> UInt32? { parse(text)?.wholeSteps }
+        #expect(whole("12") == 12)
+        #expect(whole("12.0") == 12)
+        #expect(whole("12.") == 12)
+        #expect(whole("12.000000") == 12)
+        #expect(whole("0") == 0)
+        #expect(whole("4294967295") == UInt32.max)
+        // Fractions are read, to the thousandth; a sample takes only whole steps for now.
+        #expect(parse("2741.7") == ExportStepValue(thousandths: 2_741_700, finerThanThousandths: false))
+        #expect(parse("0.5") == ExportStepValue(thousandths: 500, finerThanThousandths: false))
+        #expect(parse("12.345") == ExportStepValue(thousandths: 12_345, finerThanThousandths: false))
+        #expect(parse("12.3450") == ExportStepValue(thousandths: 12_345, finerThanThousandths: false))
+        #expect(parse("12.3456") == ExportStepValue(thousandths: 12_345, finerThanThousandths: true))
+        #expect(parse("4294967295.999") == ExportStepValue(thousandths: 4_294_967_295_999, finerThanThousandths: false))
+        for fractional in ["2741.7", "0.5", "12.0001"] { #expect(whole(fractional) == nil, "\(fractional)") }
+        let tooLarge = Array("4294967296".utf8).withUnsafeBufferPointer { ExportStepValue.parse($0) }
+        #expect(tooLarge == .failure(ExportStepValue.Problem(reason: "value \"4294967296\" is too large for a step count")))
+        for bad in ["-3", "abc", "", " 12", "1e3", "+4", ".5", "12.0.0", "0x10"] {
             #expect(parse(bad) == nil, "\(bad)")
         }
     }

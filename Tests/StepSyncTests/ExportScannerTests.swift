@@ -47,6 +47,7 @@ import Testing
         let dir = try ExportTemporaryDirectory()
         var record = ExportTestRecord.step(minute: 3, count: 9)
         record.sourceName = "Run\u{0B}Keeper"
+        record.device = nil
         record.metadata = [("note", "line\u{0B}break")]
         // U+000B as text between elements and between attributes, too.
         let tagWithTab = ExportTestRecord.step(minute: 4, count: 11).xml.replacingOccurrences(of: " sourceName=", with: "\u{0B}sourceName=")
@@ -76,7 +77,8 @@ import Testing
         let names = ["Apple\u{00A0}Watch", "Simon\u{2019}s iPhone", "Ærøskøbing Läufer 走る"]
         let records = names.enumerated().map { ExportTestRecord.step(minute: $0.offset, count: 5, source: $0.element) }
         let provider = try AppleHealthExportProvider(path: try dir.write("names.xml", ExportTestDocument.xml(records: records)))
-        #expect(provider.allSamples().map { Array($0.sourceBundleId.utf8) } == names.map { Array($0.utf8) })
+        // The records are an Apple Watch's own: Apple's per-device bundle id, the name after it.
+        #expect(provider.allSamples().map { Array($0.sourceBundleId.utf8) } == names.map { Array(("com.apple.health." + $0).utf8) })
         // NFC/NFD or NBSP-to-space "normalization" would break this.
         #expect(provider.allSamples()[0].sourceBundleId.utf8.contains(0xA0))
     }
@@ -196,7 +198,7 @@ import Testing
             (broken(10) { $0.startDate = nil }, "missing startDate"),
             (broken(11) { $0.value = "abc" }, "value \"abc\" is not a number"),
             (broken(12) { $0.startDate = "2021-02-30 10:00:00 -0800" }, "bad startDate \"2021-02-30 10:00:00 -0800\""),
-            (broken(13) { $0.value = "12.5" }, "value \"12.5\" is not a whole number"),
+            (broken(13) { $0.value = "12.5" }, "value \"12.5\" is not a whole number (fractional steps are not stored yet)"),
             (broken(14) { $0.value = "-3" }, "value \"-3\" is negative"),
             (broken(15) { $0.endDate = nil }, "missing endDate"),
             (broken(16) { $0.value = nil }, "missing value"),
@@ -209,6 +211,9 @@ import Testing
         let provider = try AppleHealthExportProvider(path: try dir.write("malformed.xml", text))
         #expect(provider.allSamples().map(\.count) == [5, 6, 12])
         #expect(provider.summary.malformedStepRecords == 7)
+        // Of them: one fraction, two bad values, four missing or bad dates and values.
+        #expect(provider.summary.fractionalStepRecords == 1)
+        #expect(provider.summary.unreadableFieldStepRecords == 4)
         let recordLines = text.components(separatedBy: "\n").enumerated()
             .filter { $0.element.contains("HKQuantityTypeIdentifierStepCount") }.map { $0.offset + 1 }
         let expected = zip(recordLines.dropFirst(), bad).prefix(5).map { ExportSkippedRecord(line: $0.0, reason: $0.1.1) }

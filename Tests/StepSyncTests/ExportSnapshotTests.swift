@@ -158,7 +158,8 @@ import Testing
         #expect(try run(["ingest", "--store", store, "--source", jan]).code == 0)
         let before = try storeFiles(store)
         let errorLine = try refusedIngest(["ingest", "--store", store, "--source", partial], store: store)
-        #expect(errorLine == "stepsync ingest: \(partial): would delete 24 of the 206 stored export samples with no replacement (11.7%, more than 5%); nothing was stored. If this export is complete and yours, run again with --allow-deletions")
+        // Not counted: the renamed iPhone's two, and walk-6's version 1 (replaced by version 2).
+        #expect(errorLine == "stepsync ingest: \(partial): would delete 23 of the 206 stored export samples with no replacement (11.2%, more than 5%); nothing was stored. If this export is complete and yours, run again with --allow-deletions")
         #expect(try runMerged(["ingest", "--store", store, "--source", partial, "--keep-deleted", "--allow-deletions"]).code == 2)
         #expect(try storeFiles(store) == before)
 
@@ -179,6 +180,28 @@ import Testing
         #expect(try run(["ingest", "--store", store, "--source", jan]).code == 0)
         let r = try run(["ingest", "--store", store, "--source", mar])
         #expect(r.code == 0 && r.lines.contains("  205 new, 0 changed, 206 deleted"), "\(r.lines)")
+        #expect(try live(store) == (try exportSamples(mar)))
+    }
+
+    /// An app that re-saved a tenth of its samples with a higher sync
+    /// version: the newer export holds only the new versions. Each old one is
+    /// deleted, but replaced, not lost: the 5% guard lets the import through
+    /// and the summary says they were replaced.
+    @Test func syncVersionReplacementsAreNotLosses() throws {
+        let dir = try ExportTemporaryDirectory()
+        let app = (0..<100).map { Self.synced(ExportTestRecord.step(minute: 2 * $0, count: 10 + $0), id: "walk-\($0)", version: 1) }
+        let resaved = app.enumerated().map { i, record -> ExportTestRecord in
+            guard i % 5 == 0 else { return record }
+            return Self.synced(ExportTestRecord.step(minute: 2 * i, count: 500 + i), id: "walk-\(i)", version: 2)
+        }
+        let jan = try Self.write(dir, "january.xml", app + Self.filler().prefix(100), date: Self.januaryDate)
+        let mar = try Self.write(dir, "march.xml", resaved + Self.filler().prefix(100), date: Self.marchDate)
+        let store = dir.path + "/store"
+        #expect(try run(["ingest", "--store", store, "--source", jan]).code == 0)
+        let r = try run(["ingest", "--store", store, "--source", mar])
+        #expect(r.code == 0, "\(r.lines)")
+        #expect(r.lines.contains("  20 new, 0 changed, 20 deleted"), "\(r.lines)")
+        #expect(r.lines.contains("  of the deleted, 20 replaced by a newer sync version its app saved"), "\(r.lines)")
         #expect(try live(store) == (try exportSamples(mar)))
     }
 
@@ -252,8 +275,10 @@ import Testing
         let r = try await ingestWithDeletions(try AppleHealthExportProvider(path: mar), into: store)
         let plan = try #require(r.plan)
         #expect(plan.deletions.comparedWith == 207)         // January's 206 and the legacy id; not the mock's
-        // Replaced: the legacy id, and the two samples of the renamed iPhone.
-        #expect(plan.deletions.withReplacement == 3 && plan.deletions.losses == 4)
+        // Replaced: the legacy id, the two samples of the renamed iPhone, and
+        // walk-6's version 1 (the app saved version 2).
+        #expect(plan.deletions.withReplacement == 4 && plan.deletions.losses == 3)
+        #expect(plan.deletions.replacedBySyncVersion == 1)
         #expect(r.deleted.deleted == 7)
         var wanted = try exportSamples(mar)
         for m in mockSamples { wanted[m.id] = m }

@@ -189,6 +189,7 @@ enum IngestCommand {
                 if let compared = plan.deletions.comparedWith {
                     w.field("comparedWith", compared)
                     w.field("withReplacement", plan.deletions.withReplacement)
+                    w.field("replacedBySyncVersion", plan.deletions.replacedBySyncVersion)
                 }
             } else {
                 w.field("reported", 0)
@@ -209,6 +210,9 @@ enum IngestCommand {
         }
         out.line("ingest complete: \(spec)")
         out.line("  \(Format.count(new)) new, \(Format.count(changed)) changed, \(Format.count(deleted.deleted)) deleted")
+        if let replaced = plan?.deletions.replacedBySyncVersion, replaced > 0 {
+            out.line("  of the deleted, \(Format.count(replaced)) replaced by a newer sync version its app saved")
+        }
         out.line("  layering: \(Format.count(layered.intervalsRecorded)) intervals recorded, \(Format.count(layered.intervalsKept)) kept from before, \(Format.count(layered.queries)) aggregate queries, \(Format.duration(layered.seconds))")
         out.line("  fetch: \(Format.count(fetched.intervalsFetched)) intervals, \(Format.count(fetched.samplesSeen)) samples (\(Format.count(fetched.samples.inserted)) new, \(Format.count(fetched.samples.updated)) changed, \(Format.count(fetched.samples.unchanged)) unchanged) in \(Format.count(fetched.batches)) batches, \(Format.duration(fetched.seconds)) (\(Format.count(Int(rate))) samples/s, \(Format.percent(storeShare)) of it in StepLog)")
         out.line("  store: \(store): \(Format.count(counts.samples)) samples (\(Format.count(counts.unsyncedSamples)) unsynced), \(Format.count(counts.intervalTotal)) intervals, \(Format.bytes(counts.bytes)) in \(Format.count(counts.segments, "segment"))")

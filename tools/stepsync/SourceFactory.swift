@@ -23,6 +23,7 @@ enum SourceFactory {
             }
             progress.finish()
             report(provider.summary)
+            if let unreadable = provider.summary.everyStepRecordSkipped(path: path) { throw unreadable }
             return provider
         }
     }
@@ -38,6 +39,7 @@ enum SourceFactory {
                  + (s.outOfContractStepRecords > 0 ? ", \(Format.count(s.outOfContractStepRecords)) outside the sample contract skipped" : ""))
         for example in s.malformedExamples { err.line("  skipped: \(example)") }
         for example in s.outOfContractExamples { err.line("  skipped (outside the sample contract): \(example)") }
+        for notice in s.notices { err.line("  note: \(notice)") }
     }
 
     /// The read's figures as the `read` object of `ingest --json`.
@@ -65,6 +67,22 @@ enum SourceFactory {
         }
         skipped("malformed", s.malformedStepRecords, s.malformedExamples)
         skipped("outOfContract", s.outOfContractStepRecords, s.outOfContractExamples)
+        w.field("fractionalStepRecords", s.fractionalStepRecords)
+        w.field("lenientStepRecords", s.lenientStepRecords)
+        w.field("exportDate", s.exportDateMilliseconds.map { ISO8601.format(milliseconds: $0) })
+        if let unreadable = s.unreadableExportDate { w.field("unreadableExportDate", unreadable) }
+        w.key("otherExportsInZip"); w.beginArray()
+        for other in s.otherExportsInZip {
+            w.beginObject()
+            w.field("entry", other.entry)
+            w.field("exportDate", other.exportDateMilliseconds.map { ISO8601.format(milliseconds: $0) })
+            w.field("bytes", other.bytes)
+            w.endObject()
+        }
+        w.endArray()
+        w.key("notices"); w.beginArray()
+        for notice in s.notices { w.value(notice) }
+        w.endArray()
         w.key("seconds"); w.value(s.seconds)
         w.endObject()
     }

@@ -16,10 +16,14 @@ public struct SourceDeletions: Sendable {
     /// with — the base of the ingest's mass-deletion guard. Nil for a change
     /// feed, whose deletions are the source's own word and are not guarded.
     public var comparedWith: Int?
-    /// Of `ids`, how many the source still has under another id — a sample
-    /// re-identified by a newer derivation, or the same span and count under
-    /// a renamed device: not losses, so not counted by the mass-deletion guard.
+    /// Of `ids`, how many the source still has in another form — a sample
+    /// re-identified by a newer derivation, a newer sync version an app saved,
+    /// the same span and count under a renamed device: not losses, so not
+    /// counted by the mass-deletion guard.
     public var withReplacement: Int
+    /// Of `withReplacement`: samples an app replaced by saving a newer sync
+    /// version (`HKMetadataKeySyncVersion`), reported as replaced.
+    public var replacedBySyncVersion = 0
 
     public init(ids: [UUID], anchor: [UInt8], comparedWith: Int? = nil, withReplacement: Int = 0) {
         self.ids = ids

@@ -1,9 +1,10 @@
 /// Which source counts where sources overlap: a list of patterns, highest
-/// first (docs/TOTALS.md §2). `=TEXT` matches a source whose name equals
-/// TEXT, `TEXT` one whose name contains it, both after normalizing (U+00A0
-/// → space, U+2019 → `'`, ASCII A–Z → a–z). A source's rank is the index of
-/// the first matching pattern (the number of patterns when none matches);
-/// sources of equal rank are ordered by bundle id, then device name.
+/// first (docs/TOTALS.md §2). `=TEXT` matches a source one of whose names
+/// (`StepSource.names`) equals TEXT, `TEXT` one with a name containing it,
+/// both after normalizing (U+00A0 → space, U+2019 → `'`, ASCII A–Z → a–z). A
+/// source's rank is the index of the first matching pattern (the number of
+/// patterns when none matches); sources of equal rank are ordered by bundle
+/// id, then device name.
 public struct SourcePriority: Hashable, Sendable {
     public let patterns: [String]
 
@@ -47,11 +48,11 @@ public struct SourcePriority: Hashable, Sendable {
         try self.init(patterns: patterns)
     }
 
-    /// The source's rank: the index of the first pattern matching its name.
+    /// The source's rank: the index of the first pattern matching one of its names.
     public func rank(of source: StepSource) -> Int {
-        let name = Self.normalize(source.name.utf8)
+        let names = source.names.map { Self.normalize($0.utf8) }
         for (i, m) in matchers.enumerated() {
-            if m.exact ? name == m.text : Self.contains(name, m.text) { return i }
+            for name in names where m.exact ? name == m.text : Self.contains(name, m.text) { return i }
         }
         return patterns.count
     }

@@ -18,13 +18,18 @@ public struct StepSource: Hashable, Sendable {
         self.init(bundleId: sample.sourceBundleId, deviceName: sample.sourceDeviceName)
     }
 
-    /// What priority patterns are matched against: the device name of Apple's
-    /// per-device sources (bundle id `com.apple.health.…`, which says nothing
-    /// about the device), otherwise the bundle id (an export's `sourceName`, an
-    /// app's bundle id): a third-party app on the iPhone is named by the app.
-    public var name: String {
-        if let deviceName, bundleId.utf8.starts(with: Self.appleDevicePrefix) { return deviceName }
-        return bundleId
+    /// What priority patterns are matched against (docs/TOTALS.md §1). An
+    /// Apple device's own source (bundle id `com.apple.health.…`: HealthKit's
+    /// per-device sources, and an export's records the device wrote itself)
+    /// is named by what it is, its device name (`Apple Watch`, `iPhone`), and
+    /// by the rest of its bundle id (an export's: the name the person gave the
+    /// device, for a `--priority` that names it). Any other source is named by
+    /// its bundle id (an export's `sourceName`, an app's bundle id): a
+    /// third-party app on the iPhone is named by the app, not by the phone.
+    public var names: [String] {
+        guard bundleId.utf8.starts(with: Self.appleDevicePrefix) else { return [bundleId] }
+        let rest = String(decoding: bundleId.utf8.dropFirst(Self.appleDevicePrefix.count), as: UTF8.self)
+        return deviceName.map { [$0, rest] } ?? [rest]
     }
 
     /// For people: the bundle id, with the device name in parentheses when there is one.

@@ -26,17 +26,23 @@ def normalize(text: str) -> str:
     return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
 
 
-def source_name(bundle: str, device: Optional[str]) -> str:
-    return device if bundle.startswith(APPLE_DEVICE_PREFIX) and device is not None else bundle
+def source_names(bundle: str, device: Optional[str]) -> list[str]:
+    """What priority patterns are matched against (TOTALS.md section 1): an Apple device's own source
+    (bundle id com.apple.health.…) by its device name and by the rest of its bundle id, any other
+    source by its bundle id."""
+    if not bundle.startswith(APPLE_DEVICE_PREFIX):
+        return [bundle]
+    rest = bundle[len(APPLE_DEVICE_PREFIX):]
+    return [rest] if device is None else [device, rest]
 
 
 def rank(bundle: str, device: Optional[str], patterns: list[str]) -> int:
-    name = normalize(source_name(bundle, device))
+    names = [normalize(name) for name in source_names(bundle, device)]
     for index, pattern in enumerate(patterns):
         if pattern.startswith("="):
-            if name == normalize(pattern[1:]):
+            if normalize(pattern[1:]) in names:
                 return index
-        elif normalize(pattern) in name:
+        elif any(normalize(pattern) in name for name in names):
             return index
     return len(patterns)
 

@@ -17,9 +17,13 @@ extension AppleHealthExportProvider {
     /// unlabeled sample but the mock's (`com.apple.health.mock`), the only
     /// other source there was. A stored sample whose id the export replaced
     /// by a newer derivation (`reidentifiedSamples`) is deleted too. Deleted
-    /// samples that are still there under another id (that one, or a sample
-    /// of the same span and count from another `sourceName`: a renamed
-    /// device) are counted in `withReplacement`, not as losses. Throws `DeletionRefusal.olderExport`
+    /// samples that are still there in another form (under a newer
+    /// derivation's id; a newer sync version the app saved,
+    /// `ExportSyncReplacements`; a sample of the same span and count, as
+    /// after a device was renamed) are counted in `withReplacement`, not as
+    /// losses. A stored sample with an id the export holds but other source
+    /// names (an older version's mapping) is left for the fetch to rewrite.
+    /// Throws `DeletionRefusal.olderExport`
     /// when the export is older than the anchor. An export without an
     /// `ExportDate` cannot say what it covers: it deletes nothing and leaves
     /// the anchor as it was.
@@ -34,8 +38,9 @@ extension AppleHealthExportProvider {
             throw DeletionRefusal.olderExport(path: path, exportDateMilliseconds: exportDate, lastImportedMilliseconds: last)
         }
         var ids: [UUID] = []
-        var compared = 0, withReplacement = 0
+        var compared = 0, withReplacement = 0, bySyncVersion = 0
         let legacy = Set(reidentifiedSamples.lazy.filter { $0.legacyID != $0.id }.map { UUIDBytes($0.legacyID) })
+        let syncReplacements = ExportSyncReplacements(provider: self)
         let mockBundle = Array(MockPhoneStream.bundleId.utf8)
         // Samples stored labeled `.export` under an id the export holds: the
         // id is derived from every field of the content, so they are stored
@@ -50,19 +55,27 @@ extension AppleHealthExportProvider {
             compared += 1
             let id = span.id.uuid
             if let i = recordIndex(id: id, startMilliseconds: span.startMilliseconds) {
-                if span.origin == .export { stored.insert(i) }
+                if span.origin == .export, hasSource(at: i, bundleId: span.sourceBundleId, deviceName: span.sourceDeviceName) {
+                    stored.insert(i)
+                }
                 return
             }
             let isLegacy = legacy.contains(span.id)
             guard span.startMilliseconds < exportDate || isLegacy else { return }
             ids.append(id)
-            if isLegacy || hasTwinFromAnotherSource(startMilliseconds: span.startMilliseconds, endMilliseconds: span.endMilliseconds,
-                                                    count: span.count, sourceBundleId: span.sourceBundleId) {
+            if isLegacy {
+                withReplacement += 1
+            } else if syncReplacements.replaced(span) {
+                withReplacement += 1
+                bySyncVersion += 1
+            } else if hasSampleWithSameSpanAndCount(startMilliseconds: span.startMilliseconds, endMilliseconds: span.endMilliseconds,
+                                                    count: span.count) {
                 withReplacement += 1
             }
         }
         var deletions = SourceDeletions(ids: ids, anchor: Self.encodeAnchor(exportDate), comparedWith: compared,
                                         withReplacement: withReplacement)
+        deletions.replacedBySyncVersion = bySyncVersion
         let known = stored
         deletions.alreadyStored = { [self] sample in
             guard sample.origin == .export, let i = recordIndex(id: sample.id, startMilliseconds: sample.startMilliseconds) else { return false }

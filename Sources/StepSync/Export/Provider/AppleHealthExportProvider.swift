@@ -20,9 +20,9 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     public let path: String
     /// What the read found: records kept and skipped, bytes, time.
     public let summary: ExportReadSummary
-    /// "export:" + 16 hex digits of a digest over the sorted records' UUIDs
-    /// and their number: equal for two files with the same step data,
-    /// different for a newer export that has more.
+    /// "export:" + 16 hex digits of a digest over the samples served: equal
+    /// for two files with the same step data, different for a newer export
+    /// that has more, or for the same export read into other source names.
     public let sourceIdentity: String
 
     /// Current samples that carry a HealthKit sync identifier, with its
@@ -65,7 +65,7 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
             sums[i + 1] = sums[i] + Int64(record.count)
         }
         cumulativeCounts = sums
-        sourceIdentity = "export:" + Self.hex(Self.digest(of: records))
+        sourceIdentity = "export:" + Self.hex(Self.digest(of: records, sources: sources))
         summary = result.summary
     }
 
@@ -140,21 +140,33 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
         return nil
     }
 
-    /// Whether the export holds a sample with this exact span and count from
-    /// a source not named `sourceBundleId` (the export's `sourceName`): what
-    /// a stored sample looks like after its device was renamed.
-    public func hasTwinFromAnotherSource(startMilliseconds: Int64, endMilliseconds: Int64, count: UInt32,
-                                         sourceBundleId: UnsafeRawBufferPointer) -> Bool {
+    /// Whether the export holds a sample with this exact span and count
+    /// (under another id, when asked about a sample it no longer holds):
+    /// what a stored sample looks like after its device was renamed, or
+    /// after a newer export printed the same record differently (an iOS 8
+    /// export's records in a later one).
+    public func hasSampleWithSameSpanAndCount(startMilliseconds: Int64, endMilliseconds: Int64, count: UInt32) -> Bool {
         var i = firstIndex(startingAtOrAfter: startMilliseconds)
         while i < records.count, records[i].startMilliseconds == startMilliseconds {
-            let r = records[i]
-            if r.endMilliseconds == endMilliseconds, r.count == count,
-               !sources[Int(r.source)].sourceBundleId.utf8.elementsEqual(sourceBundleId) {
-                return true
-            }
+            if records[i].endMilliseconds == endMilliseconds, records[i].count == count { return true }
             i += 1
         }
         return false
+    }
+
+    /// The end of the sample at `index` (in the provider's order).
+    func endMilliseconds(at index: Int) -> Int64 { records[index].endMilliseconds }
+
+    /// Whether the sample at `index` has exactly these source names (UTF-8
+    /// bytes; a nil device name only matches nil).
+    func hasSource(at index: Int, bundleId: UnsafeRawBufferPointer, deviceName: UnsafeRawBufferPointer?) -> Bool {
+        let source = sources[Int(records[index].source)]
+        guard source.sourceBundleId.utf8.elementsEqual(bundleId) else { return false }
+        switch (source.sourceDeviceName, deviceName) {
+        case (nil, nil): return true
+        case let (name?, bytes?): return name.utf8.elementsEqual(bytes)
+        default: return false
+        }
     }
 
     // MARK: - Internals
@@ -190,9 +202,14 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
         return day * dayMilliseconds
     }
 
-    /// MurmurHash3 over the record count (u64 little-endian) and then each
-    /// record's UUID bytes, in the provider's order; the first 64 bits.
-    private static func digest(of records: [ExportStepRecord]) -> UInt64 {
+    /// MurmurHash3 over the record count (u64 little-endian) and each
+    /// record's UUID bytes, in the provider's order, then each source's
+    /// `sourceName` and what its samples carry, bundle id and device name
+    /// (`field`s as in the identity: u32le length and bytes, 0xFFFFFFFF for
+    /// none); the first 64 bits. The UUID covers a sample's span, count and
+    /// source; the sources, the names it is served under, which the UUID
+    /// does not derive from.
+    private static func digest(of records: [ExportStepRecord], sources: [ExportSourceTable.Source]) -> UInt64 {
         var hasher = MurmurHash3x64()
         withUnsafeBytes(of: UInt64(records.count).littleEndian) { hasher.update($0) }
         var batch: [UInt8] = []
@@ -204,6 +221,16 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
                 hasher.update(batch)
                 batch.removeAll(keepingCapacity: true)
             }
+        }
+        func field(_ text: String?) {
+            guard let text else { return withUnsafeBytes(of: UInt32.max.littleEndian) { batch.append(contentsOf: $0) } }
+            withUnsafeBytes(of: UInt32(text.utf8.count).littleEndian) { batch.append(contentsOf: $0) }
+            batch.append(contentsOf: text.utf8)
+        }
+        for source in sources {
+            field(source.sourceName)
+            field(source.sourceBundleId)
+            field(source.sourceDeviceName)
         }
         hasher.update(batch)
         return hasher.finalize().0

@@ -21,6 +21,20 @@ public struct ExportReadSummary: Sendable, Equatable {
     public var syncVersionsReplaced = 0
     /// Step records nested in a `<Correlation>` (they also appear at top level; not taken twice).
     public var nestedStepRecordsSkipped = 0
+    /// Of `malformedStepRecords`: those whose value has a fraction (`2741.7`),
+    /// which a sample cannot carry yet.
+    public var fractionalStepRecords = 0
+    /// Of `malformedStepRecords`: those with a missing or unreadable date or
+    /// source name, or a broken tag — what an unknown format looks like.
+    public var unreadableFieldStepRecords = 0
+    /// Step records read past words in their tag that are not `name="value"`
+    /// (an iOS 8 export's metadata keys with spaces), their step attributes sound.
+    public var lenientStepRecords = 0
+    /// The `<ExportDate>`'s value, quoted, when it is there but not a date
+    /// (then `exportDateMilliseconds` is nil and no deletions can be applied).
+    public var unreadableExportDate: String?
+    /// The zip's other exports, not read (the newest `ExportDate` was).
+    public var otherExportsInZip: [ExportZipOtherExport] = []
     /// How far into the input file reading got: its size for an XML file,
     /// the end of the export entry's compressed data for a zip.
     public var bytesRead: Int64 = 0
@@ -34,4 +48,44 @@ public struct ExportReadSummary: Sendable, Equatable {
     public var exportDateMilliseconds: Int64?
 
     public init() {}
+
+    /// What was passed over, one line each, for people: another export in
+    /// the zip, an ExportDate that cannot be read (so no deletions), records
+    /// read leniently or skipped for a fractional value. Empty when nothing was.
+    public var notices: [String] {
+        var lines: [String] = []
+        if !otherExportsInZip.isEmpty {
+            func date(_ milliseconds: Int64?) -> String {
+                milliseconds.map { "ExportDate " + ISO8601.format(milliseconds: $0) } ?? "no ExportDate that can be read"
+            }
+            let entry = input.hasPrefix("zip:") ? String(input.dropFirst(4)) : input
+            let others = otherExportsInZip.map { "'\($0.entry)' (\(date($0.exportDateMilliseconds)))" }.joined(separator: ", ")
+            lines.append("the zip holds \(otherExportsInZip.count + 1) exports: read '\(entry)' (\(date(exportDateMilliseconds)), "
+                         + "the newest); not read: \(others)")
+        }
+        if exportDateMilliseconds == nil {
+            let why = unreadableExportDate.map { "its ExportDate \($0) cannot be read" } ?? "it has no ExportDate"
+            lines.append("\(why), so this import deletes nothing: stored samples this export no longer holds are kept")
+        }
+        if lenientStepRecords > 0 {
+            lines.append("\(lenientStepRecords) step \(lenientStepRecords == 1 ? "record" : "records") read leniently "
+                         + "(words in the tag that are not name=\"value\", such as an iOS 8 export's metadata keys with spaces)")
+        }
+        if fractionalStepRecords > 0 {
+            lines.append("\(fractionalStepRecords) step \(fractionalStepRecords == 1 ? "record" : "records") with a fractional value "
+                         + "skipped (fractional steps are not stored yet)")
+        }
+        return lines
+    }
+
+    /// When the export has step records and every one was skipped: why, for
+    /// an import to refuse with (nothing to store looks like success
+    /// otherwise). Nil when some were kept, or there were none.
+    public func everyStepRecordSkipped(path: String) -> ExportStepRecordsUnreadable? {
+        let skipped = malformedStepRecords + outOfContractStepRecords
+        guard recordsKept == 0, skipped > 0 else { return nil }
+        let first = (malformedExamples + outOfContractExamples).min { $0.line < $1.line }
+        return ExportStepRecordsUnreadable(path: path, skipped: skipped,
+                                           formatNotSupported: unreadableFieldStepRecords == skipped, first: first)
+    }
 }

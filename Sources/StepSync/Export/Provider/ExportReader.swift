@@ -59,6 +59,7 @@ enum ExportReader {
             let choice = try ExportZipEntryFinder.find(in: file, entries: entries)
             origin = .zip(choice.entry)
             summary.input = "zip:" + choice.entry.name
+            summary.otherExportsInZip = choice.otherExports
         }
 
         // At most `chunkCount` chunks exist, so a put on `filled` never waits.
@@ -200,11 +201,15 @@ enum ExportReader {
         summary.outOfContractStepRecords = scanner.outOfContractStepRecords
         summary.outOfContractExamples = scanner.outOfContractExamples
         summary.nestedStepRecordsSkipped = scanner.nestedStepRecordsSkipped
+        summary.fractionalStepRecords = scanner.fractionalStepRecords
+        summary.unreadableFieldStepRecords = scanner.unreadableFieldStepRecords
+        summary.lenientStepRecords = scanner.lenientStepRecords
         summary.exportDateMilliseconds = scanner.exportDateMilliseconds
+        summary.unreadableExportDate = scanner.unreadableExportDate
         summary.bytesRead = inputPosition
         summary.xmlBytes = xmlBytes
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-        return Result(records: records, sources: scanner.builder.sources.sources, summary: summary,
+        return Result(records: records, sources: scanner.builder.resolvedSources(), summary: summary,
                       synced: synced, replaced: replaced, reidentified: reidentified)
     }
 }

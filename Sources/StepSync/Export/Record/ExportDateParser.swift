@@ -1,6 +1,10 @@
-/// Parses the export's dates, `yyyy-MM-dd HH:mm:ss ±HHMM` (local wall time
-/// and its UTC offset, e.g. `2019-07-19 10:36:11 -0700`), to the absolute
-/// instant in milliseconds since 1970-01-01T00:00:00Z.
+/// Parses the export's dates to the absolute instant in milliseconds since
+/// 1970-01-01T00:00:00Z. Two forms, both local wall time and its UTC offset:
+///
+/// - `yyyy-MM-dd HH:mm:ss ±HHMM` (`2019-07-19 10:36:11 -0700`), every export
+///   since iOS 9;
+/// - `yyyyMMddHHmmss±HHMM` (`20151107171924+0100`), the compact form of the
+///   iOS 8 exports (2014–2015), in records and in `ExportDate` alike.
 ///
 /// Hand-written rather than `DateFormatter`: exact (no locale or calendar
 /// settings involved), strict (every field range-checked, so a bad date makes
@@ -9,17 +13,38 @@
 enum ExportDateParser {
     /// The exact length of a date: 19 characters of wall time, a space, 5 of offset.
     static let length = 25
+    /// The exact length of an iOS 8 date: 14 digits of wall time, 5 of offset.
+    static let compactLength = 19
 
     static func milliseconds(_ base: UnsafePointer<UInt8>, count: Int) -> Int64? {
-        guard count == length,
-              base[4] == UInt8(ascii: "-"), base[7] == UInt8(ascii: "-"), base[10] == UInt8(ascii: " "),
+        guard count == length else {
+            return count == compactLength ? compactMilliseconds(base) : nil
+        }
+        guard base[4] == UInt8(ascii: "-"), base[7] == UInt8(ascii: "-"), base[10] == UInt8(ascii: " "),
               base[13] == UInt8(ascii: ":"), base[16] == UInt8(ascii: ":"), base[19] == UInt8(ascii: " "),
               let year = digits(base, 0, 4), let month = digits(base, 5, 2), let day = digits(base, 8, 2),
               let hour = digits(base, 11, 2), let minute = digits(base, 14, 2), let second = digits(base, 17, 2),
               let offsetHours = digits(base, 21, 2), let offsetMinutes = digits(base, 23, 2)
         else { return nil }
+        return instant(year: year, month: month, day: day, hour: hour, minute: minute, second: second,
+                       sign: base[20], offsetHours: offsetHours, offsetMinutes: offsetMinutes)
+    }
+
+    /// `yyyyMMddHHmmss±HHMM`.
+    private static func compactMilliseconds(_ base: UnsafePointer<UInt8>) -> Int64? {
+        guard let year = digits(base, 0, 4), let month = digits(base, 4, 2), let day = digits(base, 6, 2),
+              let hour = digits(base, 8, 2), let minute = digits(base, 10, 2), let second = digits(base, 12, 2),
+              let offsetHours = digits(base, 15, 2), let offsetMinutes = digits(base, 17, 2)
+        else { return nil }
+        return instant(year: year, month: month, day: day, hour: hour, minute: minute, second: second,
+                       sign: base[14], offsetHours: offsetHours, offsetMinutes: offsetMinutes)
+    }
+
+    /// The instant of a wall time at a UTC offset, every field range-checked.
+    private static func instant(year: Int64, month: Int64, day: Int64, hour: Int64, minute: Int64, second: Int64,
+                                sign signByte: UInt8, offsetHours: Int64, offsetMinutes: Int64) -> Int64? {
         let sign: Int64
-        switch base[20] {
+        switch signByte {
         case UInt8(ascii: "+"): sign = 1
         case UInt8(ascii: "-"): sign = -1
         default: return nil

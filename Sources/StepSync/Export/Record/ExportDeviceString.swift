@@ -46,6 +46,41 @@ enum ExportDeviceString {
             || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
     }
 
+    /// Whether the device string says an Apple device wrote the record
+    /// itself, not an app running on it: `manufacturer:Apple…`, a `model:` of
+    /// `iPhone`, `Watch` or `iPod…`, and a `software:` version equal to the
+    /// record's `sourceVersion` (the source of an Apple device's own samples is
+    /// its operating system, whose version both fields carry; an app that
+    /// stamps its samples with the phone's `HKDevice` has a version of its own).
+    static func isAppleDeviceItself(_ device: UnsafeBufferPointer<UInt8>, sourceVersion: UnsafeBufferPointer<UInt8>?) -> Bool {
+        guard let sourceVersion, !sourceVersion.isEmpty, let base = device.baseAddress else { return false }
+        let count = device.count
+        guard let manufacturer = ExportByteSearch.find(", manufacturer:", in: base, from: 0, to: count),
+              ExportByteSearch.hasPrefix(base, manufacturer + 15, count, "Apple"),
+              let model = ExportByteSearch.find(", model:", in: base, from: manufacturer, to: count),
+              let software = ExportByteSearch.find(", software:", in: base, from: model, to: count)
+        else { return false }
+        let modelStart = model + 8
+        guard fieldIs("iPhone", base, modelStart, count) || fieldIs("Watch", base, modelStart, count)
+                || ExportByteSearch.hasPrefix(base, modelStart, count, "iPod")
+        else { return false }
+        let versionStart = software + 11
+        guard count - versionStart >= sourceVersion.count,
+              UnsafeBufferPointer(start: base + versionStart, count: sourceVersion.count).elementsEqual(sourceVersion)
+        else { return false }
+        return isFieldEnd(base, versionStart + sourceVersion.count, count)
+    }
+
+    /// Whether the field value at `start` is exactly `text` (then `,`, `>` or the end).
+    private static func fieldIs(_ text: StaticString, _ base: UnsafePointer<UInt8>, _ start: Int, _ count: Int) -> Bool {
+        ExportByteSearch.hasPrefix(base, start, count, text) && isFieldEnd(base, start + text.utf8CodeUnitCount, count)
+    }
+
+    @inline(__always)
+    private static func isFieldEnd(_ base: UnsafePointer<UInt8>, _ i: Int, _ count: Int) -> Bool {
+        i == count || base[i] == UInt8(ascii: ",") || base[i] == UInt8(ascii: ">")
+    }
+
     /// The device string without its memory address: the hex digits (and
     /// their `0x`) after `HKDevice: ` are dropped, because the address is where
     /// the object happened to live when the export was written and changes

@@ -3,11 +3,14 @@ import StepLog
 /// Turns one top-level StepCount `<Record>` into an `ExportStepRecord` (or
 /// the reason it cannot be one) and collects them.
 ///
-/// Mapping: `sourceBundleId` = `sourceName` (the export has no bundle id),
-/// `sourceDeviceName` = the `name:` field of `device`, `count` = the whole
-/// number `value`, start/end = `startDate`/`endDate`, id = the derived
-/// `ExportRecordIdentity`. Runs once per step record, so it works on the
-/// scanner's bytes and allocates nothing in the common case.
+/// Mapping: `sourceBundleId` = `sourceName` (`source` in iOS 8 exports; the
+/// export has no bundle id), `sourceDeviceName` = the `name:` field of
+/// `device`, `count` = the whole number `value`, start/end =
+/// `startDate`/`endDate`, id = the derived `ExportRecordIdentity`. Records an
+/// Apple device wrote itself mark their source (`ExportSourceTable`), whose
+/// samples then carry Apple's per-device bundle id. Runs once per step
+/// record, so it works on the scanner's bytes and allocates nothing in the
+/// common case.
 ///
 /// A record with children is read in three calls: `begin` with its start
 /// tag's attributes, `addMetadata` for each `MetadataEntry` child, and
@@ -19,15 +22,28 @@ final class ExportStepRecordBuilder {
     static let stepCountType: StaticString = "HKQuantityTypeIdentifierStepCount"
     static let syncIdentifierKey: StaticString = "HKMetadataKeySyncIdentifier"
     static let syncVersionKey: StaticString = "HKMetadataKeySyncVersion"
+    static let wasUserEnteredKey: StaticString = "HKWasUserEntered"
 
     enum Outcome: Equatable {
         /// A sample (open until `finish()` unless `begin` was told it is complete).
         case kept
-        /// Not a sample at all (a missing or unreadable field); nothing is open.
-        case malformed(String)
+        /// Not a sample at all (a missing or unreadable field, a value that
+        /// is not a whole step count); nothing is open.
+        case malformed(String, Malformation)
         /// Well-formed but outside the sample contract: never kept (open
         /// until `finish()` unless complete, for its sync metadata).
         case outOfContract(SampleContract.Violation)
+    }
+
+    /// What kind of field made a record malformed.
+    enum Malformation: Equatable {
+        /// A date, the source's name, the tag's syntax: what an export in a
+        /// format this reader does not know would break.
+        case field
+        /// The value is not a step count (empty, negative, not a number, too large).
+        case value
+        /// The value has a fraction, which a sample cannot carry yet.
+        case fraction
     }
 
     private(set) var records: [ExportStepRecord] = []
@@ -49,6 +65,9 @@ final class ExportStepRecordBuilder {
     private struct OpenRecord {
         var record: ExportStepRecord
         var keep: Bool
+        /// Its device string says an Apple device wrote it itself: it marks
+        /// its source at `finish()` unless it was entered by hand.
+        var byAppleDevice: Bool
     }
     private var open: OpenRecord?
     private var metadata = ExportRecordMetadata()
@@ -69,26 +88,36 @@ final class ExportStepRecordBuilder {
         return records
     }
 
+    /// The sources, once every record is read, with Apple's devices known
+    /// (`ExportSourceTable.resolveAppleDevices`).
+    func resolvedSources() -> [ExportSourceTable.Source] {
+        sources.resolveAppleDevices()
+        return sources.sources
+    }
+
     /// Whether a record is open (its `MetadataEntry` children are wanted).
     var isOpen: Bool { open != nil }
 
     /// The start tag of a step record; `complete` when it is self-closing
-    /// (no children follow, no `finish`).
-    func begin(_ attributes: ExportRecordAttributes, complete: Bool) -> Outcome {
-        if let problem = attributes.syntaxError { return .malformed(problem) }
+    /// (no children follow, no `finish`); `syntaxError` when its attributes
+    /// could not be read one by one (no `=`, no quote).
+    func begin(_ attributes: ExportRecordAttributes, syntaxError: String? = nil, complete: Bool) -> Outcome {
+        if let problem = syntaxError { return .malformed(problem, .field) }
         // Dates first: a missing or bad date is the most common defect, and
         // nothing needs decoding to find it.
-        guard let startText = attributes.startDate else { return .malformed("missing startDate") }
-        guard let start = Self.date(startText) else { return .malformed("bad startDate \(Self.quoted(startText))") }
-        guard let endText = attributes.endDate else { return .malformed("missing endDate") }
-        guard let end = Self.date(endText) else { return .malformed("bad endDate \(Self.quoted(endText))") }
+        guard let startText = attributes.startDate else { return .malformed("missing startDate", .field) }
+        guard let start = Self.date(startText) else { return .malformed("bad startDate \(Self.quoted(startText))", .field) }
+        guard let endText = attributes.endDate else { return .malformed("missing endDate", .field) }
+        guard let end = Self.date(endText) else { return .malformed("bad endDate \(Self.quoted(endText))", .field) }
         var creation: Int64?
         if let creationText = attributes.creationDate {
-            guard let parsed = Self.date(creationText) else { return .malformed("bad creationDate \(Self.quoted(creationText))") }
+            guard let parsed = Self.date(creationText) else {
+                return .malformed("bad creationDate \(Self.quoted(creationText))", .field)
+            }
             creation = parsed
         }
-        guard let sourceNameText = attributes.sourceName else { return .malformed("missing sourceName") }
-        guard let valueText = attributes.value else { return .malformed("missing value") }
+        guard let sourceNameText = attributes.sourceName else { return .malformed("missing sourceName", .field) }
+        guard let valueText = attributes.value else { return .malformed("missing value", .field) }
 
         // Decode the text fields into the scratch area, one after another.
         let needed = sourceNameText.count + (attributes.sourceVersion?.count ?? 0) + (attributes.device?.count ?? 0)
@@ -113,9 +142,12 @@ final class ExportStepRecordBuilder {
         let unit = decoded(attributes.unit)
 
         let count: UInt32
-        switch Self.wholeNumber(value) {
-        case .success(let n): count = n
-        case .failure(let problem): return .malformed(problem.reason)
+        switch ExportStepValue.parse(value) {
+        case .success(let parsed):
+            guard let whole = parsed.wholeSteps else { return .malformed(ExportStepValue.fractionReason(value), .fraction) }
+            count = whole
+        case .failure(let problem):
+            return .malformed(problem.reason, .value)
         }
 
         // The sample contract. Names too long to be kept are refused before
@@ -128,10 +160,15 @@ final class ExportStepRecordBuilder {
             violation = .init(.sourceDeviceName, "sourceDeviceName is \(deviceName.count) bytes (at most \(SampleContract.maxSourceDeviceNameBytes))")
         }
         var source: UInt32 = 0
+        var byAppleDevice = false
         if violation == nil {
             source = sources.intern(sourceName: sourceName, deviceName: deviceName)
             violation = SampleContract.checkDates(start: .init(milliseconds: start), end: .init(milliseconds: end), now: now)
                 ?? SampleContract.checkCount(Int(count)) ?? sources.violation(at: source)
+            if let device, !sources.isAppleDevice(source) {
+                byAppleDevice = ExportDeviceString.isAppleDeviceItself(device, sourceVersion: sourceVersion)
+                if byAppleDevice, complete { sources.markAppleDevice(source) }
+            }
         }
 
         identity.start()
@@ -162,7 +199,7 @@ final class ExportStepRecordBuilder {
             }
             return .outOfContract(violation)
         }
-        open = OpenRecord(record: record, keep: violation == nil)
+        open = OpenRecord(record: record, keep: violation == nil, byAppleDevice: byAppleDevice)
         metadata.removeAll()
         if violation == nil { return .kept }
         // The sync table needs the name of an unkept record's source.
@@ -196,6 +233,9 @@ final class ExportStepRecordBuilder {
             records.append(current.record)
             if id != legacy { reidentified.append((legacy, id)) }
         }
+        if current.byAppleDevice, !enteredByHand {
+            sources.markAppleDevice(current.record.source)
+        }
         guard let identifier = metadata.value(forKey: Self.syncIdentifierKey) else { return }
         let version = metadata.value(forKey: Self.syncVersionKey)
         metadata.bytes.withUnsafeBufferPointer { all in
@@ -205,11 +245,18 @@ final class ExportStepRecordBuilder {
                               sourceName: sourceName, identifier: slice(identifier), version: version.map(slice))
             }
             if current.keep {
-                Array(sources.sources[Int(current.record.source)].sourceBundleId.utf8).withUnsafeBufferPointer(add)
+                Array(sources.sources[Int(current.record.source)].sourceName.utf8).withUnsafeBufferPointer(add)
             } else {
                 syncSourceName.withUnsafeBufferPointer(add)
             }
         }
+    }
+
+    /// Whether the open record's metadata says it was entered by hand
+    /// (`HKWasUserEntered` = 1): not the device's own measurement.
+    private var enteredByHand: Bool {
+        guard let range = metadata.value(forKey: Self.wasUserEnteredKey) else { return false }
+        return metadata.bytes[range].elementsEqual("1".utf8)
     }
 
     private static func date(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
@@ -217,45 +264,5 @@ final class ExportStepRecordBuilder {
         return ExportDateParser.milliseconds(base, count: text.count)
     }
 
-    struct ValueProblem: Error {
-        var reason: String
-    }
-
-    /// "12", "12.0", "12." → 12. Anything else (a fraction, a sign, an
-    /// exponent, spaces, a count beyond UInt32) is a malformed record: steps
-    /// are whole, and guessing a rounding would invent data.
-    static func wholeNumber(_ text: UnsafeBufferPointer<UInt8>) -> Result<UInt32, ValueProblem> {
-        guard !text.isEmpty else { return .failure(ValueProblem(reason: "empty value")) }
-        var value: UInt64 = 0
-        var i = 0
-        while i < text.count, text[i] >= UInt8(ascii: "0"), text[i] <= UInt8(ascii: "9") {
-            value = value * 10 + UInt64(text[i] - UInt8(ascii: "0"))
-            if value > UInt64(UInt32.max) { return .failure(ValueProblem(reason: "value \(quoted(text)) is too large for a step count")) }
-            i += 1
-        }
-        let integerDigits = i
-        if i < text.count, text[i] == UInt8(ascii: ".") {
-            i += 1
-            var fractionIsZero = true
-            let fractionStart = i
-            while i < text.count, text[i] >= UInt8(ascii: "0"), text[i] <= UInt8(ascii: "9") {
-                if text[i] != UInt8(ascii: "0") { fractionIsZero = false }
-                i += 1
-            }
-            if i == text.count, integerDigits > 0 || i > fractionStart, !fractionIsZero {
-                return .failure(ValueProblem(reason: "value \(quoted(text)) is not a whole number"))
-            }
-        }
-        guard i == text.count, integerDigits > 0 else {
-            if text[0] == UInt8(ascii: "-") { return .failure(ValueProblem(reason: "value \(quoted(text)) is negative")) }
-            return .failure(ValueProblem(reason: "value \(quoted(text)) is not a number"))
-        }
-        return .success(UInt32(value))
-    }
-
-    /// A value for a message: quoted, at most 40 bytes of it.
-    static func quoted(_ text: UnsafeBufferPointer<UInt8>) -> String {
-        let shown = String(decoding: text.prefix(40), as: UTF8.self)
-        return "\"" + shown + (text.count > 40 ? "…\"" : "\"")
-    }
+    static func quoted(_ text: UnsafeBufferPointer<UInt8>) -> String { ExportStepValue.quoted(text) }
 }

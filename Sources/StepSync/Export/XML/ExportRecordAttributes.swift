@@ -1,8 +1,10 @@
 /// The attribute values of one `<Record>` start tag as the scanner found
 /// them: raw bytes between the quotes (entities not yet decoded), pointing
-/// into the scanner's buffer and valid only while that tag is handled.
+/// into the scanner's buffer and valid only while that tag is handled. Plain
+/// values only, so one costs nothing to reset or copy.
 struct ExportRecordAttributes {
     var type: UnsafeBufferPointer<UInt8>?
+    /// `sourceName`, or in an iOS 8 export (which has no `sourceName`) `source`.
     var sourceName: UnsafeBufferPointer<UInt8>?
     var sourceVersion: UnsafeBufferPointer<UInt8>?
     var device: UnsafeBufferPointer<UInt8>?
@@ -11,8 +13,6 @@ struct ExportRecordAttributes {
     var startDate: UnsafeBufferPointer<UInt8>?
     var endDate: UnsafeBufferPointer<UInt8>?
     var value: UnsafeBufferPointer<UInt8>?
-    /// Set when the tag's attribute syntax is broken (no `=`, no quote).
-    var syntaxError: String?
 
     /// Stores `value` under the attribute `name` when it is one a step record
     /// uses; returns true when `name` is `type`. Names are compared by length
@@ -26,7 +26,11 @@ struct ExportRecordAttributes {
         case 5:
             if ExportByteSearch.equals(base, offset, 5, "value") { self.value = value }
         case 6:
-            if ExportByteSearch.equals(base, offset, 6, "device") { device = value }
+            if ExportByteSearch.equals(base, offset, 6, "device") {
+                device = value
+            } else if sourceName == nil, ExportByteSearch.equals(base, offset, 6, "source") {
+                sourceName = value
+            }
         case 7:
             if ExportByteSearch.equals(base, offset, 7, "endDate") { endDate = value }
         case 9:
@@ -41,5 +45,17 @@ struct ExportRecordAttributes {
             break
         }
         return false
+    }
+
+    /// Whether `name` is a step attribute this tag already gave a value
+    /// (`source` counts as `sourceName`).
+    func alreadyHas(name base: UnsafePointer<UInt8>, _ offset: Int, _ count: Int) -> Bool {
+        var probe = ExportRecordAttributes()
+        _ = probe.set(name: base, offset, count, value: UnsafeBufferPointer(start: base, count: 0))
+        return (probe.type != nil && type != nil) || (probe.sourceName != nil && sourceName != nil)
+            || (probe.sourceVersion != nil && sourceVersion != nil) || (probe.device != nil && device != nil)
+            || (probe.unit != nil && unit != nil) || (probe.creationDate != nil && creationDate != nil)
+            || (probe.startDate != nil && startDate != nil) || (probe.endDate != nil && endDate != nil)
+            || (probe.value != nil && value != nil)
     }
 }

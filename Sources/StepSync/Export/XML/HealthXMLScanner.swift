@@ -52,7 +52,22 @@ final class HealthXMLScanner {
     private(set) var outOfContractStepRecords = 0
     private(set) var outOfContractExamples: [ExportSkippedRecord] = []
     private(set) var nestedStepRecordsSkipped = 0
+    /// Of the malformed step records: those whose value has a fraction, and
+    /// those with a missing or unreadable date, name or tag syntax.
+    private(set) var fractionalStepRecords = 0
+    private(set) var unreadableFieldStepRecords = 0
+    /// Step records read past words that are not `name="value"` (iOS 8 metadata keys with spaces).
+    private(set) var lenientStepRecords = 0
     private(set) var exportDateMilliseconds: Int64?
+    /// The `<ExportDate>`'s value when it is not a date this reader knows.
+    private(set) var unreadableExportDate: String?
+
+    /// Whether the last `<Record>` tag held words that are not `name="value"`
+    /// (an iOS 8 export writes metadata as attributes, keys with spaces and
+    /// all: `Health Mate App Version="2.6.2"`) and was read past them.
+    private var recordReadLeniently = false
+    /// Why the last `<Record>` tag's attributes could not be read one by one, if they could not.
+    private var recordSyntaxError: String?
 
     /// The elements whose start tag has been read and whose end tag has not.
     private var open = ExportElementStack()
@@ -197,6 +212,7 @@ final class HealthXMLScanner {
             let isRecord = ExportByteSearch.equals(base, lt + 1, nameCount, "Record")
             let tag: TagEnd
             var isStep = false
+            var isExportDate = false
             var wanted: (UnsafeBufferPointer<UInt8>?, UnsafeBufferPointer<UInt8>?) = (nil, nil)
             let isMetadata = depth == 2 && builder.isOpen && ExportByteSearch.equals(base, lt + 1, nameCount, "MetadataEntry")
             if isRecord, depth == 1 {
@@ -206,6 +222,7 @@ final class HealthXMLScanner {
                 tag = end
                 isStep = step
             } else if isRecord || isMetadata || (depth == 1 && ExportByteSearch.equals(base, lt + 1, nameCount, "ExportDate")) {
+                isExportDate = !isRecord && !isMetadata
                 let names: (StaticString, StaticString) = isRecord ? ("type", "type") : isMetadata ? ("key", "value") : ("value", "value")
                 guard let (end, first, second) = attributeValues(names, base, from: j, count: count) else {
                     return try incompleteTag(lt, nameCount, lines: &lines)
@@ -230,11 +247,14 @@ final class HealthXMLScanner {
             }
 
             if isStep {
-                switch builder.begin(attributes, complete: tag.selfClosing) {
+                let outcome = builder.begin(attributes, syntaxError: recordSyntaxError, complete: tag.selfClosing)
+                switch outcome {
                 case .kept:
                     break
-                case .malformed(let reason):
+                case let .malformed(reason, kind):
                     malformedStepRecords += 1
+                    if kind == .fraction { fractionalStepRecords += 1 }
+                    if kind == .field { unreadableFieldStepRecords += 1 }
                     if malformedExamples.count < ExportReadSummary.maxSkippedExamples {
                         malformedExamples.append(ExportSkippedRecord(line: lines.line(at: lt), reason: reason))
                     }
@@ -245,13 +265,16 @@ final class HealthXMLScanner {
                                                                          field: violation.field))
                     }
                 }
+                if recordReadLeniently {
+                    if case .malformed(_, .field) = outcome {} else { lenientStepRecords += 1 }
+                }
             } else if isMetadata {
                 builder.addMetadata(key: wanted.0, value: wanted.1)
             } else if isRecord {
                 // Inside a Correlation (or anything else): also printed at top level.
                 if let value = wanted.0, Self.isStepCount(value) { nestedStepRecordsSkipped += 1 }
-            } else if depth == 1, let value = wanted.0, let valueBase = value.baseAddress {
-                exportDateMilliseconds = ExportDateParser.milliseconds(valueBase, count: value.count)
+            } else if isExportDate {
+                readExportDate(wanted.0)
             }
 
             if !tag.selfClosing {
@@ -345,6 +368,17 @@ final class HealthXMLScanner {
         return count
     }
 
+    /// The `<ExportDate>`'s `value`: kept as an instant, or as the text that is not one.
+    private func readExportDate(_ value: UnsafeBufferPointer<UInt8>?) {
+        if let value, let base = value.baseAddress, let instant = ExportDateParser.milliseconds(base, count: value.count) {
+            exportDateMilliseconds = instant
+            unreadableExportDate = nil
+        } else {
+            exportDateMilliseconds = nil
+            unreadableExportDate = value.map(ExportStepValue.quoted) ?? "(no value attribute)"
+        }
+    }
+
     @inline(__always)
     static func isStepCount(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let base = value.baseAddress else { return false }
@@ -355,9 +389,18 @@ final class HealthXMLScanner {
     /// name) into `attributes`. As soon as `type` is known not to be
     /// StepCount the rest of the tag is skipped unparsed. Nil when the buffer
     /// ends inside the tag.
+    ///
+    /// A word not followed by `=` (part of an iOS 8 metadata key with spaces,
+    /// `Health Mate App Version="2.6.2"`) is stepped over and the tag marked
+    /// `recordReadLeniently`. Right after such a word, a step attribute the
+    /// tag already has is the tail of a key (`Daily Steps value="13"`; Apple
+    /// writes a record's own attributes before its metadata): the first stands.
     private func scanRecord(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> (TagEnd, isStep: Bool)? {
         attributes = ExportRecordAttributes()
+        recordSyntaxError = nil
+        recordReadLeniently = false
         var isStep = false
+        var afterBareWord = false
         var i = from
         while true {
             while i < count, ExportByteSearch.isSpace(base[i]) { i += 1 }
@@ -367,6 +410,11 @@ final class HealthXMLScanner {
             if c == UInt8(ascii: "/") {
                 guard i + 1 < count else { return nil }
                 if base[i + 1] == UInt8(ascii: ">") { return (TagEnd(end: i + 2, selfClosing: true), isStep) }
+                // A '/' inside a word (`Withings Link/ID="…"`): part of the word.
+                recordReadLeniently = true
+                afterBareWord = true
+                i += 1
+                continue
             }
             let nameStart = i
             while i < count {
@@ -378,7 +426,25 @@ final class HealthXMLScanner {
             while i < count, ExportByteSearch.isSpace(base[i]) { i += 1 }
             guard i < count else { return nil }
             guard base[i] == UInt8(ascii: "="), nameCount > 0 else {
-                return syntaxError("attribute syntax error (expected name=\"value\")", base, at: i, count: count, isStep: isStep)
+                // A word without quotes in or after it; one with a quote is a
+                // value's broken quoting, which the tag's end will show.
+                if nameCount > 0, base[i] != UInt8(ascii: "\""), base[i] != UInt8(ascii: "'"),
+                   ExportByteSearch.find(UInt8(ascii: "\""), in: base, from: nameStart, to: nameStart + nameCount) == nil,
+                   ExportByteSearch.find(UInt8(ascii: "'"), in: base, from: nameStart, to: nameStart + nameCount) == nil {
+                    recordReadLeniently = true
+                    afterBareWord = true
+                    continue
+                }
+                return syntaxError("attribute syntax error (expected name=\"value\")", base, at: nameStart, count: count, isStep: isStep)
+            }
+            if afterBareWord {
+                afterBareWord = false
+                // A step attribute the tag already has is the tail of a
+                // metadata key (`Daily Steps value="13"`): its value is not taken.
+                if attributes.alreadyHas(name: base, nameStart, nameCount), let close = Self.quotedValueEnd(base, from: i + 1, count: count) {
+                    i = close + 1
+                    continue
+                }
             }
             i += 1
             while i < count, ExportByteSearch.isSpace(base[i]) { i += 1 }
@@ -401,11 +467,20 @@ final class HealthXMLScanner {
         }
     }
 
+    /// The offset of the closing quote of the quoted value after `from`
+    /// (whitespace, then a quote); nil when there is none or the buffer ends first.
+    private static func quotedValueEnd(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> Int? {
+        var i = from
+        while i < count, ExportByteSearch.isSpace(base[i]) { i += 1 }
+        guard i < count, base[i] == UInt8(ascii: "\"") || base[i] == UInt8(ascii: "'") else { return nil }
+        return ExportByteSearch.find(base[i], in: base, from: i + 1, to: count)
+    }
+
     /// A step record whose tag cannot be read attribute by attribute: note
     /// why, then find the tag's end the tolerant way.
     private func syntaxError(_ problem: String, _ base: UnsafePointer<UInt8>, at i: Int, count: Int,
                              isStep: Bool) -> (TagEnd, isStep: Bool)? {
-        attributes.syntaxError = problem
+        recordSyntaxError = problem
         guard let end = skipTag(base, from: i, count: count) else { return nil }
         return (end, isStep)
     }

@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from conftest import STORE_FIXTURE, export_samples, ingest, status, stepsync, wait_until
-from test_faults import JSONLLineCounter, start_upload
+from test_faults import HistoryCounter, start_upload
 
 
 def fixture(*args):
@@ -37,7 +37,7 @@ def test_deletions_and_additions_survive_twenty_kills_and_a_server_restart(token
     assert before["pendingDeletions"] == deleted and before["stage"] == "uploading"
 
     rng = random.Random(12)
-    arrived = JSONLLineCounter(server.data)
+    arrived = HistoryCounter(server)
     kills = 0
     rounds = 1
     restarted = False

@@ -3,7 +3,6 @@ one process or in each of --workers processes sharing it (cli.py)."""
 
 from __future__ import annotations
 
-import os
 import socket
 from typing import Any, Callable
 

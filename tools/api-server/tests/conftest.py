@@ -4,7 +4,6 @@ pg_ctl on a temporary directory, Unix socket only) once per session and stop it 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket

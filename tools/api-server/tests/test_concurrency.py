@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from conftest import make_samples, wait_until
+from conftest import make_samples
 
 THREADS = 8
 REQUESTS_PER_THREAD = 20

@@ -4,7 +4,6 @@ the bodies in flight, and an internal error that tells the client nothing but a 
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import sqlite3

@@ -23,7 +23,7 @@ from ..contract import instant_ns
 from ..errors import StartupError
 from ..log import log
 from .schema import SEQ_PER_REQUEST
-from .store import Store, Transaction
+from .store import SAMPLE_COLUMNS, Store, Transaction
 
 PROGRESS_LINES = 200_000
 _STORED = "user_name, seq, id, start_date, end_date, count, source_bundle_id, source_device_name, received_at"
@@ -93,9 +93,9 @@ def _import_history(path: Path, user: str, tx: Transaction) -> tuple[int, int, i
                                    record.sourceBundleId, record.sourceDeviceName, record.receivedAt)
             if number % PROGRESS_LINES == 0:
                 log(f"importing {path.name}: {number} lines")
-    tx.insert_samples(list(live.values()))
-    tx.run_many(f"INSERT INTO sample_versions ({_STORED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", versions)
-    tx.run_many("INSERT INTO deletions (user_name, seq, id, received_at) VALUES (?, ?, ?, ?)", deletions)
+    tx.insert("samples", SAMPLE_COLUMNS, list(live.values()))
+    tx.insert("sample_versions", _STORED, versions)
+    tx.insert("deletions", "user_name, seq, id, received_at", deletions)
     return len(live), len(versions), len(deletions)
 
 
@@ -127,6 +127,6 @@ def _import_tokens(path: Path, tx: Transaction) -> int:
             source.close()
     except sqlite3.Error as error:
         raise StartupError(f"cannot import {path}: {error}") from None
-    tx.run_many("INSERT INTO tokens (id, user_name, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?)", rows)
+    tx.insert("tokens", "id, user_name, hash, created_at, revoked_at", rows)
     return len(rows)
 

@@ -1,8 +1,8 @@
 """The PostgreSQL dialect (psycopg 3 and its pool): `--database postgresql://…`.
 
-A request is one transaction on a pooled connection; a write takes an advisory lock on its user
-first (pg_advisory_xact_lock), so that one user's writes apply one after another while other users'
-run beside them. New samples go in by COPY. An operation that loses its connection (a restart, a
+A request is one transaction on a pooled connection; writes run beside each other, one user's too
+(store.py says how they meet: row locks, the primary key, advisory locks per user and day). New rows
+go in by COPY. An operation that loses its connection (a restart, a
 failover) is retried on a fresh one until RETRY_DEADLINE_S, then answered 503; a write is idempotent,
 so a retried COMMIT whose first outcome was unknown changes nothing twice. The schema is migrated
 at open under an advisory lock (two servers starting at once), from the earlier server's schema too.
@@ -22,16 +22,14 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ..errors import StartupError, StorageUnavailable
 from ..log import log
 from . import schema
-from .store import SAMPLE_COLUMNS
 
 RETRY_DEADLINE_S = 20.0
 RETRY_FIRST_WAIT_S = 0.1
 RETRY_MAX_WAIT_S = 1.0
 CONNECT_TIMEOUT_S = 5
 HEALTH_CACHE_S = 1.0
-LOCK_SPACE = 0x5735  # the advisory locks' first key: ours (the second is the user's hash, or 0 for migrations)
+LOCK_SPACE = 0x5735  # the user's and the migration's advisory locks: (LOCK_SPACE, hashtext(user) or 0); a day's: (hashtext(user), day)
 TYPES = {"blob": "BYTEA", "request_seq": "CREATE SEQUENCE IF NOT EXISTS request_seq"}
-_COPY = f"COPY samples ({SAMPLE_COLUMNS}) FROM STDIN"
 
 
 class PostgresTransaction:
@@ -55,22 +53,33 @@ class PostgresTransaction:
     def one_of(self, column: str, values: list) -> tuple[str, tuple]:
         return f"{column} = ANY(?)", (list(values),)
 
-    def insert_samples(self, rows: list[tuple]) -> None:
-        with self.cursor.copy(_COPY) as copy:
+    def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
+        with self.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
 
-    def lock_user(self, user: str) -> None:
-        self.cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_SPACE, user))
+    def lock_user(self, user: str, alone: bool) -> None:
+        lock = "pg_advisory_xact_lock" if alone else "pg_advisory_xact_lock_shared"
+        self.cursor.execute(f"SELECT {lock}(%s, hashtext(%s))", (LOCK_SPACE, user))
+
+    def lock_days(self, user: str, days: list[tuple[int, int]]) -> None:
+        numbers = [day for first, last in days for day in range(first, last + 1)]
+        self.cursor.execute("SELECT count(pg_advisory_xact_lock(hashtext(%s), day)) FROM unnest(%s::int4[]) AS day",
+                            (user, numbers))
+
+    def locking(self) -> str:
+        return " FOR UPDATE"
 
     def next_request(self) -> int:
         return self.cursor.execute("SELECT nextval('request_seq')").fetchone()[0]
 
 
-def _is_connection_problem(error: BaseException) -> bool:
+def _is_retried(error: BaseException) -> bool:
+    """A lost connection, or a write that met another: a new id it sends was stored beside it first
+    (the primary key), or a deadlock of locks taken in another order (a day's and a row's)."""
     return isinstance(error, (psycopg.OperationalError, psycopg.errors.AdminShutdown, psycopg.errors.CannotConnectNow,
                               psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.SerializationFailure,
-                              psycopg.errors.DeadlockDetected, PoolTimeout))
+                              psycopg.errors.DeadlockDetected, psycopg.errors.UniqueViolation, PoolTimeout))
 
 
 class PostgresDatabase:
@@ -141,7 +150,7 @@ class PostgresDatabase:
                 log(self.damage)
                 raise StorageUnavailable(self.damage) from None
             except Exception as error:  # noqa: BLE001 - sorted below
-                if not _is_connection_problem(error):
+                if not _is_retried(error):
                     raise
                 if time.monotonic() + wait > deadline:
                     raise StorageUnavailable(f"database unavailable ({_first_line(error)}); retry later") from None

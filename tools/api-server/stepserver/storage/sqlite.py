@@ -20,14 +20,12 @@ from typing import Any, Callable, Iterator, Optional
 from ..errors import StartupError, StorageUnavailable
 from ..log import log
 from . import schema
-from .store import SAMPLE_COLUMNS
 from .writability import WritabilityProbe
 
 FILE_NAME = "stepsync.sqlite"
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another process's transaction
 POOL_SIZE = 8
 TYPES = {"blob": "BLOB", "request_seq": "CREATE TABLE request_seq (value BIGINT NOT NULL); INSERT INTO request_seq VALUES (0)"}
-_INSERT = f"INSERT INTO samples ({SAMPLE_COLUMNS}) VALUES ({', '.join('?' * 11)})"
 _DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
@@ -52,11 +50,17 @@ class SqliteTransaction:
     def one_of(self, column: str, values: list) -> tuple[str, tuple]:
         return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
 
-    def insert_samples(self, rows: list[tuple]) -> None:
-        self.connection.executemany(_INSERT, rows)
+    def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
+        self.connection.executemany(f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * (columns.count(',') + 1))})", rows)
 
-    def lock_user(self, user: str) -> None:
+    def lock_user(self, user: str, alone: bool) -> None:
         """Nothing more: BEGIN IMMEDIATE took the database's write lock."""
+
+    def lock_days(self, user: str, days: list[tuple[int, int]]) -> None:
+        """Nothing more: BEGIN IMMEDIATE took the database's write lock."""
+
+    def locking(self) -> str:
+        return ""
 
     def next_request(self) -> int:
         return self.connection.execute("UPDATE request_seq SET value = value + 1 RETURNING value").fetchone()[0]

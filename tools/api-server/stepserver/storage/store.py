@@ -1,9 +1,13 @@
 """The storage seam: every operation of the API as SQL, the same for SQLite and PostgreSQL.
 
-A request is one transaction (Database.write / Database.read, storage/sqlite.py and postgres.py),
-and a write takes the user's write lock first (SQLite: the database's, PostgreSQL: an advisory lock
-on the user), so a user's writes apply one after another and each sees the last. Guarantees (the
-API test-suite runs against both dialects):
+A request is one transaction (Database.write / Database.read, storage/sqlite.py and postgres.py).
+SQLite's writes take its one write lock (BEGIN IMMEDIATE) and apply one after another. PostgreSQL's
+run beside each other: a write locks the stored rows it replaces or deletes (FOR UPDATE, in id order),
+the primary key refuses a new id another write stored first (the transaction runs again and finds
+it), and the daily totals of a day are recomputed under an advisory lock on (user, day), taken in day
+order after the samples are written, so each day's recomputation reads every write committed before
+it; DELETE /steps takes the user's lock alone, the writes share it. Guarantees (the API test-suite
+runs against both dialects):
 - save and delete_ids return only after their transaction committed (durable: SQLite
   synchronous=FULL, PostgreSQL synchronous_commit on); nothing of a failed one is visible.
 - Idempotent by (user, id): a sample stored with identical content (startDate, endDate, count,
@@ -46,11 +50,20 @@ class Transaction(Protocol):
     def one_of(self, column: str, values: list) -> tuple[str, tuple]:
         """SQL saying that `column` is one of `values`, and its parameters."""
 
-    def insert_samples(self, rows: list[tuple]) -> None:
-        """Rows of SAMPLE_COLUMNS into samples, the dialect's fastest way (SQLite executemany, PostgreSQL COPY)."""
+    def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
+        """Rows of `columns` into `table`, the dialect's way for many rows (SQLite executemany,
+        PostgreSQL COPY)."""
 
-    def lock_user(self, user: str) -> None:
-        """The user's write lock, held to the end of the transaction."""
+    def lock_user(self, user: str, alone: bool) -> None:
+        """The user's lock to the end of the transaction: `alone` (DELETE /steps) excludes every other
+        write of the user; otherwise shared with them."""
+
+    def lock_days(self, user: str, days: list[tuple[int, int]]) -> None:
+        """The locks of the user's UTC days (runs of first, last), in day order, to the end of the
+        transaction: one write at a time recomputes a day."""
+
+    def locking(self) -> str:
+        """What a SELECT of rows the transaction will change ends with (PostgreSQL: FOR UPDATE)."""
 
     def next_request(self) -> int:
         """The next request number (request_seq)."""
@@ -96,13 +109,12 @@ class Store:
             return 0
 
         def work(tx: Transaction) -> int:
-            tx.lock_user(user)
+            tx.lock_user(user, alone=False)
             base = tx.next_request() * SEQ_PER_REQUEST
-            ids = list(unique)
-            among, parameters = tx.one_of("id", ids)
+            among, parameters = tx.one_of("id", sorted(unique))
             stored = {row[0]: row[1:] for row in tx.rows(
                 f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns "
-                f"FROM samples WHERE user_name = ? AND {among}", (user, *parameters))}
+                f"FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}", (user, *parameters))}
             fresh, changed, spans = [], [], []
             for position, sample in enumerate(unique.values()):
                 row = (user, sample.id, base + position, sample.start_date, sample.end_date, sample.start_ns,
@@ -117,7 +129,7 @@ class Store:
                     continue
                 spans.append((sample.start_ns, sample.end_ns))
             if fresh:
-                tx.insert_samples(fresh)
+                tx.insert("samples", SAMPLE_COLUMNS, sorted(fresh, key=lambda row: row[1]))  # in id order, as locked
             if changed:
                 tx.run_many(f"INSERT INTO sample_versions (user_name, seq, {_STORED}) "
                             f"SELECT user_name, seq, {_STORED} FROM samples WHERE user_name = ? AND id = ?",
@@ -137,17 +149,18 @@ class Store:
             return 0
 
         def work(tx: Transaction) -> int:
-            tx.lock_user(user)
-            among, parameters = tx.one_of("id", unique)
-            live = tx.rows(f"SELECT id, start_ns, end_ns FROM samples WHERE user_name = ? AND {among}", (user, *parameters))
+            tx.lock_user(user, alone=False)
+            among, parameters = tx.one_of("id", sorted(unique))
+            live = tx.rows(f"SELECT id, start_ns, end_ns FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}",
+                           (user, *parameters))
             if not live:
                 return 0
             base = tx.next_request() * SEQ_PER_REQUEST
             tx.run_many(f"INSERT INTO sample_versions (user_name, seq, {_STORED}) "
                         f"SELECT user_name, seq, {_STORED} FROM samples WHERE user_name = ? AND id = ?",
                         [(user, sample_id) for sample_id, _, _ in live])
-            tx.run_many("INSERT INTO deletions (user_name, seq, id, received_at) VALUES (?, ?, ?, ?)",
-                        [(user, base + position, sample_id, received_at) for position, (sample_id, _, _) in enumerate(live)])
+            tx.insert("deletions", "user_name, seq, id, received_at",
+                      [(user, base + position, sample_id, received_at) for position, (sample_id, _, _) in enumerate(live)])
             tx.run_many("DELETE FROM samples WHERE user_name = ? AND id = ?", [(user, sample_id) for sample_id, _, _ in live])
             self._recompute_days(tx, user, [(start, end) for _, start, end in live])
             return len(live)
@@ -158,7 +171,7 @@ class Store:
         """Empties the user's data (samples, history, deletions, daily totals) and nobody else's."""
 
         def work(tx: Transaction) -> None:
-            tx.lock_user(user)
+            tx.lock_user(user, alone=True)
             for table in ("samples", "sample_versions", "deletions", "daily_totals"):
                 tx.run(f"DELETE FROM {table} WHERE user_name = ?", (user,))
 
@@ -203,7 +216,9 @@ class Store:
 
     def _recompute_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]]) -> None:
         """Rewrites the user's daily_totals of every UTC day a span touches, from the live samples."""
-        for first, last in daily_totals.touched_days(spans):
+        runs = daily_totals.touched_days(spans)
+        tx.lock_days(user, runs)
+        for first, last in runs:
             for low in range(first, last + 1, 31):  # a month a read: bounded memory for a long history
                 high = min(last, low + 30)
                 samples = _overlapping(tx, user, low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS)
@@ -211,9 +226,8 @@ class Store:
                        (user, daily_totals.day_text(low), daily_totals.day_text(high)))
                 rows = daily_totals.day_rows(samples, low, high)
                 if rows:
-                    tx.run_many("INSERT INTO daily_totals (user_name, day, source_bundle_id, source_device_name, merged, raw, "
-                                "merged_quarters, raw_quarters) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                [(user, *row) for row in rows])
+                    tx.insert("daily_totals", "user_name, day, source_bundle_id, source_device_name, merged, raw, "
+                              "merged_quarters, raw_quarters", [(user, *row) for row in rows])
 
     # -- tokens -------------------------------------------------------------------------------------
 

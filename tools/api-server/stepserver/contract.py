@@ -205,46 +205,46 @@ def _source_ok(text: str, least: int) -> bool:
     return least <= size <= MAX_SOURCE_BYTES and "\x00" not in text
 
 
-def _instant(text: str, where: str) -> int:
-    instant = instant_ns(text)
-    if instant is None:
-        raise bad_request(f"{where}: must be an RFC 3339 date-time with Z or an offset, e.g. 2024-01-15T10:30:00Z, "
-                          f"on a real calendar day (got {describe(text)})")
-    return instant
+def _id_problem(value: str, where: str) -> str:
+    return f"{where}: must be 1-{ID_MAX_LENGTH} characters from {ID_CHARACTERS} (got {describe(value)})"
 
 
-def check_id(value: str, where: str) -> None:
-    if _ID_RE.fullmatch(value) is None:
-        raise bad_request(f"{where}: must be 1-{ID_MAX_LENGTH} characters from {ID_CHARACTERS} (got {describe(value)})")
+def _date_problem(text: str, where: str) -> str:
+    return (f"{where}: must be an RFC 3339 date-time with Z or an offset, e.g. 2024-01-15T10:30:00Z, on a real "
+            f"calendar day (got {describe(text)})")
 
 
-def check_sample(sample: Sample, where: str, now_ns: int, names: Optional[dict[str, str]] = None) -> ValidSample:
-    """The checks msgspec's types cannot make, in SampleContract's order; ApiError(400) names the first."""
-    check_id(sample.id, f"{where}.id")
-    start = _instant(sample.startDate, f"{where}.startDate")
+def check_sample(sample: Sample, index: int, now_ns: int, names: dict[str, str]) -> ValidSample:
+    """The checks msgspec's types cannot make, in SampleContract's order; ApiError(400) names the first.
+    `names` keeps each source's names once, however many samples of the body carry them."""
+    if _ID_RE.fullmatch(sample.id) is None:
+        raise bad_request(_id_problem(sample.id, f"samples[{index}].id"))
+    start = instant_ns(sample.startDate)
+    if start is None:
+        raise bad_request(_date_problem(sample.startDate, f"samples[{index}].startDate"))
     if start < MIN_DATE_NS:
-        raise bad_request(f"{where}.startDate: must not be before {MIN_DATE_TEXT} (got {describe(sample.startDate)})")
-    end = _instant(sample.endDate, f"{where}.endDate")
+        raise bad_request(f"samples[{index}].startDate: must not be before {MIN_DATE_TEXT} (got {describe(sample.startDate)})")
+    end = instant_ns(sample.endDate)
+    if end is None:
+        raise bad_request(_date_problem(sample.endDate, f"samples[{index}].endDate"))
     if end < start:
-        raise bad_request(f"{where}.endDate: must not be before startDate ({sample.endDate} < {sample.startDate})")
+        raise bad_request(f"samples[{index}].endDate: must not be before startDate ({sample.endDate} < {sample.startDate})")
     latest = now_ns + MAX_FUTURE_SECONDS * _NS
     if end > latest:
-        raise bad_request(f"{where}.endDate: must not be more than 24 hours after the server's time, "
+        raise bad_request(f"samples[{index}].endDate: must not be more than 24 hours after the server's time, "
                           f"{utc_text(latest)} (got {describe(sample.endDate)})")
     if end - start > MAX_DURATION_SECONDS * _NS:
-        raise bad_request(f"{where}.endDate: must be at most 48 hours after startDate ({sample.startDate} .. {sample.endDate})")
-    if not _source_ok(sample.sourceBundleId, 1):
-        raise bad_request(f"{where}.sourceBundleId: must be a string of 1-{MAX_SOURCE_BYTES} UTF-8 bytes without U+0000 "
-                          f"(got {describe(sample.sourceBundleId)})")
-    device = sample.sourceDeviceName
-    bundle = sample.sourceBundleId
+        raise bad_request(f"samples[{index}].endDate: must be at most 48 hours after startDate "
+                          f"({sample.startDate} .. {sample.endDate})")
+    bundle, device = sample.sourceBundleId, sample.sourceDeviceName
+    if not _source_ok(bundle, 1):
+        raise bad_request(f"samples[{index}].sourceBundleId: must be a string of 1-{MAX_SOURCE_BYTES} UTF-8 bytes "
+                          f"without U+0000 (got {describe(bundle)})")
     if device is not None and not _source_ok(device, 0):
-        raise bad_request(f"{where}.sourceDeviceName: must be null or a string of 0-{MAX_SOURCE_BYTES} UTF-8 bytes "
-                          f"without U+0000 (got {describe(device)})")
-    if names is not None:  # a source's names once, however many samples of the body carry them
-        bundle = names.setdefault(sample.sourceBundleId, sample.sourceBundleId)
-        device = device if device is None else names.setdefault(device, device)
-    return ValidSample(sample.id, sample.startDate, sample.endDate, start, end, sample.count, bundle, device)
+        raise bad_request(f"samples[{index}].sourceDeviceName: must be null or a string of 0-{MAX_SOURCE_BYTES} UTF-8 "
+                          f"bytes without U+0000 (got {describe(device)})")
+    return ValidSample(sample.id, sample.startDate, sample.endDate, start, end, sample.count,
+                       names.setdefault(bundle, bundle), device if device is None else names.setdefault(device, device))
 
 
 def _decode(decoder: msgspec.json.Decoder, body: bytes):
@@ -276,14 +276,15 @@ def parse_samples(body: bytes, now_ns: int) -> list[ValidSample]:
     """A POST /steps body's samples, each checked against the server's receive time `now_ns`."""
     samples = _decode(_steps_decoder, body).samples
     names: dict[str, str] = {}
-    return [check_sample(sample, f"samples[{index}]", now_ns, names) for index, sample in enumerate(samples)]
+    return [check_sample(sample, index, now_ns, names) for index, sample in enumerate(samples)]
 
 
 def parse_deletions(body: bytes) -> list[str]:
     """A POST /steps/deletions body's ids."""
     ids = _decode(_deletions_decoder, body).ids
     for index, value in enumerate(ids):
-        check_id(value, f"ids[{index}]")
+        if _ID_RE.fullmatch(value) is None:
+            raise bad_request(_id_problem(value, f"ids[{index}]"))
     return ids
 
 

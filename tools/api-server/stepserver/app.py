@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 import msgspec
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -50,6 +51,12 @@ class Context:
         self.store = store
         self.auth = Authenticator(store.token_user, settings.single_user)
         self.budget = BodyBudget(settings.max_bodies_in_flight)
+
+    async def user(self, request: Request) -> str:
+        """The request's user (401 without a valid token); the token is looked up in a thread."""
+        if self.settings.single_user:  # no token to look up
+            return self.auth.user(None)
+        return await run_in_threadpool(self.auth.user, request.headers.get("authorization"))
 
 
 def query_text(request: Request) -> str:

@@ -57,7 +57,7 @@ def routes(context: Context) -> list:
 
     async def daily(request: Request) -> Response:
         zone, first, last, by_source, patterns = parse_daily_query(query_text(request))
-        user = await run_in_threadpool(context.auth.user, request.headers.get("authorization"))
+        user = await context.user(request)
 
         def handle() -> dict:
             zone_info = ZoneInfo(zone)

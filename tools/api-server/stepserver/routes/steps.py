@@ -19,15 +19,12 @@ from ..http_guards import read_body
 def routes(context: Context) -> list:
     store = context.store
 
-    async def user_of(request: Request) -> str:
-        return await run_in_threadpool(context.auth.user, request.headers.get("authorization"))
-
     async def write(request: Request, parse: Callable[[bytearray, int], Any], apply: Callable[[str, Any, str], int]) -> int:
         """A write's common path: the query (none), the token, the body within its budget, parsed and
         freed, then applied with the request's receive time."""
         now_ns = time.time_ns()
         contract.parse_query(query_text(request), {})
-        user = await user_of(request)
+        user = await context.user(request)
         body, reserved = await read_body(request, context.budget)
 
         def handle() -> int:
@@ -54,13 +51,13 @@ def routes(context: Context) -> list:
         query = contract.parse_query(query_text(request), {"limit": "digits", "offset": "digits", "versions": "word"})
         limit = contract.bounded_int(query, "limit", contract.DEFAULT_LIMIT, contract.MAX_LIMIT)
         offset = contract.bounded_int(query, "offset", 0, None)
-        user = await user_of(request)
+        user = await context.user(request)
         samples, total = await run_in_threadpool(store.read, user, offset, limit, query.get("versions") == "all")
         return json_response(contract.StepsPage(samples, total))
 
     async def delete_steps(request: Request) -> Response:
         contract.parse_query(query_text(request), {})
-        user = await user_of(request)
+        user = await context.user(request)
         await run_in_threadpool(store.delete_all, user)
         return json_response({"deleted": True, "message": "All samples deleted"})
 

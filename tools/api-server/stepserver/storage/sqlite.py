@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import sqlite3
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -74,6 +75,7 @@ class SqliteDatabase:
         self.damage: Optional[str] = None
         self._pool: "queue.LifoQueue[sqlite3.Connection]" = queue.LifoQueue()
         self._connections: list[sqlite3.Connection] = []
+        self._writer = threading.Lock()
 
     def describe(self) -> str:
         return f"data {self.path}"
@@ -141,7 +143,9 @@ class SqliteDatabase:
             self._pool.put(connection)
 
     def write(self, work: Callable[[SqliteTransaction], Any]) -> Any:
-        with self._connection() as connection:
+        # One writer of this process at a time waits here, not in SQLite's busy handler (which sleeps
+        # and polls); writers of other processes meet at SQLite's lock.
+        with self._writer, self._connection() as connection:
             return self._write_on(connection, work)
 
     def _write_on(self, connection: sqlite3.Connection, work: Callable[[SqliteTransaction], Any]) -> Any:

@@ -232,8 +232,8 @@ def post_section(arguments: argparse.Namespace, work: Path, cluster: PostgresClu
 
 
 def daily_section(arguments: argparse.Namespace, work: Path, cluster: PostgresCluster) -> None:
-    days = arguments.daily_samples // 320 + 1
-    samples = mock_samples(days=days, per_day=130, sources=3)[: arguments.daily_samples]
+    days = 3650  # ten years from 2016, about 2.4 samples a walk (the Watch on 70% of walks, the app on 70%)
+    samples = mock_samples(days=days, per_day=max(10, round(arguments.daily_samples / days / 2.4)), sources=3)
     bodies = bodies_of(samples)
     first_year = 2016
     years = range(first_year + 1, min(first_year + days // 366, first_year + 10))

@@ -14,7 +14,6 @@ is merged from the samples (routes/daily.py).
 from __future__ import annotations
 
 from datetime import date
-from itertools import accumulate
 from typing import Iterable, Optional
 from zoneinfo import ZoneInfo
 
@@ -86,22 +85,28 @@ def utc_day_range(cuts: list[int]) -> tuple[str, str]:
 def document_from_rows(rows: Iterable[tuple[str, str, Optional[str], str, str]], zone_name: str, first: date,
                        last: date, cuts: list[int], by_source: bool) -> dict:
     """The daily document (default priority) from the stored rows (day, bundle, device,
-    merged_quarters, raw_quarters) of the UTC days the local days between `cuts` overlap."""
-    base_quarter = cuts[0] // DAY_MS * QUARTERS
-    span = (cuts[-1] - 1) // QUARTER_MS - base_quarter + 1
-    quarters: dict[tuple[str, Optional[str]], tuple[list[int], list[int]]] = {}
+    merged_quarters, raw_quarters) of the UTC days the local days between `cuts` overlap: each local
+    day's steps are the sums of its quarter hours in the two or three UTC days it spans."""
+    stored: dict[tuple[str, Optional[str]], dict[int, tuple[list[int], list[int]]]] = {}
     for day, bundle, device, merged_text, raw_text in rows:
-        merged_line, raw_line = quarters.setdefault((bundle, device), ([0] * span, [0] * span))
-        offset = (date.fromisoformat(day).toordinal() - _EPOCH_ORDINAL) * QUARTERS - base_quarter
-        merged_line[offset : offset + QUARTERS] = _decode_quarters(merged_text)
-        raw_line[offset : offset + QUARTERS] = _decode_quarters(raw_text)
-    order = sorted(quarters, key=lambda key: source_order_key(key, DEFAULT_PRIORITY))
-    bounds = [cut // QUARTER_MS - base_quarter for cut in cuts]
+        number = date.fromisoformat(day).toordinal() - _EPOCH_ORDINAL
+        stored.setdefault((bundle, device), {})[number] = (_decode_quarters(merged_text), _decode_quarters(raw_text))
+    order = sorted(stored, key=lambda key: source_order_key(key, DEFAULT_PRIORITY))
+    spans = [(start // QUARTER_MS, end // QUARTER_MS) for start, end in zip(cuts, cuts[1:])]  # local days, in quarters
     raw, merged = [], []
     for key in order:
-        merged_sums = [0, *accumulate(quarters[key][0])]
-        raw_sums = [0, *accumulate(quarters[key][1])]
-        merged.append([merged_sums[b] - merged_sums[a] for a, b in zip(bounds, bounds[1:])])
-        raw.append([raw_sums[b] - raw_sums[a] for a, b in zip(bounds, bounds[1:])])
+        days = stored[key]
+        merged_days, raw_days = [], []
+        for low, high in spans:
+            merged_steps = raw_steps = 0
+            for day in range(low // QUARTERS, (high - 1) // QUARTERS + 1):
+                quarters = days.get(day)
+                if quarters is not None:
+                    begin, end = max(low - day * QUARTERS, 0), min(high - day * QUARTERS, QUARTERS)
+                    merged_steps += sum(quarters[0][begin:end])
+                    raw_steps += sum(quarters[1][begin:end])
+            merged_days.append(merged_steps)
+            raw_days.append(raw_steps)
+        merged.append(merged_days)
+        raw.append(raw_days)
     return document(zone_name, first, last, DEFAULT_PRIORITY, order, raw, merged, by_source)
-

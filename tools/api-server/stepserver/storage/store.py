@@ -206,18 +206,21 @@ class Store:
             "WHERE user_name = ? AND day >= ? AND day <= ?", (user, first_day, last_day)))
 
     def rebuild_daily_totals(self, tx: Transaction, user: Optional[str] = None) -> None:
-        """Computes daily_totals from the samples (of every user, or one): after an import or a migration."""
+        """Computes daily_totals from the samples (of every user, or one): after an import or a migration,
+        in the transaction that makes the schema, before any write can run beside it (so no day locks:
+        ten years would be thousands)."""
         users = [user] if user else [row[0] for row in tx.rows("SELECT DISTINCT user_name FROM samples")]
         for name in users:
             tx.run("DELETE FROM daily_totals WHERE user_name = ?", (name,))
             first, last = tx.rows("SELECT min(start_ns), max(end_ns) FROM samples WHERE user_name = ?", (name,))[0]
             if first is not None:
-                self._recompute_days(tx, name, [(first, last)])
+                self._recompute_days(tx, name, [(first, last)], lock=False)
 
-    def _recompute_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]]) -> None:
+    def _recompute_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], lock: bool = True) -> None:
         """Rewrites the user's daily_totals of every UTC day a span touches, from the live samples."""
         runs = daily_totals.touched_days(spans)
-        tx.lock_days(user, runs)
+        if lock:
+            tx.lock_days(user, runs)
         for first, last in runs:
             for low in range(first, last + 1, 31):  # a month a read: bounded memory for a long history
                 high = min(last, low + 30)

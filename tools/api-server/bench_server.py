@@ -94,8 +94,11 @@ def free_port() -> int:
 
 
 class Server:
+    started: list["Server"] = []  # every server of the run, stopped at its end whatever happened
+
     def __init__(self, *arguments: str) -> None:
         self.arguments = arguments
+        Server.started.append(self)
         self.start()
 
     def start(self) -> None:
@@ -116,8 +119,9 @@ class Server:
         raise SystemExit("the server did not start")
 
     def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=60)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=60)
         self.process.stderr.close()
 
 
@@ -281,6 +285,8 @@ def main() -> int:
             if "daily" in arguments.sections:
                 daily_section(arguments, Path(directory), cluster)
     finally:
+        for server in Server.started:
+            server.stop()
         cluster.destroy()
     return 0
 

@@ -5,6 +5,7 @@ import os
 import pathlib
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -45,15 +46,24 @@ TOKEN_MODE = os.environ.get("E2E_SERVER_TOKENS") == "1"
 TOKEN_ENV = {}
 
 
+HISTORY = """SELECT seq, id, start_date, end_date, count, source_bundle_id, source_device_name, received_at FROM samples
+WHERE user_name = ? UNION ALL
+SELECT seq, id, start_date, end_date, count, source_bundle_id, source_device_name, received_at FROM sample_versions
+WHERE user_name = ? UNION ALL
+SELECT seq, id, NULL, NULL, NULL, NULL, NULL, received_at FROM deletions WHERE user_name = ? ORDER BY seq"""
+KEYS = ["id", "startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName", "receivedAt"]
+
+
 class Server:
     """The API server as a child process, on a fixed port so it can be restarted. Its data directory
-    is `directory`; `data` is the JSONL of the user the uploads are stored under."""
+    is `directory`; `data` is its SQLite file, whose history of the user the uploads are stored under
+    `records` reads."""
 
     def __init__(self, directory: pathlib.Path, port: int, tokens: bool = TOKEN_MODE):
         self.directory = directory
         self.tokens = tokens
         self.user = "e2e" if tokens else "local"
-        self.data = directory / "users" / f"{self.user}.jsonl"
+        self.data = directory / "stepsync.sqlite"
         self.port = port
         self.process = None
         self.token = None
@@ -120,12 +130,22 @@ class Server:
                 return samples
 
     def records(self):
+        """The user's history in the order received, read from the server's database (while it may be
+        writing: a reader sees whole transactions): each version as a sample with receivedAt, each
+        deletion as {"deleted": id, "receivedAt": ...}."""
         if not self.data.exists():
             return []
-        # Read while the server may be writing: a last line without its newline is still being
-        # written (the server itself treats it as torn until it is whole), so it is not a record yet.
-        with open(self.data, encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.endswith("\n")]
+        connection = sqlite3.connect(self.data.resolve().as_uri() + "?mode=ro", uri=True, timeout=30)
+        try:
+            rows = connection.execute(HISTORY, (self.user,) * 3).fetchall()
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error):
+                return []
+            raise
+        finally:
+            connection.close()
+        return [dict(zip(KEYS, row[1:])) if row[2] is not None else {"deleted": row[1], "receivedAt": row[7]}
+                for row in rows]
 
 
 @pytest.fixture
@@ -179,11 +199,11 @@ def export_ids(store):
 
 
 def assert_exactly_once(server, store):
-    """The server's JSONL holds every sample of the store, each exactly once,
+    """The server's history holds every sample of the store, each exactly once,
     and the store says nothing is left to upload."""
     ids = [r["id"] for r in server.records()]
     expected = export_ids(store)
-    assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} duplicate lines in the JSONL"
+    assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} duplicate versions at the server"
     assert set(ids) == set(expected), f"{len(set(expected) - set(ids))} samples missing, {len(set(ids) - set(expected))} unexpected"
     assert status(store)["unsyncedSamples"] == 0
 

@@ -1,10 +1,11 @@
 """Faults during upload: the server killed and restarted, answering 500 or too
 late for a while, and the uploader killed at random moments. In every case the
-final JSONL holds every sample exactly once and nothing is left unsynced."""
+final history holds every sample exactly once and nothing is left unsynced."""
 import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 
 from conftest import STEPSYNC, TOKEN_ENV, LineReader, assert_exactly_once, ingest, status, stepsync, wait_until
@@ -53,7 +54,7 @@ def test_uploader_killed_at_random_moments(server, tmp_path):
     store = tmp_path / "store"
     ingest(store, days=1100)  # ~190k samples (iPhone and Watch): enough work left for a dozen kills
     rng = random.Random(7)
-    arrived = JSONLLineCounter(server.data)
+    arrived = HistoryCounter(server)
     kills = 0
     while kills < 12:
         # A random moment, paced by the upload's own progress rather than the
@@ -74,22 +75,25 @@ def test_uploader_killed_at_random_moments(server, tmp_path):
     assert_exactly_once(server, store)
 
 
-class JSONLLineCounter:
-    """Lines in a growing JSONL file, reading only what was appended since the last call."""
+class HistoryCounter:
+    """How many records (versions and deletions) the server's history holds, read from its database."""
 
-    def __init__(self, path):
-        self.path = path
-        self.offset = 0
-        self.lines = 0
+    def __init__(self, server):
+        self.server = server
 
     def count(self):
-        if self.path.exists():
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                appended = handle.read()
-            self.offset += len(appended)
-            self.lines += appended.count(b"\n")
-        return self.lines
+        if not self.server.data.exists():
+            return 0
+        connection = sqlite3.connect(self.server.data.resolve().as_uri() + "?mode=ro", uri=True, timeout=30)
+        try:
+            return sum(connection.execute(f"SELECT count(*) FROM {table} WHERE user_name = ?", (self.server.user,)).fetchone()[0]
+                       for table in ("samples", "sample_versions", "deletions"))
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error):
+                return 0
+            raise
+        finally:
+            connection.close()
 
 
 def test_sigterm_finishes_the_batch_in_flight_and_the_next_run_continues(server, tmp_path):

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Upload throughput against the real API server, beside the server's own
-ceiling measured in the same run: the same request bodies posted one after
-another over one keep-alive connection by a plain HTTP client.
+"""Upload throughput against the real API server (SQLite), beside the server's
+own ceiling measured in the same run (the same request bodies posted one after
+another over one keep-alive connection by a plain HTTP client) and, with
+--peer-main, beside the single-file server of commit 9653f56 (JSONL + an SQLite
+index), the two uploads alternating round by round.
 
-Each measurement starts a fresh server with an empty data file (what an
+Each measurement starts a fresh server with an empty data directory (what an
 upload meets), and the upload starts from a fresh copy of the ingested store.
 
 With --fixture (Tests/StoreFixture), also deletions beside additions in one
 run: on a store already uploaded, N samples changed (N additions to send),
 uploaded and timed; then N samples deleted, uploaded and timed.
 Usage: upload_bench.py --stepsync BIN --server-python PY --work DIR [--days N] [--rounds R]
-                       [--fixture BIN --deletions N]
+                       [--fixture BIN --deletions N] [--peer-python PY --peer-main MAIN_PY]
 """
 import argparse
 import http.client
@@ -35,9 +37,10 @@ def free_port():
 
 
 class Server:
-    def __init__(self, python, data):
+    def __init__(self, python, data, main=SERVER, single_user=True):
         self.port = free_port()
-        self.process = subprocess.Popen([python, str(SERVER), "--port", str(self.port), "--data", str(data), "--single-user"],
+        self.process = subprocess.Popen([python, str(main), "--port", str(self.port), "--data", str(data),
+                                         *(["--single-user"] if single_user else [])],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -57,6 +60,10 @@ def log(text):
     print(text, file=sys.stderr, flush=True)
 
 
+def load():
+    return "load " + open("/proc/loadavg").read().split()[0]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--stepsync", required=True)
@@ -66,6 +73,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--fixture", help="stepsync-store-fixture, for the deletions measurement")
     parser.add_argument("--deletions", type=int, default=100_000)
+    parser.add_argument("--peer-python", help="the python of the single-file server's venv")
+    parser.add_argument("--peer-main", help="the single-file server of 9653f56 (its main.py)")
     args = parser.parse_args()
     work = pathlib.Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -78,7 +87,20 @@ def main():
                            capture_output=True).stdout.splitlines()
     bodies = [b'{"samples":[' + b",".join(lines[i:i + 1000]) + b"]}" for i in range(0, len(lines), 1000)]
     samples = len(lines)
-    ceilings, uploads = [], []
+    ceilings, uploads, peers = [], [], []
+
+    def upload_to(server, round_, name):
+        store = work / f"store-{name}-{round_}"
+        shutil.copytree(pristine, store)
+        result = subprocess.run([args.stepsync, "upload", "--store", str(store), "--api-url", f"http://127.0.0.1:{server.port}", "--json"],
+                                check=True, capture_output=True, text=True)
+        summary = json.loads(result.stdout)
+        server.stop()
+        shutil.rmtree(store)
+        if summary["samplesSynced"] != samples:
+            raise SystemExit(f"upload to {name} synced {summary['samplesSynced']} of {samples}")
+        return summary["samplesPerSecond"]
+
     for round_ in range(args.rounds):
         server = Server(args.server_python, work / f"ceiling-{round_}")
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
@@ -92,25 +114,24 @@ def main():
         ceilings.append(samples / (time.perf_counter() - started))
         connection.close()
         server.stop()
-        log(f"  round {round_ + 1}: ceiling {ceilings[-1]:,.0f} samples/s")
+        log(f"  round {round_ + 1}: ceiling {ceilings[-1]:,.0f} samples/s ({load()})")
 
-        store = work / f"store-{round_}"
-        shutil.copytree(pristine, store)
-        server = Server(args.server_python, work / f"upload-{round_}")
-        result = subprocess.run([args.stepsync, "upload", "--store", str(store), "--api-url", f"http://127.0.0.1:{server.port}", "--json"],
-                                check=True, capture_output=True, text=True)
-        summary = json.loads(result.stdout)
-        server.stop()
-        if summary["samplesSynced"] != samples:
-            raise SystemExit(f"upload synced {summary['samplesSynced']} of {samples}")
-        uploads.append(summary["samplesPerSecond"])
-        log(f"  round {round_ + 1}: stepsync upload {uploads[-1]:,.0f} samples/s")
+        if args.peer_main:
+            peer = Server(args.peer_python, work / f"peer-{round_}" / "steps.jsonl", main=args.peer_main, single_user=False)
+            peers.append(upload_to(peer, round_, "9653f56"))
+            log(f"  round {round_ + 1}: stepsync upload to the server of 9653f56 {peers[-1]:,.0f} samples/s ({load()})")
+        uploads.append(upload_to(Server(args.server_python, work / f"upload-{round_}"), round_, "this server"))
+        log(f"  round {round_ + 1}: stepsync upload {uploads[-1]:,.0f} samples/s ({load()})")
     if args.fixture:
         deletions_bench(args, work, pristine, samples)
     ceiling, upload = max(ceilings), max(uploads)
     print(f"upload: {samples:,} samples in {len(bodies)} bodies of 1,000; stepsync upload {upload:,.0f} samples/s, "
           f"server ceiling (same bodies, plain HTTP client) {ceiling:,.0f} samples/s: {upload / ceiling:.0%} of the ceiling "
-          f"(best of {args.rounds} rounds each)")
+          f"(best of {args.rounds} rounds each; {load()})")
+    if peers:
+        print(f"upload: the same upload to the single-file server of 9653f56: {max(peers):,.0f} samples/s; this server at "
+              f"{upload / max(peers):.0%} of it (best of {args.rounds} alternating rounds each; rounds: this "
+              f"{', '.join(f'{v:,.0f}' for v in uploads)}; 9653f56 {', '.join(f'{v:,.0f}' for v in peers)})")
 
 
 def deletions_bench(args, work, pristine, samples):

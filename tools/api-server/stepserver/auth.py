@@ -12,10 +12,9 @@ import hashlib
 import hmac
 import secrets
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Callable, Optional
 
 from .errors import ApiError
-from .storage.base import TokenStore
 
 TOKEN_PREFIX = "sst_"
 TOKEN_RANDOM_BYTES = 32
@@ -44,8 +43,8 @@ def unauthorized(message: str) -> ApiError:
 class Authenticator:
     """Resolves the user of a request from its Authorization header (or the single user)."""
 
-    def __init__(self, tokens: TokenStore, single_user: bool) -> None:
-        self.tokens = tokens
+    def __init__(self, lookup: Callable[[bytes], Optional[tuple[str, bytes]]], single_user: bool) -> None:
+        self.lookup = lookup  # a token's hash -> (user, stored hash), for tokens that exist and are not revoked
         self.single_user = single_user
 
     def user(self, authorization: Optional[str]) -> str:
@@ -58,7 +57,7 @@ class Authenticator:
         if scheme.lower() != "bearer" or not presented or len(presented) > MAX_AUTHORIZATION_BYTES:
             raise unauthorized("malformed Authorization header: expected Bearer <token>")
         digest = token_hash(presented)
-        found = self.tokens.lookup(digest)
+        found = self.lookup(digest)
         # The lookup is by hash (its timing tells nothing about any stored token); the final check
         # of the stored hash against the presented one is constant-time.
         if found is None or not hmac.compare_digest(found[1], digest):

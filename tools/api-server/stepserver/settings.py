@@ -33,9 +33,6 @@ class Settings:
     max_bodies_in_flight: int = 4 * contract.MAX_BODY_BYTES
     database_pool: int = 8
     workers: int = 1
-    daily_buckets: bool = True  # daily totals kept up to date on write (daily_buckets.py)
-    pin_cpu: bool = True  # each server process kept on one CPU (server.pin_to_one_cpu)
-    worker_dispatch: str = "user"  # --workers: a user's connections to one worker, or "turns" (dispatcher.py)
 
 
 def is_loopback(host: str) -> bool:
@@ -53,7 +50,7 @@ class UsageError(Exception):
 
 def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default=None, metavar="DIR",
-                        help=f"embedded backend's data directory (default {DEFAULT_DATA.relative_to(PACKAGE_ROOT)} beside main.py)")
+                        help=f"SQLite: the directory of stepsync.sqlite (default {DEFAULT_DATA.relative_to(PACKAGE_ROOT)} beside main.py)")
     parser.add_argument("--database", default=None, metavar="URL",
                         help=f"PostgreSQL instead: postgresql://USER@HOST/DB or ...?host=/socket/dir (or ${DATABASE_ENV}); "
                         "the password goes in PGPASSWORD or ~/.pgpass, never in the URL")
@@ -95,20 +92,7 @@ def parse_serve(argv: list[str]) -> Settings:
     parser.add_argument("--request-body-timeout", type=float, default=Settings.body_timeout_s, metavar="S",
                         help="seconds for a whole body to arrive after the headers (default %(default)s)")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
-                        help="server processes sharing the port, each on its own core (the embedded backend: "
-                        "each keeps its own index of the users it serves, a user's writes take turns between "
-                        "them); default 1")
-    parser.add_argument("--no-daily-buckets", action="store_true",
-                        help="do not keep daily totals up to date on write (GET /steps/daily then merges the "
-                        "samples of the days it has not computed since the last write)")
-    parser.add_argument("--worker-dispatch", choices=["user", "turns"], default=None,
-                        help="with --workers: 'user' sends a user's connections (whichever of their tokens; PostgreSQL: a "
-                        "token's) to one worker and spreads the users evenly (the embedded backend's default: a worker "
-                        "then never re-reads another's writes of that user); 'turns' sends each connection to the next "
-                        "worker (PostgreSQL's default: one client's requests in flight then run on every worker)")
-    parser.add_argument("--no-pin-cpu", action="store_true",
-                        help="let the scheduler move the server's threads between CPUs (default: each server "
-                        "process is kept on one CPU, a worker on its own)")
+                        help="server processes sharing the port and the database (default 1)")
     arguments = parser.parse_args(argv)
     data, database = storage_settings(arguments)
     if arguments.workers < 1 or arguments.workers > 64:
@@ -120,6 +104,4 @@ def parse_serve(argv: list[str]) -> Settings:
                     single_user=arguments.single_user, log_level=arguments.log_level,
                     max_connections_per_client=arguments.max_connections_per_client,
                     head_timeout_s=arguments.request_head_timeout, body_timeout_s=arguments.request_body_timeout,
-                    workers=arguments.workers, daily_buckets=not arguments.no_daily_buckets,
-                    pin_cpu=not arguments.no_pin_cpu,
-                    worker_dispatch=arguments.worker_dispatch or ("turns" if database else "user"))
+                    workers=arguments.workers)

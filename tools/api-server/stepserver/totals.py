@@ -92,12 +92,22 @@ def source_order_key(key: tuple[str, Optional[str]], patterns: list[str]) -> tup
 def daily_totals(samples: Iterable[tuple[int, int, int, str, Optional[str]]], zone_name: str, first: date,
                  last: date, patterns: list[str], by_source: bool) -> dict:
     """samples: (start_ms, end_ms, count, bundle, device). Returns the document of TOTALS.md section 5."""
-    zone = ZoneInfo(zone_name)
-    days = (last - first).days + 1
-    cuts = [day_start_ms(first + timedelta(days=d), zone) for d in range(days + 1)]
+    cuts = day_cuts(first, last, ZoneInfo(zone_name))
     order, raw, merged = merge_between_cuts(samples, cuts, patterns)
+    return document(zone_name, first, last, patterns, order, raw, merged, by_source)
+
+
+def day_cuts(first: date, last: date, zone: ZoneInfo) -> list[int]:
+    """The starts of the days first .. last + 1 in the zone (ms): day d is [cuts[d], cuts[d + 1])."""
+    return [day_start_ms(first + timedelta(days=d), zone) for d in range((last - first).days + 2)]
+
+
+def document(zone_name: str, first: date, last: date, patterns: list[str], order: list[tuple[str, Optional[str]]],
+             raw: list[list[int]], merged: list[list[int]], by_source: bool) -> dict:
+    """The document of TOTALS.md section 5 from each source's raw and merged steps per day (sources in
+    priority order, as merge_between_cuts gives them)."""
     rows = []
-    for d in range(days):
+    for d in range((last - first).days + 1):
         row: dict = {"date": (first + timedelta(days=d)).isoformat(),
                      "merged": sum(merged[k][d] for k in range(len(order))),
                      "raw": sum(raw[k][d] for k in range(len(order)))}
@@ -112,7 +122,7 @@ def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]
                        patterns: list[str]) -> tuple[list[tuple[str, Optional[str]]], list[list[int]], list[list[int]]]:
     """The merge of TOTALS.md section 4 over the intervals [cuts[i], cuts[i + 1]) (ascending instants,
     in ms): the sources in priority order, and per source the raw and merged steps of each interval.
-    Days are such intervals; so are the daily buckets' quarter hours (daily_buckets.py). A day's
+    Days are such intervals; so are the quarter hours of the stored daily totals (daily_totals.py). A day's
     numbers are the sums of its pieces' numbers however it is cut (F is floored cumulatively)."""
     days = len(cuts) - 1
     begin, finish = cuts[0], cuts[-1]

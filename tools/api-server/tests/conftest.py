@@ -1,10 +1,9 @@
-"""Shared helpers: run the real server (main.py) as a child process on a free loopback port, against
-either backend. The PostgreSQL backend's tests start a throw-away cluster (initdb + pg_ctl on a
-temporary directory, Unix socket only) once per session and stop it at the end."""
+"""Shared helpers: run the real server (main.py) as a child process on a free loopback port, on SQLite
+or PostgreSQL, alone or with --workers 2. The PostgreSQL tests start a throw-away cluster (initdb -k +
+pg_ctl on a temporary directory, Unix socket only) once per session and stop it at the end."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -26,9 +25,9 @@ HERE = Path(__file__).resolve().parent
 MAIN = HERE.parent / "main.py"
 START_DEADLINE_S = 30.0
 STOP_DEADLINE_S = 15.0
-# "workers": the embedded backend with --workers 2 and --worker-dispatch turns, every request on a new
-# connection (so consecutive requests land on either worker: each must see what the other wrote).
-BACKENDS = ["embedded", "workers", "postgres"]
+# "...-workers": --workers 2, every request on a new connection (so consecutive requests land on either
+# worker: each must see what the other wrote).
+BACKENDS = ["sqlite", "sqlite-workers", "postgres", "postgres-workers"]
 
 LINE_KEYS = ["id", "startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName", "receivedAt"]
 SAMPLE_KEYS = LINE_KEYS[:-1]
@@ -67,15 +66,16 @@ def postgres_cluster():
     cluster.destroy()
 
 
-@pytest.fixture
-def pg_storage(postgres_cluster):
-    """A PostgresStorage on a fresh database of the session's cluster, in process (a small pool)."""
-    from stepserver.storage.postgres import PostgresStorage
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    """The storage seam (stepserver.storage.store.Store) in process, on a fresh SQLite file or
+    PostgreSQL database."""
+    from stepserver.storage import open_storage
 
-    storage = PostgresStorage(postgres_cluster.new_database(), pool_size=2)
-    storage.open()
-    yield storage
-    storage.close()
+    database = request.getfixturevalue("postgres_cluster").new_database() if request.param == "postgres" else None
+    opened = open_storage(tmp_path / "data", database, pool_size=2)
+    yield opened
+    opened.close()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -110,13 +110,13 @@ class ServerProcess:
         self.directory = directory
         self.workers = workers
         _CREATED.append(self)
-        if workers > 1:  # each connection to the next worker: one user's requests reach every worker
-            extra = (*extra, "--workers", str(workers), "--worker-dispatch", "turns")
+        if workers > 1:
+            extra = (*extra, "--workers", str(workers))
         self.data = data or directory / "data"
         self.database = database
         self.single_user = single_user
         self.extra = extra
-        self.backend = "postgres" if database else "embedded"
+        self.backend = "postgres" if database else "sqlite"
         self.proc: Optional[subprocess.Popen] = None
         self.port = 0
         self.stderr_path: Optional[Path] = None
@@ -140,13 +140,12 @@ class ServerProcess:
         """In-process through the token store the admin command uses (a subprocess per token cost a
         second of every test's set-up); test_auth and test_readme_commands run the command itself."""
         from stepserver.auth import new_token, now_text
-        from stepserver.cli import open_token_store
+        from stepserver.storage import open_storage
 
-        self.data.mkdir(parents=True, exist_ok=True)
-        store = open_token_store(self.data, self.database)
+        store = open_storage(self.data, self.database, check=False, pool=False)
         try:
             token_id, token, digest = new_token()
-            store.add(token_id, user, digest, now_text())
+            store.add_token(token_id, user, digest, now_text())
         finally:
             store.close()
         return token
@@ -165,9 +164,36 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def jsonl(self, user: Optional[str] = None) -> Path:
-        assert self.backend == "embedded"
-        return self.data / "users" / f"{user or ('local' if self.single_user else 'alice')}.jsonl"
+    def sqlite_path(self) -> Path:
+        assert self.backend == "sqlite"
+        return self.data / "stepsync.sqlite"
+
+    def history(self, user: Optional[str] = None) -> list[tuple]:
+        """Every version and deletion of the user in the order received, read from the database: a
+        version as (seq, "version", id, startDate, endDate, count, bundle, device, receivedAt), a
+        deletion as (seq, "deletion", id, receivedAt)."""
+        user = user or ("local" if self.single_user else "alice")
+        query = ("SELECT seq, 'version', id, start_date, end_date, count, source_bundle_id, source_device_name, received_at "
+                 "FROM sample_versions WHERE user_name = {p} UNION ALL "
+                 "SELECT seq, 'version', id, start_date, end_date, count, source_bundle_id, source_device_name, received_at "
+                 "FROM samples WHERE user_name = {p} UNION ALL "
+                 "SELECT seq, 'deletion', id, received_at, NULL, NULL, NULL, NULL, NULL FROM deletions WHERE user_name = {p} "
+                 "ORDER BY seq")
+        if self.backend == "sqlite":
+            import sqlite3
+
+            with sqlite3.connect(self.sqlite_path().resolve().as_uri() + "?mode=ro", uri=True) as connection:
+                rows = connection.execute(query.format(p="?"), (user, user, user)).fetchall()
+        else:
+            import psycopg
+
+            with psycopg.connect(self.database) as connection:
+                rows = connection.execute(query.format(p="%s"), (user, user, user)).fetchall()
+        return [row if row[1] == "version" else row[:4] for row in rows]
+
+    def versions(self, user: Optional[str] = None) -> list[dict]:
+        """Every version saved, in order, as GET /steps returns samples."""
+        return [dict(zip(LINE_KEYS, row[2:])) for row in self.history(user) if row[1] == "version"]
 
     def start(self, wait: bool = True) -> "ServerProcess":
         assert self.proc is None or self.proc.poll() is not None, "already running"
@@ -298,53 +324,29 @@ def make_samples(count: int, start: int = 0, prefix: str = "s") -> list:
     return [make_sample(n, prefix) for n in range(start, start + count)]
 
 
-def read_lines(path: Path) -> list[bytes]:
-    """The JSONL's lines (without newlines); asserts the file ends with a newline."""
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    if not data:
-        return []
-    assert data.endswith(b"\n"), f"{path} does not end with a newline: {data[-80:]!r}"
-    return data[:-1].split(b"\n")
-
-
-def read_records(path: Path) -> list[dict]:
-    """The sample lines of a JSONL (deletion lines left out)."""
-    records = []
-    for line in read_lines(path):
-        record = json.loads(line)
-        if "deleted" in record:
-            assert list(record) == ["deleted", "receivedAt"], f"bad deletion line: {line!r}"
-            continue
-        assert list(record) == LINE_KEYS, f"bad key order: {list(record)}"
-        records.append(record)
-    return records
-
-
 def strip_received(record: dict) -> dict:
     return {key: record[key] for key in SAMPLE_KEYS}
 
 
 def _server(tmp_path: Path, backend: str, request, **options) -> ServerProcess:
-    database = request.getfixturevalue("postgres_cluster").new_database() if backend == "postgres" else None
-    if backend == "workers":
+    database = request.getfixturevalue("postgres_cluster").new_database() if backend.startswith("postgres") else None
+    if backend.endswith("-workers"):
         options.setdefault("workers", 2)
     return ServerProcess(tmp_path, database=database, **options)
 
 
 @pytest.fixture(params=BACKENDS)
 def server(tmp_path, request):
-    """A fresh server (either backend) with a token for the user alice; stopped (exit 0 checked)."""
+    """A fresh server (each backend) with a token for the user alice; stopped (exit 0 checked)."""
     instance = _server(tmp_path, request.param, request).start()
     yield instance
     instance.finish()
 
 
 @pytest.fixture
-def embedded_server(tmp_path, request):
-    """A fresh embedded-backend server, for tests that look at the JSONL files."""
-    instance = _server(tmp_path, "embedded", request).start()
+def sqlite_server(tmp_path, request):
+    """A fresh server on SQLite, for tests that look at its file."""
+    instance = _server(tmp_path, "sqlite", request).start()
     yield instance
     instance.finish()
 

@@ -1,5 +1,6 @@
-"""A throw-away PostgreSQL for the tests and the benchmark: initdb on a temporary directory, a Unix
-socket only (no TCP), trust authentication, started and stopped with pg_ctl."""
+"""A throw-away PostgreSQL for the tests and the benchmark: initdb on a temporary directory (with data
+checksums, so that damaged pages are refused), a Unix socket only (no TCP), trust authentication,
+started and stopped with pg_ctl."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ class PostgresCluster:
             if self.run_as:
                 shutil.chown(self.socket_dir, "postgres", "postgres")
             self._run(postgres_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                      "--no-sync", "-E", "UTF8", "--locale=C")
+                      "--no-sync", "-E", "UTF8", "--locale=C", "--data-checksums")
         options = f"-c listen_addresses='' -c unix_socket_directories='{self.socket_dir}' -c max_connections=200"
         if not self.fsync:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"

@@ -1,6 +1,7 @@
 """GET /steps/daily: the hand-worked fixture of docs/TOTALS.md (Tests/Fixtures/totals/*.json, checked by
-the Swift tests too) on both backends, its query's errors, and seeded property tests of the Python
-merge against the quadratic reference transcribed from TOTALS.md section 8."""
+the Swift tests too) on every backend, its query's errors, seeded property tests of the Python merge
+against the quadratic reference transcribed from TOTALS.md section 8, and the daily totals the
+database keeps against that merge after every kind of write, by the server or by another process."""
 
 from __future__ import annotations
 
@@ -159,7 +160,7 @@ def test_the_merge_equals_the_reference_and_keeps_its_promises(seed):
     assert all(after["merged"] >= before["merged"] for before, after in zip(got["days"], more))
 
 
-# -- the totals cache (stepserver/totals_cache.py) ---------------------------------------------------
+# -- the daily totals the database keeps (stepserver/daily_totals.py) ---------------------------------
 
 
 def _text(ms: int, offset_minutes: int) -> str:
@@ -167,16 +168,18 @@ def _text(ms: int, offset_minutes: int) -> str:
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def test_cached_totals_follow_every_write(server):
-    """Queries over overlapping ranges, in two zones and two priorities, between seeded writes (new
-    samples, changed ones, samples written with offsets far from UTC, deletions by id, DELETE /steps):
-    every answer equals the merge of what is live then, computed afresh; and so does the first answer
-    after a restart (nothing cached)."""
+def test_stored_totals_follow_every_write(server):
+    """Queries over overlapping ranges, in five zones (quarter- and half-hour offsets among them) and two priorities (the stored totals, and the
+    merge from the samples), between seeded writes (new samples, changed ones, samples written with
+    offsets far from UTC, deletions by id, DELETE /steps): every answer equals the merge of what is
+    live then, computed afresh here; and so does the first answer after a restart."""
     rng = random.Random(1416)
     base = int(datetime(2026, 3, 1, tzinfo=timezone.utc).timestamp() * 1000)
     live: dict[str, tuple] = {}
     queries = [("Europe/Paris", date(2026, 3, 1), date(2026, 3, 20), None),
                ("Pacific/Kiritimati", date(2026, 3, 5), date(2026, 3, 12), None),
+               ("Asia/Kathmandu", date(2026, 3, 2), date(2026, 3, 21), None),  # +05:45
+               ("Australia/Lord_Howe", date(2026, 3, 1), date(2026, 3, 21), None),  # +10:30 / +11:00
                ("America/New_York", date(2026, 2, 27), date(2026, 3, 22), "iPhone,Apple Watch")]
 
     step_name = ["first write"]
@@ -235,8 +238,8 @@ def test_cached_totals_follow_every_write(server):
 
 def test_a_sample_of_the_longest_duration_reaches_the_next_days(server):
     """A sample of exactly 48 hours (the contract's longest) that ends one second into the day asked
-    for counts there: the backends bound their search by that duration (embedded: by the dates of
-    the texts; PostgreSQL: by the start)."""
+    for counts there: the storage bounds its range read by that duration (the index on the start), both
+    when a write recomputes the days it touches and when a query merges from the samples."""
     longest = {"id": "longest", "startDate": "2024-03-08T00:00:01Z", "endDate": "2024-03-10T00:00:01Z", "count": 172_800,
                "sourceBundleId": "com.example.pedometer", "sourceDeviceName": None}
     offset = {"id": "offset", "startDate": "2024-03-08T01:00:01+01:00", "endDate": "2024-03-10T01:00:01+01:00",
@@ -246,65 +249,25 @@ def test_a_sample_of_the_longest_duration_reaches_the_next_days(server):
     assert days == [{"date": "2024-03-10", "merged": 1, "raw": 2}]
 
 
-def test_hand_written_lines_outside_the_time_index_are_counted(embedded_server):
-    """Lines written by hand while the server was stopped are read at start into the time index:
-    one spanning twelve days (more than the contract allows, so kept aside and always read) and one
-    with an offset whose text names the day before its UTC date."""
-    server = embedded_server
-    server.post([make_sample(1, count=10)])  # 2024-01-01
-    assert server.stop() == 0
-    lines = [{"id": "long", "startDate": "2023-12-25T00:00:00Z", "endDate": "2024-01-06T00:00:00Z", "count": 1200,
-              "sourceBundleId": "by hand", "sourceDeviceName": None, "receivedAt": "2024-01-20T15:00:00Z"},
-             {"id": "west", "startDate": "2024-01-04T23:00:00-05:00", "endDate": "2024-01-04T23:10:00-05:00", "count": 7,
-              "sourceBundleId": "by hand 2", "sourceDeviceName": None, "receivedAt": "2024-01-20T15:00:00Z"}]
-    with open(server.jsonl(), "ab") as handle:
-        for line in lines:
-            handle.write(json.dumps(line, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
-    server.start()
-    days = daily(server, tz="UTC", **{"from": "2024-01-05", "to": "2024-01-05"}).json()["days"]
-    assert days == [{"date": "2024-01-05", "merged": 100, "raw": 107}]  # the long one ranks first (by name) and hides the other
+def test_another_process_s_writes_are_counted_at_once(server):
+    """The daily totals are kept in the database by each write's own transaction: what another process
+    writes through the storage (a second server, the tokens command's kind of neighbour) is in the very
+    next answer, with nothing to invalidate."""
+    from stepserver.contract import parse_samples
+    from stepserver.storage import open_storage
 
-
-def test_daily_buckets_saved_at_a_stop_serve_after_the_start_unless_written_since(server):
-    """The buckets are saved when the server stops and used after it starts (the answer equals the
-    merge); on the embedded backend a line added by hand while stopped changes the history, so the
-    saved buckets are not used and the line counts; on PostgreSQL a deletion or a save made by another
-    process while stopped changes the state (greatest seq of the live samples, deletion count) the same way."""
     samples = [make_sample(n, count=100) for n in range(20)]
     server.post(samples)
     params = {"tz": "Asia/Kathmandu", "from": "2023-12-31", "to": "2024-01-02"}
-    first = daily(server, **params).json()
-    assert sum(row["raw"] for row in first["days"]) == 2000
-    assert server.stop() == 0
-    if server.database is None:
-        assert server.jsonl().with_suffix(".buckets").stat().st_size > 0
-    server.start()
-    assert daily(server, **params).json() == first
-    if server.database is None:
-        assert server.stop() == 0
-        line = {"id": "by-hand", "startDate": "2024-01-01T12:00:00Z", "endDate": "2024-01-01T12:10:00Z", "count": 7,
-                "sourceBundleId": "by hand", "sourceDeviceName": None, "receivedAt": "2024-01-20T15:00:00Z"}
-        with open(server.jsonl(), "ab") as handle:
-            handle.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
-        server.start()
-        assert sum(row["raw"] for row in daily(server, **params).json()["days"]) == 2007
-    else:  # PostgreSQL: a deletion, then a save, by another process while this one is stopped
-        from stepserver.contract import SampleFields
-        from stepserver.storage.postgres import PostgresStorage
-
-        for change, expected in (("delete", 1900), ("save", 1907)):
-            assert server.stop() == 0
-            other = PostgresStorage(server.database, pool_size=1)
-            other.open()
-            try:
-                if change == "delete":
-                    assert other.delete_ids("alice", [samples[3]["id"]], "2024-01-20T15:00:00Z") == 1
-                else:
-                    other.save("alice", [SampleFields(id="by-another", startDate="2024-01-01T12:00:00Z", count=7,
-                                                      endDate="2024-01-01T12:10:00Z", sourceBundleId="by another",
-                                                      sourceDeviceName=None)],
-                               "2024-01-20T15:00:00Z")
-            finally:
-                other.close()
-            server.start()
-            assert sum(row["raw"] for row in daily(server, **params).json()["days"]) == expected, change
+    assert sum(row["raw"] for row in daily(server, **params).json()["days"]) == 2000
+    other = open_storage(server.data, server.database, pool_size=1, check=False)
+    try:
+        assert other.delete_ids("alice", [samples[3]["id"]], "2024-01-20T15:00:00Z") == 1
+        assert sum(row["raw"] for row in daily(server, **params).json()["days"]) == 1900
+        body = json.dumps({"samples": [make_sample(99, id="by-another", count=7)]}).encode()
+        assert other.save("alice", parse_samples(body, 2_000_000_000 * 10**9), "2024-01-20T15:00:00Z") == 1
+        assert sum(row["raw"] for row in daily(server, **params).json()["days"]) == 1907
+    finally:
+        other.close()
+    server.restart()
+    assert sum(row["raw"] for row in daily(server, **params).json()["days"]) == 1907

@@ -4,9 +4,9 @@ the bodies in flight, and an internal error that tells the client nothing but a 
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -185,19 +185,20 @@ def test_bodies_in_flight_beyond_the_cap_get_503_with_retry_after(tmp_path):
         server.finish()
 
 
-def test_an_internal_error_names_nothing_but_a_request_id(embedded_server):
-    """The history shrinks behind the server's back (a person truncated it): reading it fails in a
-    way no route expects. The answer is 500 with a request id only; the log has the details."""
-    server = embedded_server
+def test_an_internal_error_names_nothing_but_a_request_id(sqlite_server):
+    """A stored daily total is edited behind the server's back into something that is not a list:
+    reading it fails in a way no route expects. The answer is 500 with a request id only; the log has
+    the details."""
+    server = sqlite_server
     server.post(make_samples(100))
-    size = server.jsonl().stat().st_size
-    os.truncate(server.jsonl(), size // 2)
-    response = server.get()
+    with sqlite3.connect(server.sqlite_path()) as connection:
+        connection.execute("UPDATE daily_totals SET merged_quarters = 'not a list'")
+    response = server.session.get(server.url + "/steps/daily", params={"from": "2024-01-01", "to": "2024-01-31"}, timeout=30)
     assert response.status_code == 500
     body = response.json()
     assert set(body) == {"error", "requestId"} and body["error"] == "internal error"
     assert re.fullmatch(r"[0-9a-f]{16}", body["requestId"])
-    assert "RuntimeError" not in response.text and "line end" not in response.text
+    assert "DecodeError" not in response.text and "list" not in response.text
     log = server.stderr()
     line = next(line for line in log.splitlines() if body["requestId"] in line)
-    assert "RuntimeError" in line and "no line end after byte offset" in line and "GET /steps" in line
+    assert "DecodeError" in line and "GET /steps/daily" in line

@@ -1,12 +1,14 @@
-"""GET /steps?versions=all on both backends: every version saved, in the order received, whether it is
-live, replaced or deleted. On PostgreSQL the live versions are the samples rows and sample_versions
-holds only those replaced or deleted (schema version 5): the history read from the two, the migration
-from version 4, and the saved daily buckets' state (postgres_buckets.py), which must change with every
-write that changes totals, a save of new samples only included."""
+"""GET /steps?versions=all on every backend: every version saved, in the order received, whether it is
+live, replaced or deleted (the live versions are the samples rows, sample_versions holds those
+replaced or deleted); concurrent replacements keep each version once; a PostgreSQL database of the
+earlier server (schema version 5) is migrated with its history, and its daily totals computed."""
 
 from __future__ import annotations
 
 import json
+import threading
+
+import psycopg
 
 from conftest import make_sample, strip_received
 
@@ -38,146 +40,81 @@ def test_the_history_lists_every_version_in_the_order_received(server):
     assert server.total(versions="all") == 0
 
 
-def _pg_sample(n: int, count: int = 10, start: str = "2024-01-01T12:00:00Z", end: str = "2024-01-01T12:10:00Z"):
-    from stepserver.contract import SampleFields
+def test_concurrent_replacements_keep_each_version_once(store):
+    """Eight threads give the same ids new content at once: each write applies whole, after the last."""
+    from stepserver.contract import parse_samples
 
-    return SampleFields(id=f"x{n}", startDate=start, endDate=end, count=count, sourceBundleId="b", sourceDeviceName=None)
+    def body(count: int) -> bytes:
+        return json.dumps({"samples": [make_sample(n, count=count) for n in range(50)]}).encode()
 
+    store.save("alice", parse_samples(body(0), 2_000_000_000 * 10**9), "2026-01-01T00:00:00Z")
+    barrier = threading.Barrier(8)
 
-def test_postgres_history_keeps_only_versions_replaced_or_deleted(pg_storage):
-    """A save of new samples writes no history row; a replacement moves the version it replaces there,
-    a deletion the version it deletes; the history read is every version."""
-    def history_rows() -> list[tuple]:
-        return pg_storage._run(lambda c: c.execute(
-            "SELECT id, count FROM sample_versions WHERE user_name = 'alice' ORDER BY seq").fetchall())
-
-    assert pg_storage.save("alice", [_pg_sample(n) for n in range(5)], "2024-01-20T15:00:00Z") == 5
-    assert history_rows() == []
-    assert pg_storage.save("alice", [_pg_sample(1, 11), _pg_sample(2), _pg_sample(5)], "2024-01-20T15:00:01Z") == 2
-    assert history_rows() == [("x1", 10)]
-    assert pg_storage.delete_ids("alice", ["x3", "x9"], "2024-01-20T15:00:02Z") == 1
-    assert history_rows() == [("x1", 10), ("x3", 10)]
-    lines, total = pg_storage.read("alice", 0, 100, True)
-    assert total == 7
-    assert [(json.loads(line)["id"], json.loads(line)["count"]) for line in lines] == \
-        [("x0", 10), ("x1", 10), ("x2", 10), ("x3", 10), ("x4", 10), ("x1", 11), ("x5", 10)]
-
-
-def test_postgres_bucket_state_changes_with_every_write_that_changes_totals(pg_storage):
-    """The saved buckets are used only while the state is the one saved with them: a save of new
-    samples only, a replacement, a deletion, DELETE /steps each change it (a state that missed one would
-    serve a saved bucket as current after it); an identical save or a deletion of unknown ids does not."""
-    from stepserver.storage.postgres_buckets import PostgresBucketStore
-
-    buckets = PostgresBucketStore(pg_storage)
-    seen = [buckets.state("alice")]
-
-    def changed() -> bool:
-        state = buckets.state("alice")
-        new = state not in seen
-        seen.append(state)
-        return new
-
-    assert pg_storage.save("alice", [_pg_sample(n) for n in range(3)], "2024-01-20T15:00:00Z") == 3
-    assert changed(), "a save of new samples only"
-    assert pg_storage.save("alice", [_pg_sample(n) for n in range(3)], "2024-01-20T15:00:01Z") == 0
-    assert not changed(), "an identical save"
-    assert pg_storage.save("alice", [_pg_sample(3)], "2024-01-20T15:00:02Z") == 1
-    assert changed(), "another save of a new sample only"
-    assert pg_storage.save("alice", [_pg_sample(1, 99)], "2024-01-20T15:00:03Z") == 1
-    assert changed(), "a replacement"
-    assert pg_storage.delete_ids("alice", ["x3"], "2024-01-20T15:00:04Z") == 1
-    assert changed(), "a deletion of the newest sample"
-    assert pg_storage.save("alice", [_pg_sample(4)], "2024-01-20T15:00:05Z") == 1
-    assert changed(), "a save of a new sample after a deletion"
-    assert pg_storage.delete_ids("alice", ["unknown"], "2024-01-20T15:00:06Z") == 0
-    assert not changed(), "a deletion of an unknown id"
-    pg_storage.delete_all("alice")
-    assert changed(), "DELETE /steps"
-    assert pg_storage.save("alice", [_pg_sample(0)], "2024-01-20T15:00:07Z") == 1
-    assert changed(), "a save into an emptied account"
-    assert buckets.state("bob") == "None:0"
-
-
-def test_postgres_migration_to_version_5_keeps_the_history_and_the_saved_state(postgres_cluster):
-    """A database written by schema version 4 (every version in sample_versions, live ones too) reads
-    the same history after the migration, and a buckets state saved then still matches when nothing
-    was written since and its newest version is live."""
-    import psycopg
-
-    from stepserver.storage.postgres import MIGRATIONS, PostgresStorage
-    from stepserver.storage.postgres_buckets import PostgresBucketStore
-
-    url = postgres_cluster.new_database()
-    rows = [("x1", 16384, 5), ("x2", 16385, 6), ("x1", 32768, 7), ("x3", 49152, 8), ("x3", 65536, 9)]
-    live = {"x1": 32768, "x2": 16385}  # x3 deleted after its second version
-    with psycopg.connect(url) as connection:
-        connection.execute("CREATE TABLE stepsync_schema (version integer NOT NULL)")
-        for migration in MIGRATIONS[:4]:
-            connection.execute(migration)
-        connection.execute("INSERT INTO stepsync_schema (version) VALUES (4)")
-        for sample_id, seq, count in rows:
-            connection.execute("INSERT INTO sample_versions VALUES ('alice', %s, %s, '2024-01-01T12:00:00Z', "
-                               "'2024-01-01T12:10:00Z', %s, 'b', NULL, '2024-01-20T15:00:00Z')", (seq, sample_id, count))
-            if live.get(sample_id) == seq:
-                connection.execute("INSERT INTO samples VALUES ('alice', %s, %s, '2024-01-01T12:00:00Z', "
-                                   "'2024-01-01T12:10:00Z', 0, 0, %s, 'b', NULL, '2024-01-20T15:00:00Z')",
-                                   (sample_id, seq, count))
-        connection.execute("INSERT INTO deletion_counts VALUES ('alice', 1)")
-        for table in ("sample_versions", "samples"):  # bob: one version, live
-            connection.execute(f"INSERT INTO {table} (user_name, seq, id, start_date, end_date, count, source_bundle_id, "
-                               "received_at" + (", start_ns, end_ns" if table == "samples" else "") + ") VALUES ('bob', "
-                               "81920, 'y1', '2024-01-01T12:00:00Z', '2024-01-01T12:10:00Z', 3, 'b', "
-                               "'2024-01-20T15:00:00Z'" + (", 0, 0" if table == "samples" else "") + ")")
-        old_states = {user: "{}:{}".format(*connection.execute(
-            "SELECT max(seq), (SELECT deletions FROM deletion_counts WHERE user_name = %s) FROM sample_versions "
-            "WHERE user_name = %s", (user, user)).fetchone()).replace(":None", ":0") for user in ("alice", "bob")}
-    storage = PostgresStorage(url, pool_size=1)
-    storage.open()
-    try:
-        lines, total = storage.read("alice", 0, 100, True)
-        assert total == 5
-        assert [(json.loads(line)["id"], json.loads(line)["count"]) for line in lines] == \
-            [(sample_id, count) for sample_id, _, count in rows]
-        assert storage._run(lambda c: c.execute("SELECT count(*) FROM sample_versions").fetchone()[0]) == 3
-        # bob's newest version is live: his saved buckets are still current. alice's newest (x3) was
-        # deleted: her state differs from the one saved (the buckets are computed again, never wrong).
-        assert PostgresBucketStore(storage).state("bob") == old_states["bob"] == "81920:0"
-        assert PostgresBucketStore(storage).state("alice") == "32768:1" != old_states["alice"] == "65536:1"
-        assert storage.delete_ids("alice", ["x2"], "2024-01-20T15:00:01Z") == 1
-        lines, total = storage.read("alice", 0, 100, True)
-        assert total == 5 and [json.loads(line)["count"] for line in lines] == [5, 6, 7, 8, 9]
-    finally:
-        storage.close()
-
-
-def test_postgres_concurrent_replacements_keep_each_version_once(pg_storage):
-    """Saves beside each other replacing the same ids: the version each one replaces is the one it
-    found locked (the newest committed; a stale one would collide with the
-    version already kept, by seq, and the save run again), so the history holds every version written once."""
-    import threading
-
-    barrier = threading.Barrier(2)
-    written = [0, 0]
-
-    def worker(lane: int) -> None:
+    def replace(count: int) -> None:
+        samples = parse_samples(body(count), 2_000_000_000 * 10**9)
         barrier.wait(timeout=30)
-        for round_ in range(15):
-            batch = [_pg_sample(n, count=1000 * lane + round_) for n in range(40)]
-            written[lane] += pg_storage.save("alice", batch, f"2024-01-20T15:00:{round_:02d}Z")
+        assert store.save("alice", samples, "2026-01-01T00:00:01Z") == 50
 
-    threads = [threading.Thread(target=worker, args=(lane,)) for lane in range(2)]
+    threads = [threading.Thread(target=replace, args=(count,)) for count in range(1, 9)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(120)
-    lines, total = pg_storage.read("alice", 0, 10_000, True)
-    assert total == sum(written) == len(lines)
-    chains: dict[str, list[int]] = {}
-    for line in lines:
-        record = json.loads(line)
-        chains.setdefault(record["id"], []).append(record["count"])
-    # Each id's versions in order: no two equal neighbours (a version is written only when it differs).
-    assert all(all(a != b for a, b in zip(chain, chain[1:])) for chain in chains.values())
-    live = {json.loads(line)["id"]: json.loads(line)["count"] for line in pg_storage.read("alice", 0, 100, False)[0]}
-    assert live == {sample_id: chain[-1] for sample_id, chain in chains.items()}
+        thread.join(timeout=60)
+    samples, total = store.read("alice", 0, 1000, True)
+    assert total == 9 * 50
+    by_id: dict = {}
+    for sample in samples:
+        by_id.setdefault(sample.id, []).append(sample.count)
+    assert all(sorted(counts) == list(range(9)) and counts[0] == 0 for counts in by_id.values())
+    live, _ = store.read("alice", 0, 1000, False)
+    assert all(sample.count == by_id[sample.id][-1] for sample in live)
+
+
+# The earlier server's PostgreSQL schema, version 5 (its migrations 1-5 in one), with a history.
+LEGACY = """
+CREATE TABLE stepsync_schema (version integer NOT NULL); INSERT INTO stepsync_schema VALUES (5);
+CREATE TABLE tokens (id text PRIMARY KEY, user_name text NOT NULL, hash bytea NOT NULL UNIQUE, created_at text NOT NULL, revoked_at text);
+CREATE SEQUENCE request_seq;
+CREATE TABLE samples (user_name text NOT NULL, id text NOT NULL, seq bigint NOT NULL, start_date text NOT NULL,
+    end_date text NOT NULL, start_ns bigint NOT NULL, end_ns bigint NOT NULL, count integer NOT NULL,
+    source_bundle_id text NOT NULL, source_device_name text, received_at text NOT NULL, PRIMARY KEY (user_name, id));
+CREATE INDEX samples_by_seq ON samples (user_name, seq);
+CREATE INDEX samples_by_start ON samples (user_name, start_ns);
+CREATE TABLE sample_versions (user_name text NOT NULL, seq bigint NOT NULL, id text NOT NULL, start_date text NOT NULL,
+    end_date text NOT NULL, count integer NOT NULL, source_bundle_id text NOT NULL, source_device_name text,
+    received_at text NOT NULL, PRIMARY KEY (user_name, seq));
+CREATE TABLE daily_buckets (user_name text PRIMARY KEY, sums bytea NOT NULL, saved_id bytea NOT NULL, header bytea NOT NULL);
+CREATE TABLE deletion_counts (user_name text PRIMARY KEY, deletions bigint NOT NULL);
+SELECT setval('request_seq', 3);
+INSERT INTO samples VALUES
+    ('alice', 'a', 300001, '2024-01-01T10:00:00Z', '2024-01-01T10:10:00Z', 1704103200000000000, 1704103800000000000, 70,
+     'com.apple.health.x', 'iPhone', '2024-01-02T00:00:00Z'),
+    ('alice', 'b', 200000, '2024-01-01T10:05:00Z', '2024-01-01T10:10:00Z', 1704103500000000000, 1704103800000000000, 60,
+     'com.apple.health.y', 'Apple Watch', '2024-01-02T00:00:00Z');
+INSERT INTO sample_versions VALUES
+    ('alice', 100000, 'a', '2024-01-01T10:00:00Z', '2024-01-01T10:10:00Z', 100, 'com.apple.health.x', 'iPhone', '2024-01-01T00:00:00Z'),
+    ('alice', 100001, 'c', '2024-01-01T11:00:00Z', '2024-01-01T11:10:00Z', 5, 'com.apple.health.x', 'iPhone', '2024-01-01T00:00:00Z');
+INSERT INTO daily_buckets VALUES ('alice', '', '', '');
+"""
+
+
+def test_postgres_database_of_the_earlier_server_is_migrated(tmp_path, postgres_cluster, capfd):
+    from conftest import ServerProcess
+
+    database = postgres_cluster.new_database()
+    with psycopg.connect(database, autocommit=True) as connection:
+        connection.execute(LEGACY)
+    server = ServerProcess(tmp_path, database=database).start()  # (its token's creation migrates)
+    try:
+        assert "database schema migrated from version 5 to 6" in capfd.readouterr().err
+        assert [(r["id"], r["count"]) for r in server.all_samples(versions="all")] == [("a", 100), ("c", 5), ("b", 60), ("a", 70)]
+        day = server.session.get(server.url + "/steps/daily", params={"from": "2024-01-01", "to": "2024-01-01"},
+                                 timeout=30).json()["days"][0]
+        assert day == {"date": "2024-01-01", "merged": 35 + 60, "raw": 130}  # the Watch wins 10:05-10:10
+        assert server.post([make_sample(1)]).json()["saved"] == 1  # seqs go on after the earlier ones
+        assert server.all_samples(versions="all")[-1]["id"] == make_sample(1)["id"]
+    finally:
+        server.finish()
+    with psycopg.connect(database) as connection:
+        tables = {row[0] for row in connection.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+    assert "daily_buckets" not in tables and "deletion_counts" not in tables and "daily_totals" in tables

@@ -1,25 +1,25 @@
 """GET /steps/daily?tz=ZONE&from=YYYY-MM-DD&to=YYYY-MM-DD[&bySource=true][&priority=P1,P2]: the caller's
-daily totals merged across sources (docs/TOTALS.md), the same document as `stepsync daily --json`."""
+daily totals merged across sources (docs/TOTALS.md), the same document as `stepsync daily --json`.
+With the default priority, from the daily totals the database keeps (daily_totals.py); otherwise
+merged from the samples."""
 
 from __future__ import annotations
 
 import json
-
-import msgspec
-from datetime import date, timedelta
+from datetime import date
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .. import contract
+from .. import contract, daily_totals
 from ..app import Context, json_response, query_text
 from ..errors import bad_request
-from ..totals import DEFAULT_PRIORITY, daily_totals, day_start_ms
+from ..totals import DEFAULT_PRIORITY, day_cuts, daily_totals as merged_document
 
-_encoder = msgspec.json.Encoder()  # the same bytes as json.dumps(ensure_ascii=False, separators=(",", ":"))
 QUERY = {"tz": "zone", "from": "date", "to": "date", "bySource": "bool", "priority": "text"}
-_MS = 1_000_000
+_NS_PER_MS = 1_000_000
 
 
 def parse_daily_query(query: str) -> tuple[str, date, date, bool, list[str]]:
@@ -53,43 +53,22 @@ def parse_daily_query(query: str) -> tuple[str, date, date, bool, list[str]]:
 
 
 def routes(context: Context) -> list:
-    storage = context.storage
+    store = context.store
 
     async def daily(request: Request) -> Response:
         zone, first, last, by_source, patterns = parse_daily_query(query_text(request))
-        if not context.settings.single_user and not request.headers.get("authorization"):
-            context.user(request)  # raises the 401
+        user = await context.user(request)
 
-        def handle() -> bytes:
-            user = context.user(request)
+        def handle() -> dict:
             zone_info = ZoneInfo(zone)
-            context.refresh(user)  # (--workers) what the other workers wrote reaches the caches first
-            cache = context.daily_cache
-            version = cache.version(user)  # before reading any sample: see totals_cache.py, Races
-            known, missing = cache.lookup(user, zone, patterns, first, last)
-            computed: list[tuple[int, dict]] = []
-            for run_first, run_last in missing:
-                day_first, day_last = date.fromordinal(run_first), date.fromordinal(run_last)
-                if patterns == DEFAULT_PRIORITY:  # summed from the buckets kept on write, when the days allow
-                    rows = context.daily_buckets.rows(user, zone_info, day_first, day_last)
-                    if rows is not None:
-                        computed.extend(zip(range(run_first, run_last + 1), rows))
-                        continue
-                begin = day_start_ms(day_first, zone_info) * _MS
-                end = day_start_ms(day_last + timedelta(days=1), zone_info) * _MS
-                samples = ((s.start_ns // _MS, s.end_ns // _MS, s.count, s.source_bundle_id, s.source_device_name)
-                           for s in storage.samples_between(user, begin, end))
-                rows = daily_totals(samples, zone, day_first, day_last, patterns, True)["days"]
-                computed.extend(zip(range(run_first, run_last + 1), rows))
-            if computed:
-                cache.store(user, version, zone, patterns, computed)
-                known.update(computed)
-            rows = [known[day] for day in range(first.toordinal(), last.toordinal() + 1)]
-            if not by_source:
-                rows = [{"date": row["date"], "merged": row["merged"], "raw": row["raw"]} for row in rows]
-            document = {"timeZone": zone, "from": first.isoformat(), "to": last.isoformat(), "priority": patterns, "days": rows}
-            return _encoder.encode(document)
+            cuts = daily_totals.local_day_cuts(first, last, zone_info) if patterns == DEFAULT_PRIORITY else None
+            if cuts is not None:
+                rows = store.daily_rows(user, *daily_totals.utc_day_range(cuts))
+                return daily_totals.document_from_rows(rows, zone, first, last, cuts, by_source)
+            cuts = day_cuts(first, last, zone_info)
+            samples = store.samples_between(user, cuts[0] * _NS_PER_MS, cuts[-1] * _NS_PER_MS)
+            return merged_document(samples, zone, first, last, patterns, by_source)
 
-        return json_response(await context.in_thread(handle))
+        return json_response(await run_in_threadpool(handle))
 
     return [("/steps/daily", daily, ["GET"])]

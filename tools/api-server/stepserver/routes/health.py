@@ -12,7 +12,7 @@ def routes(context: Context) -> list:
     async def health(request: Request) -> Response:
         if query_text(request):
             return json_response({"error": "GET /health takes no query parameters"}, 400)
-        failure = context.storage.health()  # never blocks: probes run in the background
+        failure = context.store.health()  # never blocks: probes run in the background
         if failure is not None:
             return json_response({"status": "error", "error": failure}, 503, {"Retry-After": "5"})
         return json_response({"status": "ok"})

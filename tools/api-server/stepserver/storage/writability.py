@@ -1,4 +1,5 @@
-"""Whether the embedded backend's data directory takes writes: DIR/.probe rewritten (4 KiB, fdatasync)."""
+"""Whether the SQLite database's directory takes writes again after a write failed: DIR/.probe rewritten
+(4 KiB, fsync)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ from pathlib import Path
 from typing import Optional
 
 from ..log import log
-from .files import pwrite_all, sync_file
 
 PROBE_BYTES = 4096
 PROBE_BACKOFF_FIRST_S = 0.25
 PROBE_BACKOFF_MAX_S = 5.0
-HEALTHY_PROBE_INTERVAL_S = 2.0
 
 
 class WritabilityProbe:
@@ -25,7 +24,7 @@ class WritabilityProbe:
         self.path = directory / ".probe"
         self.lock = threading.Lock()
         self.failure: Optional[str] = None
-        self.next_probe = 0.0
+        self.next_probe = float("inf")  # no probe until a write failed
         self.backoff = PROBE_BACKOFF_FIRST_S
 
     def failed(self, reason: str) -> None:
@@ -53,8 +52,8 @@ class WritabilityProbe:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
                 try:
                     os.ftruncate(fd, 0)
-                    pwrite_all(fd, b"\0" * PROBE_BYTES, 0)
-                    sync_file(fd)
+                    os.write(fd, b"\0" * PROBE_BYTES)
+                    os.fsync(fd)
                     os.ftruncate(fd, 0)
                 finally:
                     os.close(fd)
@@ -72,5 +71,5 @@ class WritabilityProbe:
                 log("storage takes writes again")
             self.failure = None
             self.backoff = PROBE_BACKOFF_FIRST_S
-            self.next_probe = now + HEALTHY_PROBE_INTERVAL_S
+            self.next_probe = float("inf")  # until the next failed write
             return None

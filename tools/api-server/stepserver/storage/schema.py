@@ -1,0 +1,122 @@
+"""The database schema, described once for both dialects (SQLite and PostgreSQL), and its migrations.
+
+Tables (every one keyed by the user first, so a cluster that distributes tables by user, as Citus
+does, serves many users unchanged):
+  samples          the live version of each (user_name, id); a deletion moves it to sample_versions
+  sample_versions  the versions replaced or deleted, with their seq
+  deletions        each deletion of a live version: the id, when, and its place in the history (seq)
+  daily_totals     per user, UTC day and source: the merged and raw steps of docs/TOTALS.md for the
+                   default priority, and the same per quarter hour of that day (JSON arrays of 96
+                   integers), rewritten in the transaction of every write that changes that day
+  tokens           API tokens (hashes only)
+  stepsync_schema  the schema's version
+A seq orders the whole history of a user: request number * 100,000 + the sample's place in the
+request. The request number comes from `request_seq` (PostgreSQL: a sequence; SQLite: a one-row
+table, its writes serialized anyway). Instants are nanoseconds since 1970 UTC (start_ns, end_ns);
+the texts are stored as sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+# The type of a step count, in samples and in the daily totals (the wire's is contract.Count).
+COUNT_TYPE = "BIGINT"
+SEQ_PER_REQUEST = 100_000  # a request holds at most 10,000 samples
+VERSION = 6  # PostgreSQL databases of the earlier server are at 1-5 (migrate_legacy)
+
+# {blob} and {request_seq} are the two dialect differences (Dialect.types).
+TABLES = """
+CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    user_name TEXT NOT NULL,
+    hash {blob} NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+);
+{request_seq};
+CREATE TABLE samples (
+    user_name TEXT NOT NULL,
+    id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    start_date TEXT NOT NULL,
+    end_date TEXT NOT NULL,
+    start_ns BIGINT NOT NULL,
+    end_ns BIGINT NOT NULL,
+    count {count} NOT NULL,
+    source_bundle_id TEXT NOT NULL,
+    source_device_name TEXT,
+    received_at TEXT NOT NULL,
+    PRIMARY KEY (user_name, id)
+);
+CREATE INDEX samples_by_seq ON samples (user_name, seq);
+CREATE INDEX samples_by_start ON samples (user_name, start_ns);
+CREATE TABLE sample_versions (
+    user_name TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    id TEXT NOT NULL,
+    start_date TEXT NOT NULL,
+    end_date TEXT NOT NULL,
+    count {count} NOT NULL,
+    source_bundle_id TEXT NOT NULL,
+    source_device_name TEXT,
+    received_at TEXT NOT NULL,
+    PRIMARY KEY (user_name, seq)
+);
+"""
+
+# Version 6: what the tables above lacked in the earlier server's PostgreSQL schema (version 5).
+ADDED_IN_6 = """
+CREATE TABLE deletions (
+    user_name TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    id TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    PRIMARY KEY (user_name, seq)
+);
+CREATE TABLE daily_totals (
+    user_name TEXT NOT NULL,
+    day TEXT NOT NULL,
+    source_bundle_id TEXT NOT NULL,
+    source_device_name TEXT,
+    merged {count} NOT NULL,
+    raw {count} NOT NULL,
+    merged_quarters TEXT NOT NULL,
+    raw_quarters TEXT NOT NULL
+);
+CREATE INDEX daily_totals_by_day ON daily_totals (user_name, day);
+"""
+
+# The earlier server's PostgreSQL tables that version 6 no longer has (its own daily buckets).
+DROPPED_IN_6 = "DROP TABLE IF EXISTS daily_buckets; DROP TABLE IF EXISTS deletion_counts;"
+
+
+def statements(script: str, types: dict[str, str]) -> list[str]:
+    """A script's statements, with the dialect's types filled in."""
+    return [part.strip() for part in script.format(count=COUNT_TYPE, **types).split(";") if part.strip()]
+
+
+def migrate(tx: Any, types: dict[str, str], rebuild_totals: Callable[[], None]) -> int:
+    """Brings the schema to VERSION inside the caller's transaction `tx` (a store.Transaction, which
+    holds the database's write lock or, PostgreSQL, an advisory lock); `rebuild_totals` computes
+    daily_totals from samples (after a migration from the earlier server). Returns the version found."""
+    execute = tx.run
+    execute("CREATE TABLE IF NOT EXISTS stepsync_schema (version INTEGER NOT NULL)")
+    rows = tx.rows("SELECT version FROM stepsync_schema")
+    found = rows[0][0] if rows else 0
+    if found > VERSION:
+        raise RuntimeError(f"the database's schema is version {found}, newer than this server's {VERSION}")
+    if found == VERSION:
+        return found
+    if found == 0:
+        for statement in statements(TABLES + ADDED_IN_6, types):
+            execute(statement)
+        execute(f"INSERT INTO stepsync_schema (version) VALUES ({VERSION})")
+        return found
+    # The earlier server's PostgreSQL schema (1-5): its tables are these but for version 6's.
+    execute("DELETE FROM sample_versions v USING samples s WHERE v.user_name = s.user_name AND v.seq = s.seq")
+    for statement in statements(DROPPED_IN_6 + ADDED_IN_6, types):
+        execute(statement)
+    rebuild_totals()
+    execute(f"UPDATE stepsync_schema SET version = {VERSION}")
+    return found

@@ -1,0 +1,272 @@
+"""The storage seam: every operation of the API as SQL, the same for SQLite and PostgreSQL.
+
+A request is one transaction (Database.write / Database.read, storage/sqlite.py and postgres.py).
+SQLite's writes take its one write lock (BEGIN IMMEDIATE) and apply one after another. PostgreSQL's
+run beside each other: a write locks the stored rows it replaces or deletes (FOR UPDATE, in id order),
+the primary key refuses a new id another write stored first (the transaction runs again and finds
+it), and the daily totals of a day are recomputed under an advisory lock on (user, day), taken in day
+order after the samples are written, so each day's recomputation reads every write committed before
+it; DELETE /steps takes the user's lock alone, the writes share it. Guarantees (the API test-suite
+runs against both dialects):
+- save and delete_ids return only after their transaction committed (durable: SQLite
+  synchronous=FULL, PostgreSQL synchronous_commit on); nothing of a failed one is visible.
+- Idempotent by (user, id): a sample stored with identical content (startDate, endDate, count,
+  sourceBundleId, sourceDeviceName) is not written again; in one body a repeated id counts once,
+  its last occurrence wins; a changed sample is a new version, the one it replaces goes to
+  sample_versions; a deleted sample posted again is live again.
+- The daily totals of the UTC days a write touches are recomputed in its transaction
+  (daily_totals.py): before and after every commit they are the merge of the live samples.
+- Users never mix: every statement names the user.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Optional, Protocol
+
+from .. import daily_totals
+from ..contract import MAX_DURATION_SECONDS, StoredSample, ValidSample
+from .schema import SEQ_PER_REQUEST
+
+_NS_PER_MS = 1_000_000
+_LOOKBACK_NS = MAX_DURATION_SECONDS * 1_000_000_000  # a sample overlapping an instant began at most this before it
+SAMPLE_COLUMNS = ("user_name, id, seq, start_date, end_date, start_ns, end_ns, count, source_bundle_id, "
+                  "source_device_name, received_at")
+_STORED = "id, start_date, end_date, count, source_bundle_id, source_device_name, received_at"
+
+
+class Transaction(Protocol):
+    """One transaction of a dialect (storage/sqlite.py, storage/postgres.py). SQL takes ? parameters."""
+
+    def rows(self, sql: str, parameters: tuple = ()) -> list[tuple]: ...
+
+    def each(self, sql: str, parameters: tuple = ()) -> Iterator[tuple]:
+        """The rows one at a time (a long read's Python objects are made as they are used)."""
+
+    def run(self, sql: str, parameters: tuple = ()) -> int:
+        """Runs a statement; the rows it changed."""
+
+    def run_many(self, sql: str, rows: list[tuple]) -> None: ...
+
+    def one_of(self, column: str, values: list) -> tuple[str, tuple]:
+        """SQL saying that `column` is one of `values`, and its parameters."""
+
+    def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
+        """Rows of `columns` into `table`, the dialect's way for many rows (SQLite executemany,
+        PostgreSQL COPY)."""
+
+    def lock_user(self, user: str, alone: bool) -> None:
+        """The user's lock to the end of the transaction: `alone` (DELETE /steps) excludes every other
+        write of the user; otherwise shared with them."""
+
+    def lock_days(self, user: str, days: list[tuple[int, int]]) -> None:
+        """The locks of the user's UTC days (runs of first, last), in day order, to the end of the
+        transaction: one write at a time recomputes a day."""
+
+    def locking(self) -> str:
+        """What a SELECT of rows the transaction will change ends with (PostgreSQL: FOR UPDATE)."""
+
+    def next_request(self) -> int:
+        """The next request number (request_seq)."""
+
+
+class Database(Protocol):
+    def write(self, work: Callable[[Transaction], Any]) -> Any:
+        """Runs work(tx) in a write transaction and commits; StorageUnavailable when the database cannot."""
+
+    def read(self, work: Callable[[Transaction], Any]) -> Any:
+        """Runs work(tx) in a read transaction (one snapshot)."""
+
+    def health(self) -> Optional[str]:
+        """None while writes can succeed; else one line saying why not. Never blocks."""
+
+    def describe(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+class Store:
+    """The API's operations on a Database (a dialect's)."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def health(self) -> Optional[str]:
+        return self.database.health()
+
+    def describe(self) -> str:
+        users, samples = self.counts()
+        return f"{self.database.describe()} ({users} users, {samples} samples)"
+
+    def close(self) -> None:
+        self.database.close()
+
+    # -- samples ------------------------------------------------------------------------------------
+
+    def save(self, user: str, samples: list[ValidSample], received_at: str) -> int:
+        """Stores what is new or changed; returns how many samples that was."""
+        unique = dict(zip((sample.id for sample in samples), samples))  # a repeated id: last content, first place
+        if not unique:
+            return 0
+
+        def work(tx: Transaction) -> int:
+            tx.lock_user(user, alone=False)
+            base = tx.next_request() * SEQ_PER_REQUEST
+            among, parameters = tx.one_of("id", sorted(unique))
+            stored = {row[0]: row[1:] for row in tx.rows(
+                f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns "
+                f"FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}", (user, *parameters))}
+            fresh, changed, spans = [], [], []
+            for position, sample in enumerate(unique.values()):
+                row = (user, sample.id, base + position, sample.start_date, sample.end_date, sample.start_ns,
+                       sample.end_ns, sample.count, sample.bundle, sample.device, received_at)
+                before = stored.get(sample.id)
+                if before is None:
+                    fresh.append(row)
+                elif before[:5] != (sample.start_date, sample.end_date, sample.count, sample.bundle, sample.device):
+                    changed.append(row)
+                    spans.append(before[5:])
+                else:
+                    continue
+                spans.append((sample.start_ns, sample.end_ns))
+            if fresh:
+                tx.insert("samples", SAMPLE_COLUMNS, sorted(fresh, key=lambda row: row[1]))  # in id order, as locked
+            if changed:
+                tx.run_many(f"INSERT INTO sample_versions (user_name, seq, {_STORED}) "
+                            f"SELECT user_name, seq, {_STORED} FROM samples WHERE user_name = ? AND id = ?",
+                            [(user, row[1]) for row in changed])
+                tx.run_many("UPDATE samples SET seq = ?, start_date = ?, end_date = ?, start_ns = ?, end_ns = ?, count = ?, "
+                            "source_bundle_id = ?, source_device_name = ?, received_at = ? WHERE user_name = ? AND id = ?",
+                            [(*row[2:], user, row[1]) for row in changed])
+            self._recompute_days(tx, user, spans)
+            return len(fresh) + len(changed)
+
+        return self.database.write(work)
+
+    def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
+        """Deletes those ids that are live; returns how many were (unknown or deleted ids are fine)."""
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return 0
+
+        def work(tx: Transaction) -> int:
+            tx.lock_user(user, alone=False)
+            among, parameters = tx.one_of("id", sorted(unique))
+            live = tx.rows(f"SELECT id, start_ns, end_ns FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}",
+                           (user, *parameters))
+            if not live:
+                return 0
+            base = tx.next_request() * SEQ_PER_REQUEST
+            tx.run_many(f"INSERT INTO sample_versions (user_name, seq, {_STORED}) "
+                        f"SELECT user_name, seq, {_STORED} FROM samples WHERE user_name = ? AND id = ?",
+                        [(user, sample_id) for sample_id, _, _ in live])
+            tx.insert("deletions", "user_name, seq, id, received_at",
+                      [(user, base + position, sample_id, received_at) for position, (sample_id, _, _) in enumerate(live)])
+            tx.run_many("DELETE FROM samples WHERE user_name = ? AND id = ?", [(user, sample_id) for sample_id, _, _ in live])
+            self._recompute_days(tx, user, [(start, end) for _, start, end in live])
+            return len(live)
+
+        return self.database.write(work)
+
+    def delete_all(self, user: str) -> None:
+        """Empties the user's data (samples, history, deletions, daily totals) and nobody else's."""
+
+        def work(tx: Transaction) -> None:
+            tx.lock_user(user, alone=True)
+            for table in ("samples", "sample_versions", "deletions", "daily_totals"):
+                tx.run(f"DELETE FROM {table} WHERE user_name = ?", (user,))
+
+        self.database.write(work)
+
+    def read(self, user: str, offset: int, limit: int, all_versions: bool) -> tuple[list[StoredSample], int]:
+        """A page of the live samples (or of every version), in the order received, and the total."""
+        if all_versions:
+            source = (f"(SELECT seq, {_STORED} FROM sample_versions WHERE user_name = ? "
+                      f"UNION ALL SELECT seq, {_STORED} FROM samples WHERE user_name = ?) AS versions")
+            parameters: tuple = (user, user)
+        else:
+            source, parameters = "samples WHERE user_name = ?", (user,)
+
+        def work(tx: Transaction) -> tuple[list[StoredSample], int]:
+            total = tx.rows(f"SELECT count(*) FROM {source}", parameters)[0][0]
+            if limit == 0 or offset >= total:
+                return [], total
+            rows = tx.rows(f"SELECT {_STORED} FROM {source} ORDER BY seq LIMIT ? OFFSET ?", (*parameters, limit, offset))
+            return [StoredSample(*row) for row in rows], total
+
+        return self.database.read(work)
+
+    def samples_between(self, user: str, start_ns: int, end_ns: int) -> list[tuple]:
+        """(start_ms, end_ms, count, bundle, device) of the live samples overlapping [start_ns, end_ns)."""
+        return self.database.read(lambda tx: _overlapping(tx, user, start_ns, end_ns))
+
+    def daily_rows(self, user: str, first_day: str, last_day: str) -> list[tuple]:
+        """daily_totals rows (day, bundle, device, merged_quarters, raw_quarters) of the UTC days first .. last."""
+        return self.database.read(lambda tx: tx.rows(
+            "SELECT day, source_bundle_id, source_device_name, merged_quarters, raw_quarters FROM daily_totals "
+            "WHERE user_name = ? AND day >= ? AND day <= ?", (user, first_day, last_day)))
+
+    def rebuild_daily_totals(self, tx: Transaction, user: Optional[str] = None) -> None:
+        """Computes daily_totals from the samples (of every user, or one): after an import or a migration,
+        in the transaction that makes the schema, before any write can run beside it (so no day locks:
+        ten years would be thousands)."""
+        users = [user] if user else [row[0] for row in tx.rows("SELECT DISTINCT user_name FROM samples")]
+        for name in users:
+            tx.run("DELETE FROM daily_totals WHERE user_name = ?", (name,))
+            first, last = tx.rows("SELECT min(start_ns), max(end_ns) FROM samples WHERE user_name = ?", (name,))[0]
+            if first is not None:
+                self._recompute_days(tx, name, [(first, last)], lock=False)
+
+    def _recompute_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], lock: bool = True) -> None:
+        """Rewrites the user's daily_totals of every UTC day a span touches, from the live samples."""
+        runs = daily_totals.touched_days(spans)
+        if lock:
+            tx.lock_days(user, runs)
+        for first, last in runs:
+            for low in range(first, last + 1, 31):  # a month a read: bounded memory for a long history
+                high = min(last, low + 30)
+                samples = _overlapping(tx, user, low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS)
+                tx.run("DELETE FROM daily_totals WHERE user_name = ? AND day >= ? AND day <= ?",
+                       (user, daily_totals.day_text(low), daily_totals.day_text(high)))
+                rows = daily_totals.day_rows(samples, low, high)
+                if rows:
+                    tx.insert("daily_totals", "user_name, day, source_bundle_id, source_device_name, merged, raw, "
+                              "merged_quarters, raw_quarters", [(user, *row) for row in rows])
+
+    # -- tokens -------------------------------------------------------------------------------------
+
+    def add_token(self, token_id: str, user: str, token_hash: bytes, created_at: str) -> None:
+        self.database.write(lambda tx: tx.run("INSERT INTO tokens (id, user_name, hash, created_at) VALUES (?, ?, ?, ?)",
+                                              (token_id, user, token_hash, created_at)))
+
+    def token_user(self, token_hash: bytes) -> Optional[tuple[str, bytes]]:
+        """(user, stored hash) of a token that exists and is not revoked."""
+        rows = self.database.read(lambda tx: tx.rows(
+            "SELECT user_name, hash FROM tokens WHERE hash = ? AND revoked_at IS NULL", (token_hash,)))
+        return (rows[0][0], bytes(rows[0][1])) if rows else None
+
+    def list_tokens(self) -> list[tuple[str, str, str, Optional[str]]]:
+        return self.database.read(lambda tx: tx.rows(
+            "SELECT id, user_name, created_at, revoked_at FROM tokens ORDER BY created_at, id"))
+
+    def revoke_token(self, token_id: str, revoked_at: str) -> bool:
+        return self.database.write(lambda tx: tx.run(
+            "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (revoked_at, token_id))) == 1
+
+    def active_tokens(self) -> int:
+        return self.database.read(lambda tx: tx.rows("SELECT count(*) FROM tokens WHERE revoked_at IS NULL"))[0][0]
+
+    def counts(self) -> tuple[int, int]:
+        """(users, live samples), for the start-up line."""
+        return self.database.read(lambda tx: tuple(tx.rows("SELECT count(DISTINCT user_name), count(*) FROM samples")[0]))
+
+
+def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int) -> list[tuple]:
+    """(start_ms, end_ms, count, bundle, device) of the user's live samples overlapping [start_ns, end_ns)
+    (an instantaneous one: starting in it). The index on start bounds the scan on both sides. Each
+    source's two names are kept once, however many samples carry them."""
+    sources: dict[tuple, tuple] = {}
+    return [(start // _NS_PER_MS, end // _NS_PER_MS, count, *sources.setdefault((bundle, device), (bundle, device)))
+            for start, end, count, bundle, device in tx.each(
+                "SELECT start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
+                "WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND (start_ns >= ? OR end_ns > ?)",
+                (user, start_ns - _LOOKBACK_NS, end_ns, start_ns, start_ns))]

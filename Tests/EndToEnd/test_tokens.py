@@ -55,13 +55,19 @@ def test_a_wrong_token_is_refused_even_with_nothing_to_upload(token_server, tmp_
     assert "upload complete" not in result.stdout
 
 
-def test_a_token_file_with_a_trailing_newline_works_and_the_token_is_never_printed(token_server, tmp_path):
-    store = tmp_path / "store"
-    ingest(store, days=20)
+def token_in_a_file(tmp_path):
+    """The server's token, and a file only its owner reads holding it (with a trailing newline)."""
     token = TOKEN_ENV["STEPSYNC_TOKEN"]
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
     token_file.chmod(0o600)
+    return token, token_file
+
+
+def test_a_token_file_with_a_trailing_newline_works_and_the_token_is_never_printed(token_server, tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=20)
+    token, token_file = token_in_a_file(tmp_path)
     result = upload(store, token_server.url, "--token-file", str(token_file), "--json")
     assert result.returncode == 0, result.stderr
     assert token not in result.stdout and token not in result.stderr
@@ -104,10 +110,7 @@ def test_the_line_to_continue_after_ctrl_c_carries_every_option_and_works_as_pri
     no STEPSYNC_TOKEN in the environment), finishes the upload; it names the token's file, not the token."""
     store = tmp_path / "my store"
     ingest(store, days=300)
-    token = TOKEN_ENV["STEPSYNC_TOKEN"]
-    token_file = tmp_path / "token"
-    token_file.write_text(token + "\n")
-    token_file.chmod(0o600)
+    token, token_file = token_in_a_file(tmp_path)
     base = {k: v for k, v in os.environ.items() if k != "STEPSYNC_TOKEN"}
     child = subprocess.Popen([STEPSYNC, "upload", "--store", str(store), "--api-url", token_server.url, "--token-file", str(token_file),
                               "--in-flight", "2", "--timeout", "20"], env=base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -131,6 +131,14 @@ import Testing
         let holder = try StepLogStore.open(store)
         defer { try? holder.close() }
         let r = try run("stepsync", ["ingest", "--store", store, "--source", "mock:days=3"])
-        #expect(r.code == 1 && r.lines == ["stepsync ingest: store is locked by pid \(getpid()) (\(store)/LOCK). Another process writes it (stepsync ingest or upload, pid \(getpid())): let it finish, or stop it with kill -INT \(getpid()) (it pauses at a safe point), then run this again"])
+        let locked = "store is locked by pid \(getpid()) (\(store)/LOCK). Another process writes it (stepsync ingest or upload, pid \(getpid())): let it finish, or stop it with kill -INT \(getpid()) (it pauses at a safe point), then run this again"
+        #expect(r.code == 1 && r.lines == ["stepsync ingest: " + locked])
+        // Said before an export is read (no "read …" line), by ingest and today alike.
+        let export = tmp.sub("export.xml")
+        writeFile(export, Array(ExportTestDocument.xml(records: [ExportTestRecord.step(minute: 0, count: 10)]).utf8))
+        for command in ["ingest", "today"] {
+            let r = try run("stepsync", [command, "--store", store, "--source", export])
+            #expect(r.code == 1 && r.lines == ["stepsync \(command): " + locked], "\(r.lines)")
+        }
     }
 }

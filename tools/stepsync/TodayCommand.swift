@@ -45,11 +45,12 @@ enum TodayCommand {
         }
         // The mock ends at the start of a day; here its default end is tomorrow,
         // so today's samples so far exist.
-        let provider = try args.value("source").map {
-            try SourceFactory.provider(for: try SourceSpec.parse($0, today: MockConfiguration.today(now) + 1), progress: ProgressLine())
-        }
+        let spec = try args.value("source").map { try SourceSpec.parse($0, today: MockConfiguration.today(now) + 1) }
+        if let spec { try SourceFactory.check(spec) }
+        // The store first: a locked or damaged one is said before an export is read.
         let store = try StepLogStore.open(storePath)
         defer { try? store.close() }
+        let provider = try spec.map { try SourceFactory.provider(for: $0, progress: ProgressLine()) }
         let fixedNow = now
         let repository = StepRepository(store: store, goal: goal, clock: FixedClock(fixedNow), timeZone: { zone })
         let saved = repository.today.steps

@@ -69,7 +69,7 @@ enum IngestCommand {
         }
         var opened = FileManager.default.fileExists(atPath: storePath) ? try openStore() : nil
         defer { try? opened?.close() }
-        // So is a store that holds the other kind of source.
+        // A store that holds the other kind of source is refused here too, before the read.
         if let store = opened {
             try SourceMixRefusal.check(sourceIsMock: spec.isMock, kinds: try StoreSourceKinds.of(store), store: storePath)
         }

@@ -79,6 +79,22 @@ import Testing
         }
     }
 
+    /// Each option a command's usage line shows is explained in its
+    /// "options:" section (status's --json was not).
+    @Test func everyOptionOfAUsageLineIsExplained() throws {
+        for (tool, commands) in Self.commands {
+            for command in commands {
+                let help = try run(tool, [command, "--help"]).lines
+                let usage = help.prefix { !$0.isEmpty }.flatMap { $0.split(whereSeparator: { " []|".contains($0) }) }
+                    .filter { $0.hasPrefix("--") && $0 != "--help" }.map(String.init)
+                let explained = Set(help.drop { $0 != "options:" }.compactMap { $0.split(separator: " ").first.map(String.init) })
+                for option in usage {
+                    #expect(explained.contains(option), "\(tool) \(command) --help: \(option) is in the usage line, not under options:")
+                }
+            }
+        }
+    }
+
     /// The options a --help lists: those in its usage lines, and those that
     /// begin a line of its "options:" section.
     static func listedOptions(_ help: [String]) -> Set<String> {

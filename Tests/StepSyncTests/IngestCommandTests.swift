@@ -104,6 +104,15 @@ import Testing
         (code, text) = try run(["ingest", "--store", kept, "--source", tmp.sub("cut.zip")])
         #expect(code == 1 && text.contains(tmp.sub("cut.zip")))
         #expect(try runProgram(stepsync, ["export", "--store", kept]).lines == before)
+        // An unzipped export (what Safari leaves): the line names the file in it to give.
+        let unzipped = tmp.sub("Export")
+        try FileManager.default.createDirectory(atPath: unzipped + "/apple_health_export", withIntermediateDirectories: true)
+        writeFile(unzipped + "/apple_health_export/export.xml", readFile(good))
+        (code, text) = try run(["ingest", "--store", kept, "--source", unzipped])
+        #expect(code == 2 && text == "stepsync ingest: --source \(unzipped) is a folder (an unzipped export): give the export.xml in it, --source \(unzipped)/apple_health_export/export.xml")
+        (code, text) = try run(["ingest", "--store", kept, "--source", tmp.path])
+        #expect(code == 2 && text.hasSuffix("is a folder, not an export: give the export.zip the Health app shared, or the export.xml inside it once unzipped"))
+        #expect(try runProgram(stepsync, ["export", "--store", kept]).lines == before)
         // A bad source given with a store path that does not exist yet creates nothing.
         for source in [tmp.sub("nope.zip"), tmp.sub("junk.zip"), tmp.sub("cut.zip")] {
             (code, _) = try run(["ingest", "--store", tmp.sub("new"), "--source", source])

@@ -27,7 +27,8 @@ import Testing
         let tmp = TemporaryDirectory()
         let export = exportFile(tmp)
         let real = tmp.sub("steps"), mock = tmp.sub("steps-mock")
-        #expect(try runProgram(stepsync, ["ingest", "--store", real, "--source", export]).code == 0)
+        // The summary names the export by its path (not "export:<hash>").
+        #expect(try runProgram(stepsync, ["ingest", "--store", real, "--source", export]).lines.first == "ingest complete: \(export)")
         #expect(try runProgram(stepsync, ["ingest", "--store", mock, "--source", "mock:days=5,end=2026-11-21"]).code == 0)
         let realBefore = try Self.files(of: real), mockBefore = try Self.files(of: mock)
 

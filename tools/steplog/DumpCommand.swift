@@ -15,7 +15,11 @@ enum DumpCommand {
 
         Every record in log order with its segment, offset and log position (one line
         each; JSON lines with --json). Damage is printed where it is found, and the
-        dump goes on with the next segment. --segment N dumps only segment N.
+        dump goes on with the next segment.
+
+        options:
+          --segment N   only segment N (the number in its file name: 000000000001.log is 1)
+          --json        one JSON object per record or damage
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {

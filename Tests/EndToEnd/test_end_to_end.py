@@ -46,6 +46,15 @@ def test_no_server_is_a_clear_error(tmp_path):
     assert "cannot reach the API at http://127.0.0.1:9" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert status(store)["syncedSamples"] == 0
+    # The way to start a server that fits the upload: no token given, a --single-user one on that port…
+    assert "is the server running? (on this machine: tools/api-server/run --single-user --port 9," in result.stderr
+    # …and with a token, one that takes tokens.
+    token = tmp_path / "token"
+    token.write_text("sst_0123456789\n")
+    token.chmod(0o600)
+    result = stepsync("upload", "--store", str(store), "--api-url", "http://127.0.0.1:9", "--token-file", str(token), check=False)
+    assert result.returncode == 1 and "--single-user" not in result.stderr
+    assert "is the server running? (on this machine: tools/api-server/run --port 9; its tokens: tools/api-server/run tokens create --user NAME)" in result.stderr
 
 
 def test_bad_api_url_is_a_usage_error(tmp_path):

@@ -2,9 +2,11 @@
 STEPSYNC_TOKEN, a missing or refused one is a one-line error without retries, and the token never
 appears in anything stepsync prints."""
 import os
+import shlex
+import signal
 import subprocess
 
-from conftest import STEPSYNC, TOKEN_ENV, assert_exactly_once, ingest, status
+from conftest import STEPSYNC, TOKEN_ENV, LineReader, assert_exactly_once, ingest, status, wait_until
 
 
 def upload(store, url, *extra, env=None):
@@ -53,13 +55,19 @@ def test_a_wrong_token_is_refused_even_with_nothing_to_upload(token_server, tmp_
     assert "upload complete" not in result.stdout
 
 
-def test_a_token_file_with_a_trailing_newline_works_and_the_token_is_never_printed(token_server, tmp_path):
-    store = tmp_path / "store"
-    ingest(store, days=20)
+def token_in_a_file(tmp_path):
+    """The server's token, and a file only its owner reads holding it (with a trailing newline)."""
     token = TOKEN_ENV["STEPSYNC_TOKEN"]
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
     token_file.chmod(0o600)
+    return token, token_file
+
+
+def test_a_token_file_with_a_trailing_newline_works_and_the_token_is_never_printed(token_server, tmp_path):
+    store = tmp_path / "store"
+    ingest(store, days=20)
+    token, token_file = token_in_a_file(tmp_path)
     result = upload(store, token_server.url, "--token-file", str(token_file), "--json")
     assert result.returncode == 0, result.stderr
     assert token not in result.stdout and token not in result.stderr
@@ -95,3 +103,28 @@ def test_an_empty_or_unreadable_token_file_is_a_usage_error(token_server, tmp_pa
     missing = tmp_path / "missing"
     result = upload(store, token_server.url, "--token-file", str(missing))
     assert result.returncode == 2 and f"--token-file {missing}: cannot read it" in result.stderr
+
+
+def test_the_line_to_continue_after_ctrl_c_carries_every_option_and_works_as_printed(token_server, tmp_path):
+    """Ctrl-C pauses an upload with "To continue: stepsync upload …": that line, run as printed (with
+    no STEPSYNC_TOKEN in the environment), finishes the upload; it names the token's file, not the token."""
+    store = tmp_path / "my store"
+    ingest(store, days=300)
+    token, token_file = token_in_a_file(tmp_path)
+    base = {k: v for k, v in os.environ.items() if k != "STEPSYNC_TOKEN"}
+    child = subprocess.Popen([STEPSYNC, "upload", "--store", str(store), "--api-url", token_server.url, "--token-file", str(token_file),
+                              "--in-flight", "2", "--timeout", "20"], env=base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errors = LineReader(child.stderr)
+    wait_until(lambda: len(token_server.records()) >= 2_000, "a few batches")
+    child.send_signal(signal.SIGINT)
+    child.wait(timeout=120)
+    errors.thread.join(timeout=10)
+    assert child.returncode == 130, errors.lines
+    line = next(line for line in errors.lines if "To continue: " in line)
+    again = shlex.split(line.split("To continue: ", 1)[1])
+    assert again[:2] == ["stepsync", "upload"] and token not in line
+    assert again[2:] == ["--store", str(store), "--api-url", token_server.url, "--token-file", str(token_file),
+                         "--in-flight", "2", "--timeout", "20"]
+    result = subprocess.run([STEPSYNC, *again[1:]], capture_output=True, text=True, timeout=300, env=base)
+    assert result.returncode == 0, result.stderr
+    assert_exactly_once(token_server, store)

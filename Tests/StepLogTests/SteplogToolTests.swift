@@ -220,7 +220,20 @@ import Testing
         let segments = try FileManager.default.contentsOfDirectory(atPath: dir).compactMap { SegmentName.sequence(of: $0) }
         #expect(segments.count == 1 && segments[0] != 1, "compaction renumbers the only segment: \(segments)")
         let r = try run(["dump", dir, "--segment", "1"])
-        #expect(r.code == 1 && r.lines == ["steplog dump: \(dir) is not a StepLog store: it has no segment 1 (its segments: \(segments[0]))"])
+        // The directory is a store all right: it has other segments.
+        #expect(r.code == 1 && r.lines == ["steplog dump: \(dir) has no segment 1; its segments are \(segments[0]) (a compaction writes its segments under new numbers)"])
+        // A directory that is not a store is refused and left as it was: no LOCK file in it.
+        let other = tmp.sub("photos")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false)
+        writeFile(other + "/IMG_0001.jpg", [0xFF, 0xD8])
+        for command in [["compact", other], ["recover", other], ["stats", other]] {
+            let refused = try run(command)
+            #expect(refused.code == 1 && refused.lines == ["steplog \(command[0]): \(other) is not a StepLog store: it holds files that are not StepLog files (IMG_0001.jpg) and no segments"],
+                    "\(refused.lines)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: other) == ["IMG_0001.jpg"], "\(command[0]) left a file")
+        }
+        #expect(throws: StepLogError.self) { try StepLogStore.open(other) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: other) == ["IMG_0001.jpg"])
         #expect(try run(["dump", dir, "--segment", String(segments[0])]).code == 0)
     }
 

@@ -123,4 +123,50 @@ import Testing
         #expect(missing.code == 1 && missing.lines.joined().contains("is not a StepLog store"))
         #expect(try runProgram(stepsync, ["daily", "--help"]).lines.first?.hasPrefix("usage: stepsync daily") == true)
     }
+
+    /// The table's columns are as wide as its widest number, so no two
+    /// numbers run together however large the totals (the demo's two years
+    /// made a 10-character raw total, which ran into the merged one:
+    /// "7,675,28310,454,091"). Raw totals of 10, 11, 13 and 14 characters
+    /// (a thousands separator makes 12 impossible), merged ones shorter.
+    @Test func columnsStayApartAtEveryTotalWidth() throws {
+        let tmp = TemporaryDirectory()
+        // (Watch, iPhone) counts of one hour a day over three days: merged
+        // is the Watch's (ranked first), raw the sum of both.
+        let cases: [(watch: Int, phone: Int)] = [(2_558_428, 926_269), (30_000_000, 11_152_263),
+                                                  (300_000_000, 111_111_111), (3_000_000_000, 1_000_000_000)]
+        for (n, c) in cases.enumerated() {
+            let store = tmp.sub("store\(n)")
+            let s = try StepLogStore.open(store)
+            for day in 0..<3 {
+                let start = (testEndDay - 3 + Int64(day)) * 86_400_000 + 9 * 3_600_000
+                try s.upsert([StepSample(id: UUID(), startMilliseconds: start, endMilliseconds: start + 3_600_000, count: c.watch,
+                                         sourceBundleId: "com.apple.health.A", sourceDeviceName: "Apple Watch"),
+                              StepSample(id: UUID(), startMilliseconds: start, endMilliseconds: start + 3_600_000, count: c.phone,
+                                         sourceBundleId: "com.apple.health.B", sourceDeviceName: "iPhone")], fetchedAt: Date())
+            }
+            try s.close()
+            let merged = Format.count(3 * c.watch), raw = Format.count(3 * (c.watch + c.phone))
+            #expect([10, 11, 13, 14][n] == raw.count)
+            for bySource in [false, true] {
+                let lines = try runProgram(stepsync, ["daily", "--store", store, "--tz", "UTC"] + (bySource ? ["--by-source"] : [])).lines
+                let header = try #require(lines.dropFirst().first)
+                let mergedEnd = try #require(header.range(of: "merged")).upperBound.utf16Offset(in: header)
+                let rawEnd = header.utf16.count
+                #expect(header.hasSuffix("raw"))
+                let total = try #require(lines.last)
+                #expect(total.hasPrefix("total ") && total.contains(" \(merged)  ") && total.contains(" \(raw)  over 3 days"), "\(lines)")
+                // Every row's numbers end under their heading, two spaces or more apart.
+                for line in lines.dropFirst(2) {
+                    let numbers = line.split(separator: " ").filter { $0.first!.isNumber && $0.contains(",") || $0.allSatisfy(\.isNumber) }
+                        .filter { !$0.contains("-") }
+                    guard numbers.count >= 2 else { continue }
+                    let a = try #require(line.range(of: " " + numbers[0])).upperBound.utf16Offset(in: line)
+                    let b = try #require(line.range(of: " " + numbers[1], range: line.index(line.startIndex, offsetBy: a)..<line.endIndex)).upperBound.utf16Offset(in: line)
+                    #expect(a == mergedEnd && b == rawEnd, "\(line) under \(header)")
+                    #expect(b - numbers[1].count - a >= 2, "\(line)")
+                }
+            }
+        }
+    }
 }

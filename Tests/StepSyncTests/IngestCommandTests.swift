@@ -75,8 +75,12 @@ import Testing
         #expect(code == 2 && text.contains("unknown command"))
         (code, text) = try run(["status", "--store", tmp.sub("missing")])
         #expect(code == 1 && text.contains("is not a StepLog store: no such directory"))
+        // No --source: the mock is not a default (it filled real stores with made-up steps).
+        (code, text) = try run(["ingest", "--store", tmp.sub("s")])
+        #expect(code == 2 && text == "stepsync ingest: --source is required: the path of an Apple Health export.zip / export.xml, or mock[:…] for made-up steps (see 'stepsync ingest --help')")
+        #expect(!FileManager.default.fileExists(atPath: tmp.sub("s")))
         writeFile(tmp.sub("file"), [1])
-        (code, text) = try run(["ingest", "--store", tmp.sub("file")])
+        (code, text) = try run(["ingest", "--store", tmp.sub("file"), "--source", "mock"])
         #expect(code == 1 && text.contains("is not a StepLog store"))
         #expect(text.split(separator: "\n").count == 1) // one line
         for command in ["ingest", "status", "intervals", "export"] {
@@ -85,7 +89,9 @@ import Testing
         }
         // Bad export input: one line naming the file, nothing stored is touched.
         let kept = tmp.sub("kept")
-        #expect(try run(["ingest", "--store", kept, "--source", "mock:days=5,end=2026-11-21"]).0 == 0)
+        let good = tmp.sub("good.xml")
+        writeFile(good, Array(ExportTestDocument.xml(records: (0..<20).map { ExportTestRecord.step(minute: 3 * $0, count: 40 + $0) }).utf8))
+        #expect(try run(["ingest", "--store", kept, "--source", good]).0 == 0)
         let before = try runProgram(stepsync, ["export", "--store", kept]).lines
         (code, text) = try run(["ingest", "--store", kept, "--source", tmp.sub("nope.zip")])
         #expect(code == 2 && text.contains("no such file"))
@@ -97,6 +103,15 @@ import Testing
         writeFile(tmp.sub("cut.zip"), truncated)
         (code, text) = try run(["ingest", "--store", kept, "--source", tmp.sub("cut.zip")])
         #expect(code == 1 && text.contains(tmp.sub("cut.zip")))
+        #expect(try runProgram(stepsync, ["export", "--store", kept]).lines == before)
+        // An unzipped export (what Safari leaves): the line names the file in it to give.
+        let unzipped = tmp.sub("Export")
+        try FileManager.default.createDirectory(atPath: unzipped + "/apple_health_export", withIntermediateDirectories: true)
+        writeFile(unzipped + "/apple_health_export/export.xml", readFile(good))
+        (code, text) = try run(["ingest", "--store", kept, "--source", unzipped])
+        #expect(code == 2 && text == "stepsync ingest: --source \(unzipped) is a folder (an unzipped export): give the export.xml in it, --source \(unzipped)/apple_health_export/export.xml")
+        (code, text) = try run(["ingest", "--store", kept, "--source", tmp.path])
+        #expect(code == 2 && text.hasSuffix("is a folder, not an export: give the export.zip the Health app shared, or the export.xml inside it once unzipped"))
         #expect(try runProgram(stepsync, ["export", "--store", kept]).lines == before)
         // A bad source given with a store path that does not exist yet creates nothing.
         for source in [tmp.sub("nope.zip"), tmp.sub("junk.zip"), tmp.sub("cut.zip")] {

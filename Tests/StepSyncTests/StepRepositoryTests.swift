@@ -173,7 +173,7 @@ import Testing
         let tmp = TemporaryDirectory()
         let store = tmp.sub("store")
         let now = "2026-06-10T14:00:00Z"
-        let first = try runProgram(stepsync, ["today", "--store", store, "--now", now, "--time-zone", "Europe/Paris",
+        let first = try runProgram(stepsync, ["today", "--store", store, "--now", now, "--tz", "Europe/Paris",
                                               "--source", "mock:days=30,end=2026-06-11", "--live", "25000", "--json"])
         #expect(first.code == 0)
         let a = try #require(try JSONSerialization.jsonObject(with: Data(first.lines[0].utf8)) as? [String: Any])
@@ -182,13 +182,13 @@ import Testing
         #expect(verified > 0 && verified < 25_000) // the mock's steps so far today
         #expect(verified <= verifiedRaw) // merged: the mock's Watch and iPhone counted once
         // Another process, no live reading: the saved high score holds.
-        let second = try runProgram(stepsync, ["today", "--store", store, "--now", now, "--time-zone", "Europe/Paris",
+        let second = try runProgram(stepsync, ["today", "--store", store, "--now", now, "--tz", "Europe/Paris",
                                                "--source", "mock:days=30,end=2026-06-11", "--json"])
         let b = try #require(try JSONSerialization.jsonObject(with: Data(second.lines[0].utf8)) as? [String: Any])
         #expect(b["steps"] as? Int == 25_000 && b["savedHighScore"] as? Int == 25_000)
         #expect(Set(b.keys).isSuperset(of: ["date", "steps", "goal", "goalReached", "progress", "stepsRemaining"]))
         // The next day starts from the verified steps only.
-        let next = try runProgram(stepsync, ["today", "--store", store, "--now", "2026-06-10T23:30:00Z", "--time-zone", "Europe/Paris",
+        let next = try runProgram(stepsync, ["today", "--store", store, "--now", "2026-06-10T23:30:00Z", "--tz", "Europe/Paris",
                                              "--source", "mock:days=30,end=2026-06-11", "--json"])
         let c = try #require(try JSONSerialization.jsonObject(with: Data(next.lines[0].utf8)) as? [String: Any])
         #expect(c["date"] as? String == "2026-06-11" && (c["steps"] as? Int ?? -1) < 25_000)
@@ -204,7 +204,7 @@ import Testing
         zip.add("apple_health_export/export.xml", ExportTestDocument.xml(records: records))
         let zipPath = try files.write("export.zip", zip.finished())
         let tmp = TemporaryDirectory()
-        let common = ["--now", "2021-03-01T18:15:00Z", "--time-zone", "America/Los_Angeles", "--json"]
+        let common = ["--now", "2021-03-01T18:15:00Z", "--tz", "America/Los_Angeles", "--json"]
         let first = try runProgram(stepsync, ["today", "--store", tmp.sub("s"), "--source", zipPath, "--live", "650"] + common)
         #expect(first.code == 0)
         let a = try #require(try JSONSerialization.jsonObject(with: Data((first.lines.last ?? "").utf8)) as? [String: Any])
@@ -217,9 +217,51 @@ import Testing
         #expect(b["steps"] as? Int == 700 && b["savedHighScore"] as? Int == 700)
     }
 
+    /// The README's `stepsync today --store ~/steps` on a store an export
+    /// filled: today's steps are the stored samples', labelled so, and a
+    /// store that also holds the mock's (left by an older version) never
+    /// counts those.
+    @Test func withoutASourceTheStoredSamplesCountNeverTheMocks() throws {
+        let files = try ExportTemporaryDirectory()
+        let records = [ExportTestRecord.step(minute: -24 * 60, count: 5_000), .step(minute: 0, count: 100),
+                       .step(minute: 30, count: 200), .step(minute: 60, count: 400), .step(minute: 120, count: 800)]
+        let xmlPath = try files.write("export.xml", ExportTestDocument.xml(records: records))
+        let tmp = TemporaryDirectory()
+        let store = tmp.sub("steps")
+        #expect(try runProgram(stepsync, ["ingest", "--store", store, "--source", xmlPath]).code == 0)
+        // At 10:15 Los Angeles time on 2021-03-01: 100 + 200 + 400 so far.
+        let common = ["--now", "2021-03-01T18:15:00Z", "--tz", "America/Los_Angeles"]
+        let text = try runProgram(stepsync, ["today", "--store", store] + common)
+        #expect(text.code == 0)
+        #expect(text.lines == ["2021-03-01 (America/Los_Angeles): 700 steps of 10,000 (7%), 9,300 to go",
+                               "  pedometer - (no --live reading), verified from the store's samples (as of the last ingest) 700 (raw sum 700), saved high score 0"],
+                "\(text.lines)")
+
+        // The mock's samples of that day beside the export's, as an older stepsync mixed them.
+        let mock = tmp.sub("mock")
+        #expect(try runProgram(stepsync, ["ingest", "--store", mock, "--source", "mock:days=3,end=2021-03-02"]).code == 0)
+        #expect(try runProgram(builtProduct("stepsync-store-fixture"), ["merge", store, "--from", mock]).code == 0)
+        let json = try runProgram(stepsync, ["today", "--store", store, "--live", "650", "--json"] + common)
+        let a = try #require(try JSONSerialization.jsonObject(with: Data((json.lines.last ?? "").utf8)) as? [String: Any])
+        #expect(a["verified"] as? Int == 700 && a["verifiedRaw"] as? Int == 700 && a["verifiedFrom"] as? String == "store")
+        #expect(a["steps"] as? Int == 700 && a["savedHighScore"] as? Int == 700)
+    }
+
+    @Test func theOldTimeZoneOptionStillWorksWithAWarning() throws {
+        let tmp = TemporaryDirectory()
+        let store = tmp.sub("s")
+        let old = try runProgram(stepsync, ["today", "--store", store, "--now", "2026-06-10T23:30:00Z", "--time-zone", "Europe/Paris", "--json"],
+                                 mergeStandardError: true)
+        #expect(old.code == 0)
+        #expect(old.lines.first == "stepsync today: warning: --time-zone is now --tz, as in stepsync daily; the old name goes away in the next release")
+        #expect(old.lines.last?.contains("\"date\":\"2026-06-11\"") == true, "\(old.lines)")
+        let both = try runProgram(stepsync, ["today", "--store", store, "--tz", "UTC", "--time-zone", "UTC"], mergeStandardError: true)
+        #expect(both.code == 2 && both.lines.first?.contains("--tz and --time-zone (its old name) cannot go together") == true)
+    }
+
     @Test func badOptionsAreUsageErrors() throws {
         let tmp = TemporaryDirectory()
-        for bad in [["--time-zone", "Mars/Olympus"], ["--now", "yesterday"], ["--live", "-5"], ["--goal", "0"]] {
+        for bad in [["--tz", "Mars/Olympus"], ["--time-zone", "Mars/Olympus"], ["--now", "yesterday"], ["--live", "-5"], ["--goal", "0"]] {
             let r = try runProgram(stepsync, ["today", "--store", tmp.sub("s")] + bad, mergeStandardError: true)
             #expect(r.code == 2, "\(bad)")
         }

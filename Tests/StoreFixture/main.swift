@@ -1,4 +1,5 @@
 // stepsync-store-fixture delete|change DIR --every K [--limit N] [--count C] [--where-count W]
+// stepsync-store-fixture merge DIR --from OTHER
 //
 // Test and benchmark fixture: changes a store the way a source would, without
 // a provider. `delete` deletes every K-th live sample (in log order) as its
@@ -6,8 +7,11 @@
 // version of every K-th live sample — an addition waiting for upload — with
 // count + 1, or with count C when given (2000000 is more than the server
 // accepts: a poisoned sample). At most N of them (default: all); with
-// --where-count, only among samples whose count is W. Syncs, then
-// prints `{"deleted":D}` or `{"changed":C}` on stdout. Deterministic: the same store
+// --where-count, only among samples whose count is W. `merge` upserts every
+// live sample of the store OTHER into DIR, as they are (origin included): a
+// store holding two sources' samples, as an older stepsync made when the mock
+// and an export went into one store. Syncs, then
+// prints `{"deleted":D}`, `{"changed":C}` or `{"merged":M}` on stdout. Deterministic: the same store
 // and arguments always pick the same samples. Not part of the product
 // (`stepsync` has no way to delete a sample by hand, by design).
 import Foundation
@@ -19,10 +23,29 @@ func fail(_ message: String, _ code: Int32 = 2) -> Never {
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-guard arguments.count >= 2, ["delete", "change"].contains(arguments[0]) else {
-    fail("usage: stepsync-store-fixture delete|change DIR --every K [--limit N] [--count C] [--where-count W]")
+guard arguments.count >= 2, ["delete", "change", "merge"].contains(arguments[0]) else {
+    fail("usage: stepsync-store-fixture delete|change DIR --every K [--limit N] [--count C] [--where-count W] | merge DIR --from OTHER")
 }
 let command = arguments[0], directory = arguments[1]
+if command == "merge" {
+    guard arguments.count == 4, arguments[2] == "--from" else { fail("usage: stepsync-store-fixture merge DIR --from OTHER") }
+    do {
+        var options = StoreOptions(createIfMissing: false)
+        options.readOnly = true
+        let other = try StepLogStore.open(arguments[3], options: options)
+        var samples: [StepSample] = []
+        try other.forEachSample { samples.append($0.sample) }
+        try other.close()
+        let store = try StepLogStore.open(directory, options: StoreOptions(createIfMissing: false))
+        let summary = try store.upsert(samples, fetchedAt: Date())
+        try store.sync()
+        try store.close()
+        print("{\"merged\":\(summary.inserted)}")
+        exit(0)
+    } catch {
+        fail("\(error)", 1)
+    }
+}
 var every = 1
 var limit = Int.max
 var count: Int?

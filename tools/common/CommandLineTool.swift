@@ -1,7 +1,9 @@
 /// The dispatch both command-line tools share: no command prints the usage
-/// (exit 2), `--help` prints it (exit 0), an unknown command is a usage error,
-/// and a command's error becomes one line on stderr: exit 2 for usage errors,
-/// 1 for failures.
+/// (exit 2), `--help` prints it (exit 0), `help COMMAND` prints what
+/// `COMMAND --help` prints, `--version` the version, an unknown command is a
+/// usage error, and a command's error becomes one line on stderr: exit 2 for
+/// usage errors, 1 for failures. A store error that has a way out (a damaged
+/// store, one another process holds) says it on the same line.
 public struct CommandLineTool {
     public typealias Command = ([String]) async throws -> Int32
 
@@ -22,22 +24,38 @@ public struct CommandLineTool {
             err.line(usage)
             return 2
         }
-        if ["--help", "-h", "help"].contains(command) {
+        if ["--help", "-h"].contains(command) || (command == "help" && arguments.count == 1) {
             out.line(usage)
             return 0
         }
+        if command == "--version" {
+            out.line(ToolVersion.line(name))
+            return 0
+        }
+        if command == "help" {
+            guard arguments.count == 2, commands[arguments[1]] != nil else {
+                err.line("\(name) help: " + (arguments.count == 2 ? "unknown command '\(arguments[1])'" : "takes one command") + "\n" + usage)
+                return 2
+            }
+            return await dispatch(arguments[1], ["--help"], commands: commands)
+        }
+        return await dispatch(command, Array(arguments.dropFirst()), commands: commands)
+    }
+
+    private func dispatch(_ command: String, _ arguments: [String], commands: [String: Command]) async -> Int32 {
+        let out = OutputSink.standardOutput, err = OutputSink.standardError
         guard let run = commands[command] else {
             err.line("\(name): unknown command '\(command)'\n" + usage)
             return 2
         }
         do {
-            return try await run(Array(arguments.dropFirst()))
+            return try await run(arguments)
         } catch where isUsageError(error) {
             err.line("\(name) \(command): \(error)" + (error is Arguments.UsageError ? " (see '\(name) \(command) --help')" : ""))
             return 2
         } catch {
             out.flush()
-            err.line("\(name) \(command): \(error)")
+            err.line("\(name) \(command): \(error)" + (StoreErrorAdvice.nextStep(after: error).map { ". " + $0 } ?? ""))
             return 1
         }
     }

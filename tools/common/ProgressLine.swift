@@ -1,4 +1,5 @@
 import Foundation
+import StepSync
 
 /// Progress on stderr: a line redrawn in place when stderr is a terminal,
 /// plain lines every few seconds otherwise (logs, pipes, tests). Shows counts,
@@ -19,6 +20,9 @@ public final class ProgressLine: @unchecked Sendable {
     }
 
     public var elapsed: Double { Date().timeIntervalSince(started) }
+
+    /// True when the line is redrawn in place (stderr is a terminal).
+    public var isInteractive: Bool { interactive }
 
     /// Shows `text` if enough time passed since the last line (or `force`).
     public func update(_ text: @autoclosure () -> String, force: Bool = false) {

@@ -1,5 +1,6 @@
 import Foundation
 import StepLog
+import StepSync
 import ToolSupport
 #if canImport(Glibc)
 import Glibc

@@ -2,6 +2,7 @@
 // against a peer measured in the same run; never a pass/fail test.
 import Foundation
 import StepLog
+import ToolSupport
 
 let usage = """
     usage: stepbench engine [--n N[,N…]] [--dir DIR] [--no-peer] [--no-padding] [--no-pipeline] [--preallocation BYTES] [--peers ENGINE_PEERS] [--json]
@@ -10,6 +11,7 @@ let usage = """
            stepbench compact [--n N] [--dir DIR] [--keep]
            stepbench export generate --out PATH.zip --size-mb N [--seed S] | import PATH.zip
            stepbench daily [--n N] [--dir DIR] [--repeat K] [--keep]
+           stepbench --version
     """
 
 func parseSizes(_ text: String) -> [Int] {
@@ -22,6 +24,10 @@ func parseSizes(_ text: String) -> [Int] {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "--version" {
+    print(ToolVersion.line("stepbench"))
+    exit(0)
+}
 guard let command = arguments.first else {
     FileHandle.standardError.write(Data((usage + "\n").utf8))
     exit(2)

@@ -20,6 +20,10 @@ enum CompactCommand {
         process to compact in its background (a COMPACT-REQUEST file, which it looks for
         every half second, busy or idle) and waits up to --wait seconds (default 600;
         0: do not ask) for its answer.
+
+        options:
+          --json            before and after as one JSON object
+          --wait SECONDS    how long to wait for the holder's answer (default 600; 0: do not ask)
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {

@@ -15,7 +15,11 @@ enum DumpCommand {
 
         Every record in log order with its segment, offset and log position (one line
         each; JSON lines with --json). Damage is printed where it is found, and the
-        dump goes on with the next segment. --segment N dumps only segment N.
+        dump goes on with the next segment.
+
+        options:
+          --segment N   only segment N (the number in its file name: 000000000001.log is 1)
+          --json        one JSON object per record or damage
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
@@ -31,7 +35,8 @@ enum DumpCommand {
         let names = try Directory.names(in: dir).compactMap { name in SegmentName.sequence(of: name).map { ($0, name) } }.sorted { $0.0 < $1.0 }
         if let only, !names.contains(where: { $0.0 == only }) {
             let present = names.map { String($0.0) }.joined(separator: ", ")
-            throw StepLogError.notAStore(path: dir, reason: "it has no segment \(only) (its segments: \(present.isEmpty ? "none" : present))")
+            throw NoSuchSegment(description: "\(dir) has no segment \(only); its segments are " + (present.isEmpty ? "none" : present)
+                                + " (a compaction writes its segments under new numbers)")
         }
         for (sequence, name) in names where only == nil || only == sequence {
             let path = Directory.join(dir, name)
@@ -74,6 +79,11 @@ enum DumpCommand {
             }
         }
         return 0
+    }
+
+    /// `--segment N` for a store that has no segment N (exit 1).
+    struct NoSuchSegment: Error, CustomStringConvertible {
+        var description: String
     }
 
     /// One field of a dumped record.

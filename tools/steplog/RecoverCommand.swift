@@ -1,4 +1,5 @@
 import StepLog
+import StepSync
 import ToolSupport
 
 /// `steplog recover DIR`.

@@ -11,6 +11,9 @@ enum StatsCommand {
         compaction would reclaim), synced-through and padding bytes, samples synced and
         unsynced and rejected by the server, tombstones (deletion records: all, and those still pending), pending
         deletions, intervals by status.
+
+        options:
+          --json        the same as one JSON object
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {

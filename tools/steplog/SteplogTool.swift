@@ -16,7 +16,8 @@ enum SteplogTool {
           recover   keep everything before damage, set the rest aside in a file next to the store
           compact   rewrite only what is live, then switch to it atomically
 
-        Run 'steplog <command> --help' for a command's options.
+        Run 'steplog <command> --help' (or 'steplog help <command>') for a command's options,
+        'steplog --version' for the version.
         """
 
     static let out = OutputSink.standardOutput

@@ -62,6 +62,11 @@ enum DailyCommand {
         let store = try StepSyncTool.openForReading(storePath)
         let table = try SampleTable(store: store)
         try store.close()
+        let mock = StoreSourceKinds.mockBundleId
+        if table.sources.contains(where: { $0.bundleId == mock }) && table.sources.contains(where: { $0.bundleId != mock }) {
+            StepSyncTool.err.line("stepsync daily: warning: \(storePath) holds samples of the mock beside real ones, and these totals count both; "
+                                  + "stepsync forget --store \(storePath) --source mock removes the mock's")
+        }
         let data = table.dayRange(in: calendar)
         var days: ClosedRange<Int64>?
         if let first = from ?? data.map({ min($0.lowerBound, to ?? .max) }),
@@ -128,24 +133,29 @@ enum DailyCommand {
             out.line("no samples (\(totals.timeZone))")
             return
         }
-        out.line("steps a day in \(totals.timeZone), sources merged by priority: \(totals.priority.patterns.joined(separator: ", "))")
-        func pad(_ s: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - s.count)) + s }
-        out.line("date        " + pad("merged", 10) + pad("raw", 10))
         var merged: Int64 = 0, raw: Int64 = 0
         for i in 0..<totals.dayCount {
+            merged += totals.day(i).merged
+            raw += totals.day(i).raw
+        }
+        // Columns as wide as the widest number they hold (the totals), two spaces apart.
+        let width = max("merged".count, Format.count(max(merged, raw)).count)
+        func pad(_ s: String) -> String { String(repeating: " ", count: max(0, width - s.count)) + s }
+        func columns(_ m: Int64, _ r: Int64) -> String { pad(Format.count(m)) + "  " + pad(Format.count(r)) }
+        out.line("steps a day in \(totals.timeZone), sources merged by priority: \(totals.priority.patterns.joined(separator: ", "))")
+        out.line("date        " + pad("merged") + "  " + pad("raw"))
+        for i in 0..<totals.dayCount {
             let d = totals.day(i)
-            merged += d.merged
-            raw += d.raw
             let hours = d.milliseconds % 3_600_000 == 0 ? "\(d.milliseconds / 3_600_000)" : String(format: "%.1f", Double(d.milliseconds) / 3_600_000)
             let note = d.milliseconds == 86_400_000 ? "" : "  (\(hours) h)"
-            out.line(d.date + "  " + pad(Format.count(d.merged), 10) + pad(Format.count(d.raw), 10) + note)
+            out.line(d.date + "  " + columns(d.merged, d.raw) + note)
             if bySource {
                 for s in d.sources {
-                    out.line("    " + pad(Format.count(s.merged), 10) + pad(Format.count(s.raw), 10) + "  " + s.source.label)
+                    out.line("            " + columns(s.merged, s.raw) + "  " + s.source.label)
                 }
             }
         }
         let over = merged > 0 ? String(format: " (the raw sum is %+.1f%%)", Double(raw - merged) / Double(merged) * 100) : ""
-        out.line("total       " + pad(Format.count(merged), 10) + pad(Format.count(raw), 10) + "  over \(Format.count(totals.dayCount, "day"))\(over)")
+        out.line("total       " + columns(merged, raw) + "  over \(Format.count(totals.dayCount, "day"))\(over)")
     }
 }

@@ -12,6 +12,9 @@ enum ExportCommand {
         Every sample (its current version), one JSON object per line, in the API's shape
         {"id","startDate","endDate","count","sourceBundleId","sourceDeviceName"},
         ordered by startDate, then id.
+
+        options:
+          --store DIR   the StepLog store
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {

@@ -9,7 +9,7 @@ import ToolSupport
 /// earlier run left.
 enum IngestCommand {
     static let usage = """
-        usage: stepsync ingest --store DIR [--source SOURCE] [--restart] [--allow-deletions | --keep-deleted] [--json]
+        usage: stepsync ingest --store DIR --source SOURCE [--restart] [--allow-deletions | --keep-deleted] [--json]
 
         Layers the source's data into intervals of at most 10,000 steps (cheap aggregate
         queries), then fetches each pending interval's samples into the store (upsert by
@@ -26,12 +26,15 @@ enum IngestCommand {
         is deleted. An export older than the last one imported, or one that would delete
         more than 5% of the stored export samples, is refused before anything is written.
         Prints "N new, M changed, D deleted".
+        A store holds one kind of source: the mock's made-up steps are refused in a store
+        that holds real ones, and a real source in a store that holds the mock's (stepsync
+        status shows what a store holds; stepsync forget --source mock removes the mock's).
 
         options:
           --store DIR       the StepLog store (created when missing)
-          --source SOURCE   mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,watch=0|1,churn=P,latency=MS]
-                            (default: mock = seed 42, 730 days ending today, UTC)
-                            or a path to an Apple Health export.zip / export.xml
+          --source SOURCE   a path to an Apple Health export.zip / export.xml, or
+                            mock[:seed=S,days=D,end=YYYY-MM-DD,perDay=N,watch=0|1,churn=P,latency=MS]
+                            for made-up steps (mock alone: seed 42, 730 days ending today, UTC)
           --restart         forget every interval (clearAllIntervals) and layer again;
                             samples already stored are kept
           --allow-deletions apply an export's deletions even past 5% of the stored export samples
@@ -48,8 +51,9 @@ enum IngestCommand {
             throw Arguments.UsageError("--allow-deletions and --keep-deleted cannot go together")
         }
         let storePath = try args.required("store")
-        let sourceText = args.value("source") ?? "mock"
+        let sourceText = try SourceFactory.requiredSource(args)
         let spec = try SourceSpec.parse(sourceText)
+        try SourceFactory.check(spec)
         let err = StepSyncTool.err
         let trap = SignalTrap { _ in err.line("\nstepsync ingest: stopping at the next safe point (again to quit at once)") }
 
@@ -65,7 +69,12 @@ enum IngestCommand {
         }
         var opened = FileManager.default.fileExists(atPath: storePath) ? try openStore() : nil
         defer { try? opened?.close() }
-        let resume = "stepsync ingest --store \(storePath)" + (args.value("source").map { " --source \($0)" } ?? "")
+        // A store that holds the other kind of source is refused here too, before the read.
+        if let store = opened {
+            try SourceMixRefusal.check(sourceIsMock: spec.isMock, kinds: try StoreSourceKinds.of(store), store: storePath)
+        }
+        // The same command, every option as given but --restart (what it cleared is cleared).
+        let resume = ShellCommand.line(["stepsync", "ingest"] + arguments.filter { $0 != "--restart" })
         let provider: StepDataProvider
         do {
             provider = try SourceFactory.provider(for: spec, progress: ProgressLine(), stop: trap.stop)
@@ -139,13 +148,15 @@ enum IngestCommand {
         let counts = store.counts
         TestCompactionKnob.finish(store)
         try store.close()
-        printSummary(spec: provider.sourceIdentity, store: storePath, read: (provider as? AppleHealthExportProvider)?.summary,
+        printSummary(spec: provider.sourceIdentity, shown: spec.isMock ? provider.sourceIdentity : sourceText, store: storePath, read: (provider as? AppleHealthExportProvider)?.summary,
                      layered: layered, fetched: fetched, plan: plan, deleted: deleted, deletionSeconds: deletionSeconds,
                      counts: counts, json: args.has("json"))
         return 0
     }
 
-    static func printSummary(spec: String, store: String, read: ExportReadSummary?,
+    /// `spec` is the source's identity (in `--json`); `shown`, how the text names it
+    /// (the mock's canonical spelling, an export's path).
+    static func printSummary(spec: String, shown: String, store: String, read: ExportReadSummary?,
                              layered: LayeringSummary, fetched: FetchSummary, plan: DeletionPlan?, deleted: DeleteSummary,
                              deletionSeconds: (plan: Double, apply: Double),
                              counts: StoreCounts, json: Bool) {
@@ -208,7 +219,7 @@ enum IngestCommand {
             out.line(w.string)
             return
         }
-        out.line("ingest complete: \(spec)")
+        out.line("ingest complete: \(shown)")
         out.line("  \(Format.count(new)) new, \(Format.count(changed)) changed, \(Format.count(deleted.deleted)) deleted")
         if let replaced = plan?.deletions.replacedBySyncVersion, replaced > 0 {
             out.line("  of the deleted, \(Format.count(replaced)) replaced by a newer sync version its app saved")

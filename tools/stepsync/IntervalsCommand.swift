@@ -10,6 +10,9 @@ enum IntervalsCommand {
 
         One JSON object per line, in time order:
         {"id":"…","start":"…Z","end":"…Z","stepCount":N,"status":"pending|empty|fetched|synced"}
+
+        options:
+          --store DIR   the StepLog store
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {

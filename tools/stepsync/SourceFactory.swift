@@ -6,16 +6,40 @@ import ToolSupport
 /// Builds the provider a `--source` names; reading an export shows progress
 /// (bytes, MB/s, ETA), stops early on `stop`, and reports what was skipped.
 enum SourceFactory {
+    /// What `--source` takes, for messages.
+    static let choices = "the path of an Apple Health export.zip / export.xml, or mock[:…] for made-up steps"
+
+    /// `--source`, which has no default: the mock is used only when asked for.
+    static func requiredSource(_ args: Arguments) throws -> String {
+        guard let text = args.value("source") else { throw Arguments.UsageError("--source is required: \(choices)") }
+        return text
+    }
+
+    /// Refuses a `--source` naming no file, or a folder: a usage error found
+    /// before any work.
+    static func check(_ spec: SourceSpec) throws {
+        guard case .export(let path) = spec else { return }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw SourceSpecError("--source \(path): no such file (give \(choices))")
+        }
+        if isDirectory.boolValue { throw SourceSpecError(folderMessage(path)) }
+    }
+
     static func provider(for spec: SourceSpec, progress: ProgressLine, stop: StopSignal? = nil) throws -> StepDataProvider {
+        try check(spec)
         switch spec {
         case .mock(let configuration):
             return MockStepDataProvider(configuration: configuration)
         case .export(let path):
-            guard FileManager.default.fileExists(atPath: path) else {
-                throw SourceSpecError("--source \(path): no such file (give mock[:…] or an Apple Health export.zip / export.xml)")
-            }
             defer { progress.finish() }
             let provider = try AppleHealthExportProvider(path: path, stop: stop) { p in
+                // The read's first report comes before any byte: worth a line a
+                // terminal redraws, not one a log keeps ("0 B … (0 B/s)").
+                if p.bytesRead == 0 {
+                    if progress.isInteractive { progress.update("reading export: 0 B of \(Format.bytes(p.totalBytes))") }
+                    return
+                }
                 let seconds = progress.elapsed
                 let rate = seconds > 0 ? Double(p.bytesRead) / seconds : 0
                 let eta = rate > 0 ? " ETA " + Format.duration(Double(p.totalBytes - p.bytesRead) / rate) : ""
@@ -26,6 +50,16 @@ enum SourceFactory {
             if let unreadable = provider.summary.everyStepRecordSkipped(path: path) { throw unreadable }
             return provider
         }
+    }
+
+    /// A folder given as the export: the Files app and Safari unzip
+    /// export.zip into `apple_health_export/`, which holds `export.xml`.
+    static func folderMessage(_ path: String) -> String {
+        let base = path.hasSuffix("/") ? String(path.dropLast()) : path
+        let inside = [base + "/export.xml", base + "/apple_health_export/export.xml"]
+            .first { FileManager.default.fileExists(atPath: $0) }
+        if let inside { return "--source \(path) is a folder (an unzipped export): give the export.xml in it, --source \(inside)" }
+        return "--source \(path) is a folder, not an export: give the export.zip the Health app shared, or the export.xml inside it once unzipped"
     }
 
     /// One summary line on stderr, plus the first records skipped.

@@ -10,8 +10,15 @@ enum StatusCommand {
 
         The pipeline's stage (not started, layering, fetching, ready to upload, uploading,
         synced) and counts of samples, deletions waiting for upload and intervals; samples
-        the server rejected (count and the first reasons). Reads without locking: works while ingest or
-        upload runs.
+        the server rejected (count and the first reasons); the kinds of source the samples
+        came from (real ones, the mock's made-up ones, or both: then how to remove the
+        mock's). Reads without locking: works while ingest or upload runs.
+
+        options:
+          --store DIR   the StepLog store
+          --json        {"store","stage","samples","syncedSamples","unsyncedSamples",
+                        "rejectedSamples","pendingDeletions","intervals","segments","bytes",
+                        "realSamples","mockSamples","firstRejections"}
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
@@ -23,12 +30,15 @@ enum StatusCommand {
         let counts = store.counts
         let stage = PipelineStage.of(store)
         let rejected = try store.rejectedSamples(limit: 5)
+        let kinds = try StoreSourceKinds.of(store)
         if args.has("json") {
             var w = JSONWriter()
             w.beginObject()
             w.field("store", path)
             w.field("stage", stage.rawValue)
             writeCounts(counts, into: &w)
+            w.field("realSamples", kinds.realSamples)
+            w.field("mockSamples", kinds.mockSamples)
             w.key("firstRejections"); w.beginArray()
             for r in rejected {
                 w.beginObject()
@@ -44,6 +54,7 @@ enum StatusCommand {
             let out = StepSyncTool.out
             out.line("store \(path): \(stage.rawValue)")
             out.line("  samples: \(Format.count(counts.samples)) (\(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced)")
+            if let line = sourcesLine(kinds, store: path) { out.line("  " + line) }
             out.line("  deletions waiting for upload: \(Format.count(counts.pendingDeletions))")
             if counts.rejectedSamples > 0 {
                 out.line("  rejected by the server: \(Format.count(counts.rejectedSamples)) (not sent again until their content changes)")
@@ -54,6 +65,19 @@ enum StatusCommand {
             out.line("  log: \(Format.bytes(counts.bytes)) in \(Format.count(counts.segments, "segment"))")
         }
         return 0
+    }
+
+    /// What the samples came from; for a store holding the mock's beside
+    /// real ones, what that means and the way out.
+    static func sourcesLine(_ kinds: StoreSourceKinds, store: String) -> String? {
+        switch (kinds.realSamples, kinds.mockSamples) {
+        case (0, 0): return nil
+        case (_, 0): return "sources: real (no mock samples)"
+        case (0, let mock): return "sources: the mock (\(Format.count(mock)) made-up samples, --source mock)"
+        case (let real, let mock):
+            return "sources: MIXED: \(Format.count(mock)) samples of the mock beside \(Format.count(real)) real ones; "
+                + "daily totals count them and upload sends them. Remove them: stepsync forget --store \(store) --source mock"
+        }
     }
 
     /// The counts every JSON summary shares.

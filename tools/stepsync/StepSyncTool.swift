@@ -17,8 +17,10 @@ enum StepSyncTool {
           export     every sample, one JSON object per line (the API's sample shape)
           today      today's steps that never go backwards (the monotonic ratchet)
           daily      steps per local day, overlapping sources (Watch, iPhone) counted once
+          forget     delete the mock's samples from a store that holds them beside real ones
 
-        Run 'stepsync <command> --help' for a command's options.
+        Run 'stepsync <command> --help' (or 'stepsync help <command>') for a command's options,
+        'stepsync --version' for the version.
         """
 
     static let out = OutputSink.standardOutput
@@ -35,6 +37,7 @@ enum StepSyncTool {
             "export": { try ExportCommand.run($0) },
             "today": TodayCommand.run,
             "daily": { try DailyCommand.run($0) },
+            "forget": { try ForgetCommand.run($0) },
         ])
     }
 

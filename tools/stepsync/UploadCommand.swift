@@ -75,12 +75,17 @@ enum UploadCommand {
         if let torn = store.openReport.tornTail {
             err.line("stepsync upload: recovered from an interrupted write: dropped \(torn.bytesDropped) bytes at the end of \(torn.segment)")
         }
+        let kinds = try StoreSourceKinds.of(store)
+        if kinds.isMixed {
+            err.line("stepsync upload: warning: \(storePath) holds \(Format.count(kinds.mockSamples)) samples of the mock beside \(Format.count(kinds.realSamples)) real ones, "
+                     + "and uploads them too; stepsync forget --store \(storePath) --source mock removes them here, and with the next upload at the server")
+        }
         do {
             guard try await client.healthCheck() else {
                 throw APIError.serverUnreachable(url: url, reason: "GET /health did not answer {\"status\":\"ok\"}")
             }
         } catch let error as APIError {
-            err.line("stepsync upload: \(error); is the server running? (tools/api-server/run --single-user --port PORT)")
+            err.line("stepsync upload: \(error); is the server running? \(startHint(url: url, withToken: token != nil))")
             return 1
         }
         // GET /health takes no token, and with nothing waiting no request
@@ -113,7 +118,9 @@ enum UploadCommand {
             summary = try await service.syncAll()
         } catch is StoppedByRequest {
             progress.finish()
-            err.line("stepsync upload: paused; every acknowledged batch is marked synced. To continue: stepsync upload --store \(storePath) --api-url \(url)")
+            // The same command, every option as given (the token's file, not the token).
+            let again = ShellCommand.line(["stepsync", "upload"] + arguments + (args.value("api-url") == nil ? ["--api-url", url] : []))
+            err.line("stepsync upload: paused; every acknowledged batch is marked synced. To continue: \(again)")
             return 130
         } catch let error as APIError {
             progress.finish()
@@ -167,5 +174,14 @@ enum UploadCommand {
             return 1
         }
         return 0
+    }
+
+    /// How to start a server for this upload on this machine: one that wants
+    /// the token given, or a --single-user one when no token was given.
+    static func startHint(url: String, withToken: Bool) -> String {
+        let port = URLComponents(string: url)?.port.map(String.init) ?? "PORT"
+        return withToken
+            ? "(on this machine: tools/api-server/run --port \(port); its tokens: tools/api-server/run tokens create --user NAME)"
+            : "(on this machine: tools/api-server/run --single-user --port \(port), a server for one person that takes no token)"
     }
 }

@@ -77,7 +77,7 @@ struct SnapshotBandApplier {
         // The upper half reads the same files through readers of its own,
         // from the first entry of its first band.
         let upperStart = width &* UInt64(half)
-        let upperReaders = try snapshots.map { $0.entries.sharingFile() }
+        let upperReaders = snapshots.map { $0.entries.sharingFile() }
         var upper = Cursor(band: half, entries: try upperReaders.map { try $0.firstEntry(hashAtLeast: upperStart) })
         let split = index.homeSlot(ofHash: upperStart)
         // The table must not grow while the lanes fill it: each may add half

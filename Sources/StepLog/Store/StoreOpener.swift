@@ -116,6 +116,9 @@ struct StoreOpener {
         // Readers take no lock: the log is append-only and files are replaced by
         // rename, so a reader sees a consistent prefix even while a writer runs.
         if options.readOnly { return nil }
+        // A directory that is not a store is refused before the lock is taken,
+        // so that the refusal leaves no LOCK file in it.
+        _ = try list()
         return try FileLock(path: Directory.join(directory, FormatConstants.lockFileName), exclusive: true)
     }
 

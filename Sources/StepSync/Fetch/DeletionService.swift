@@ -58,23 +58,33 @@ public final class DeletionService {
     /// recorded, so the next run plans the same deletions again).
     @discardableResult
     public func apply(_ plan: DeletionPlan) throws -> DeleteSummary {
+        let summary = try Self.delete(plan.deletions.ids, from: store, stop: stop, now: now, onProgress: onProgress)
+        if !plan.deletions.anchor.isEmpty, store.sourceAnchor(family: plan.family) != plan.deletions.anchor {
+            try store.recordSourceAnchor(family: plan.family, anchor: plan.deletions.anchor)
+            try store.sync()
+        }
+        return summary
+    }
+
+    /// Deletes `ids` from `store` as tombstones, `batchSize` a batch, each
+    /// synced, calling `onProgress` after each with (deleted so far, all).
+    /// Throws `StoppedByRequest` between batches when a stop is requested
+    /// (what was written is synced). Ingest's deletions and
+    /// `stepsync forget` both go this way.
+    public static func delete(_ ids: [UUID], from store: StepLogStore, stop: StopSignal?, now: () -> Date = Date.init,
+                              onProgress: ((Int, Int) -> Void)? = nil) throws -> DeleteSummary {
         var summary = DeleteSummary()
-        let ids = plan.deletions.ids
         var from = 0
         while from < ids.count {
             if stop?.isRequested == true {
                 try store.sync()
                 throw StoppedByRequest(stage: "deleting")
             }
-            let to = min(ids.count, from + Self.batchSize)
+            let to = min(ids.count, from + batchSize)
             summary += try store.delete(ids[from..<to], at: now())
             try store.sync()
             from = to
             onProgress?(from, ids.count)
-        }
-        if !plan.deletions.anchor.isEmpty, store.sourceAnchor(family: plan.family) != plan.deletions.anchor {
-            try store.recordSourceAnchor(family: plan.family, anchor: plan.deletions.anchor)
-            try store.sync()
         }
         return summary
     }

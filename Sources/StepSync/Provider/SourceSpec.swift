@@ -12,6 +12,12 @@ public enum SourceSpec: Equatable, Sendable {
         .mock(MockConfiguration(endDay: today))
     }
 
+    /// The built-in mock's made-up steps (not a real source).
+    public var isMock: Bool {
+        if case .mock = self { return true }
+        return false
+    }
+
     /// Parses `--source`. Errors are one line naming the option and value.
     public static func parse(_ text: String, today: Int64 = MockConfiguration.today()) throws -> SourceSpec {
         if text == "mock" { return defaultMock(today: today) }

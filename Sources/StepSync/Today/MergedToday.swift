@@ -14,12 +14,22 @@ public enum MergedToday {
                              priority: SourcePriority = .default) async throws -> (merged: Int, raw: Int) {
         let calendar = LocalDayCalendar(timeZone: timeZone)
         let nowMilliseconds = Milliseconds.from(now)
-        let today = calendar.localDay(ofMilliseconds: nowMilliseconds)
-        let start = calendar.startMilliseconds(ofDay: today)
+        let start = calendar.startMilliseconds(ofDay: calendar.localDay(ofMilliseconds: nowMilliseconds))
         let samples = try await provider.getRawStepSamples(for: DateInterval(start: Milliseconds.date(start - lookbackMilliseconds),
                                                                                end: Milliseconds.date(max(start, nowMilliseconds))))
-        let totals = DailyMerge.totals(SampleTable(samples), priority: priority, calendar: calendar, days: today...today)
-        let row = totals.day(0)
+        return steps(in: SampleTable(samples), now: now, timeZone: timeZone, priority: priority)
+    }
+
+    /// The same from samples at hand (a store's): those that start before
+    /// `now` count, as far as they reach into the current local day.
+    public static func steps(in table: SampleTable, now: Date, timeZone: TimeZone,
+                             priority: SourcePriority = .default) -> (merged: Int, raw: Int) {
+        let calendar = LocalDayCalendar(timeZone: timeZone)
+        let nowMilliseconds = Milliseconds.from(now)
+        let today = calendar.localDay(ofMilliseconds: nowMilliseconds)
+        var table = table
+        table.removeAll { entry, _ in entry.start >= nowMilliseconds }
+        let row = DailyMerge.totals(table, priority: priority, calendar: calendar, days: today...today).day(0)
         return (Int(row.merged), Int(row.raw))
     }
 }

@@ -171,6 +171,12 @@ public struct SampleTable: Sendable {
 
     public var count: Int { entries.count }
 
+    /// Drops the entries `shouldRemove` picks (by their fields and source).
+    public mutating func removeAll(where shouldRemove: (Entry, StepSource) -> Bool) {
+        let sources = self.sources
+        entries.removeAll { shouldRemove($0, sources[Int($0.source)]) }
+    }
+
     /// Moves the entries out (the merge sorts them in place, without a copy).
     mutating func takeEntries() -> [Entry] {
         var taken: [Entry] = []

@@ -1,4 +1,5 @@
-"""The entry point: `main.py [serve options]` runs the server; `main.py tokens …` manages tokens.
+"""The entry point: `tools/api-server/run [serve options]` (main.py with the venv's python) runs the
+server; `tools/api-server/run tokens …` manages tokens.
 
 Exit codes: 0 ok (a requested stop included), 1 failure (damaged storage, cannot listen, …), 2 usage error.
 """
@@ -11,6 +12,7 @@ import signal
 import sys
 from typing import Any, Optional
 
+from . import COMMAND
 from .errors import StartupError
 from .log import log
 from .settings import Settings, UsageError, add_storage_arguments, is_loopback, parse_serve, storage_settings
@@ -28,7 +30,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             return tokens_command(argv[1:])
         settings = parse_serve(argv[1:] if argv and argv[0] == "serve" else argv)
     except UsageError as error:
-        print(f"main.py: error: {error}", file=sys.stderr)
+        print(f"{COMMAND}: error: {error}", file=sys.stderr)
         return 2
     return serve(settings)
 
@@ -49,8 +51,12 @@ def serve(settings: Settings) -> int:
     try:
         if not settings.single_user and not is_loopback(settings.host) and store.active_tokens() == 0:
             log(f"error: refusing to listen on {settings.host} without tokens: create one with "
-                "`main.py tokens create --user NAME` (same --data/--database) first")
+                f"`{COMMAND} tokens create --user NAME` (same --data/--database) first")
             return 1
+        if not settings.single_user and store.active_tokens() == 0:
+            log(f"no tokens yet: every request but GET /health and the dashboard is refused (401) until one exists: "
+                f"`{COMMAND} tokens create --user NAME` (same --data/--database) prints one; for one person on this "
+                "machine, --single-user needs none")
         try:
             sock = listen_socket(settings.host, settings.port)
         except OSError as error:
@@ -153,7 +159,7 @@ def run_app(settings: Settings, store: Store, sock: Any, line: Optional[str]) ->
 def tokens_command(argv: list[str]) -> int:
     from .auth import new_token, now_text
 
-    parser = argparse.ArgumentParser(prog="main.py tokens", description="Manage API tokens (shown once, stored as hashes).")
+    parser = argparse.ArgumentParser(prog=f"{COMMAND} tokens", description="Manage API tokens (shown once, stored as hashes).")
     commands = parser.add_subparsers(dest="command", required=True)
     create = commands.add_parser("create", help="create a token for a user; prints it once on stdout")
     create.add_argument("--user", required=True, help=f"user name, {USER_NAME_PATTERN}")
@@ -167,17 +173,17 @@ def tokens_command(argv: list[str]) -> int:
     try:
         data, database = storage_settings(arguments)
     except UsageError as error:
-        print(f"main.py tokens: error: {error}", file=sys.stderr)
+        print(f"{COMMAND} tokens: error: {error}", file=sys.stderr)
         return 2
     import re
 
     if arguments.command == "create" and not re.fullmatch(USER_NAME_PATTERN, arguments.user):
-        print(f"main.py tokens: error: --user must match {USER_NAME_PATTERN}", file=sys.stderr)
+        print(f"{COMMAND} tokens: error: --user must match {USER_NAME_PATTERN}", file=sys.stderr)
         return 2
     try:
         store = open_storage(data, database, check=False, pool=False)
     except StartupError as error:
-        print(f"main.py tokens: error: {error}", file=sys.stderr)
+        print(f"{COMMAND} tokens: error: {error}", file=sys.stderr)
         return 1
     try:
         if arguments.command == "create":
@@ -193,7 +199,7 @@ def tokens_command(argv: list[str]) -> int:
         if store.revoke_token(arguments.token_id, now_text()):
             print(f"revoked {arguments.token_id}", file=sys.stderr)
             return 0
-        print(f"main.py tokens: error: no active token {arguments.token_id}", file=sys.stderr)
+        print(f"{COMMAND} tokens: error: no active token {arguments.token_id}", file=sys.stderr)
         return 1
     finally:
         store.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import contract
+from . import COMMAND, __version__, contract
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = PACKAGE_ROOT / "data"
@@ -50,7 +50,7 @@ class UsageError(Exception):
 
 def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default=None, metavar="DIR",
-                        help=f"SQLite: the directory of stepsync.sqlite (default {DEFAULT_DATA.relative_to(PACKAGE_ROOT)} beside main.py)")
+                        help=f"SQLite: the directory of stepsync.sqlite (default tools/api-server/{DEFAULT_DATA.relative_to(PACKAGE_ROOT)})")
     parser.add_argument("--database", default=None, metavar="URL",
                         help=f"PostgreSQL instead: postgresql://USER@HOST/DB or ...?host=/socket/dir (or ${DATABASE_ENV}); "
                         "the password goes in PGPASSWORD or ~/.pgpass, never in the URL")
@@ -74,8 +74,9 @@ def storage_settings(arguments: argparse.Namespace) -> tuple[Path, Optional[str]
 
 
 def parse_serve(argv: list[str]) -> Settings:
-    parser = argparse.ArgumentParser(prog="main.py", description="StepSync API server.",
-                                     epilog="Tokens: main.py tokens --help")
+    parser = argparse.ArgumentParser(prog=COMMAND, description="StepSync API server.",
+                                     epilog=f"Tokens: {COMMAND} tokens --help")
+    parser.add_argument("--version", action="version", version=f"api-server {__version__}")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
     add_storage_arguments(parser)
@@ -99,7 +100,7 @@ def parse_serve(argv: list[str]) -> Settings:
         raise UsageError("--workers must be between 1 and 64")
     if arguments.single_user and not is_loopback(arguments.host):
         raise UsageError(f"--single-user is allowed on a loopback address only (not {arguments.host}); "
-                         "create tokens instead: main.py tokens create --user NAME")
+                         f"create tokens instead: {COMMAND} tokens create --user NAME")
     return Settings(host=arguments.host, port=arguments.port, data=data, database=database,
                     single_user=arguments.single_user, log_level=arguments.log_level,
                     max_connections_per_client=arguments.max_connections_per_client,

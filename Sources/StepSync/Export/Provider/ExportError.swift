@@ -38,12 +38,12 @@ public enum ExportError: Error, CustomStringConvertible, Equatable, Sendable {
         case let .noHealthExportInZip(path, count):
             return "\(path): zip has no Apple Health export (looked at \(count) .xml \(count == 1 ? "entry" : "entries"))"
         case let .truncatedZip(path, offset, detail):
-            return "\(path): truncated zip at byte offset \(offset): \(detail)"
+            return "\(path): truncated zip at byte offset \(offset): \(detail); the file is incomplete: copy it again, or export it again from the Health app"
         case let .damagedZip(path, offset, detail):
-            return "\(path): damaged zip at byte offset \(offset): \(detail)"
+            return "\(path): damaged zip at byte offset \(offset): \(detail)" + Self.exportAgain
         case let .badCRC(path, entry, offset, expected, actual):
             return "\(path): CRC-32 mismatch in zip entry '\(entry)' (local header at byte offset \(offset)): "
-                + "expected \(Self.hex32(expected)), computed \(Self.hex32(actual))"
+                + "expected \(Self.hex32(expected)), computed \(Self.hex32(actual))" + Self.exportAgain
         case let .truncatedXML(path, inside, line, end):
             return "\(path): file ends at \(end) inside a \(inside) that starts at line \(line)"
         case let .malformedXML(path, at, problem):
@@ -52,6 +52,18 @@ public enum ExportError: Error, CustomStringConvertible, Equatable, Sendable {
             return "\(path): not an Apple Health export: \(found) at line \(line)"
         }
     }
+
+    /// A problem with the XML's content (what a damaged zip entry inflates to
+    /// as well), not with the container.
+    var isAboutTheXML: Bool {
+        switch self {
+        case .truncatedXML, .malformedXML, .notHealthExport, .noHealthExportInZip: return true
+        default: return false
+        }
+    }
+
+    /// What a person does about a damaged zip.
+    static let exportAgain = "; the file is damaged: export it again from the Health app"
 
     private static func hex32(_ value: UInt32) -> String {
         let digits = String(value, radix: 16)

@@ -46,6 +46,16 @@ enum ExportReader {
     /// (throwing `StoppedByRequest`).
     static func read(path: String, nowMilliseconds: Int64 = Milliseconds.from(Date()), stop: StopSignal? = nil,
                      progress: (@Sendable (ExportReadProgress) -> Void)?) throws -> Result {
+        do {
+            return try stream(path: path, nowMilliseconds: nowMilliseconds, stop: stop, progress: progress)
+        } catch let error as ExportError where error.isAboutTheXML {
+            // XML read from a zip that makes no sense is most often a damaged zip: when it is, that is the error.
+            throw ZipEntryIntegrity.damageBehindTheXML(of: path) ?? error
+        }
+    }
+
+    private static func stream(path: String, nowMilliseconds: Int64, stop: StopSignal?,
+                               progress: (@Sendable (ExportReadProgress) -> Void)?) throws -> Result {
         let started = DispatchTime.now().uptimeNanoseconds
         let file = try ExportInputFile(path: path)
         var summary = ExportReadSummary()

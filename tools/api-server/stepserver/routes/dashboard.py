@@ -1,6 +1,7 @@
 """GET /: the dashboard. One static page with its own small script (no CDN, nothing fetched from
 elsewhere): daily totals from GET /steps/daily as an SVG bar chart over a chosen range (default the
-last 90 days in the browser's zone), merged totals with the raw sums or each source's on demand, the
+last 90 days in the browser's zone, or, when those hold no steps, the 90 days to the last day with
+steps in the ten years before), merged totals with the raw sums or each source's on demand, the
 exact numbers on hover and in a table below. The URL may set tz, from, to and view (merged|raw|sources).
 With tokens, the page asks for one and keeps it in the tab's sessionStorage only. The page is
 dashboard.html beside this file."""

@@ -158,27 +158,35 @@ def test_memory_stays_within_three_times_the_bodies_in_flight(tmp_path):
 
 
 def test_bodies_in_flight_beyond_the_cap_get_503_with_retry_after(tmp_path):
-    server = ServerProcess(tmp_path).start()
+    """Four users each hold 7 MiB of an unfinished body (28 of the 32 MiB in flight): a fifth user's
+    8 MiB body is refused with Retry-After, and served once they are gone. (A body's bytes count as
+    they arrive; one user's cap: tests/test_hostile_requests.py.)"""
+    users = ("alice", "bob", "carol", "dave", "eve")
+    server = ServerProcess(tmp_path, users=users).start()
     held = []
     try:
-        # Four connections each announce a maximal body and send only part of it: 32 MiB reserved.
-        for _ in range(4):
+        for user in users[:4]:
             sock = socket.create_connection(("127.0.0.1", server.port))
             sock.sendall(b"POST /steps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         b"Authorization: Bearer " + server.tokens["alice"].encode() + b"\r\n"
-                         b"Content-Length: 8388608\r\n\r\n{\"samples\": [")
+                         b"Authorization: Bearer " + server.tokens[user].encode() + b"\r\n"
+                         b"Content-Length: 8388608\r\n\r\n{\"samples\": [" + b" " * (7 << 20))
             held.append(sock)
+        eve = server.new_session("eve")
+        body = json.dumps({"samples": make_samples(1)}).encode().ljust(8 << 20)
+
+        def post() -> requests.Response:
+            return eve.post(server.url + "/steps", data=body, headers={"Content-Type": "application/json"}, timeout=60)
 
         def refused() -> bool:
-            response = server.post(make_samples(1))
+            response = post()
             return [response] if response.status_code == 503 else None  # (a Response is false when not ok)
 
-        (response,) = wait_until(refused, "a 503 while 32 MiB are in flight", timeout=10)
+        (response,) = wait_until(refused, "a 503 while 28 MiB are in flight", timeout=10)
         assert response.headers["Retry-After"] == "1"
         assert response.json()["error"] == "server busy: too many request bodies in flight, retry later"
         for sock in held:
             sock.close()
-        wait_until(lambda: server.post(make_samples(1)).status_code == 200, "the budget to be released")
+        wait_until(lambda: post().status_code == 200, "the budget to be released")
     finally:
         for sock in held:
             sock.close()

@@ -59,7 +59,8 @@ def test_enospc_then_space_freed_resumes_without_a_restart(small_disk, tmp_path)
         assert response.json()["error"].startswith("storage refuses writes (database or disk is full)")
         assert "nothing of this request was stored" in response.json()["error"]
         assert health(server) == 503
-        assert "full" in requests.get(server.url + "/health", timeout=5).json()["error"]
+        assert requests.get(server.url + "/health", timeout=5).json()["error"] == "storage cannot take writes now"
+        assert "storage refuses writes" in server.stderr() and "full" in server.stderr()  # the reason, in the log
         # Nothing of the refused request is visible.
         assert server.total() == 500 and server.total(versions="all") == 500
         response = server.delete_ids([first[0]["id"]])

@@ -8,8 +8,9 @@ The attacks (the adversary's of #36, 1-4):
   it (and once refused, again 0.1 s later);
 - bodies: 8 connections announcing an 8 MiB body with a made-up token, and 8 with a real one
   (mallory's) that send 1 MiB of it and then nothing;
-- connections: idle connections from enough loopback addresses to pass the server's cap, each
-  opened again as soon as it is closed;
+- connections: idle connections from enough loopback addresses to pass the server's cap (64 from
+  each), each opened again a second after the server closes it (one opened again at once, as fast as
+  the attacker can, is a flood of connection attempts: a matter of rates, as below);
 - reads: mallory's 40 daily-total queries over ten years with priorities that all differ, and 40
   pages of 100,000 samples, each sent again as soon as it is answered (a refused one after its
   Retry-After: a flood of requests refused at once is a matter of request rates, which the server
@@ -42,7 +43,6 @@ from postgres_cluster import PostgresCluster, PostgresUnavailable  # noqa: E402
 UPLOAD_DAYS = 180  # ~33,000 samples: about a second's upload
 MALLORY_SAMPLES = 50_000  # over ten years: what her expensive reads go through
 BASELINE_RUNS = 3
-WARM_UP_S = 1.5  # an attack runs this long before the upload starts
 HEALTH_P99_S = 1.0
 SLOWDOWN = 2.0
 CONFIGS = [("sqlite", 1), ("sqlite", 2), ("postgres", 1), ("postgres", 2)]
@@ -165,6 +165,16 @@ class Attack:
         self.counts = {"connections": 0, "answers": 0}
         self.thread.start()
 
+    def established(self):
+        """Whether every connection of the attack has been opened once (the reads: answered once)."""
+        if self.kind == "reads":
+            return self.counts["answers"] >= 80
+        wanted = {"heads": 16, "bodies": 16, "connections": self.addresses() * 64}[self.kind]
+        return self.counts["connections"] >= wanted
+
+    def addresses(self):
+        return self.server.workers * 1000 // 64 + 4  # enough to pass the server's cap of connections
+
     def _run(self):
         asyncio.set_event_loop(self.loop)
         self.loop.run_until_complete(self._main())
@@ -181,8 +191,7 @@ class Attack:
             tasks = [self._again(self._hold_body, port, b"x", 64 * 1024) for _ in range(8)]
             tasks += [self._again(self._hold_body, port, b"Bearer " + mallory, 1 << 20) for _ in range(8)]
         elif self.kind == "connections":
-            addresses = self.server.workers * 1000 // 64 + 4
-            tasks = [self._again(self._idle, port, f"127.0.1.{n + 1}") for n in range(addresses) for _ in range(64)]
+            tasks = [self._again(self._idle, port, f"127.0.1.{n + 1}") for n in range(self.addresses()) for _ in range(64)]
         elif self.kind == "reads":
             tasks = [self._again(self._read, port, mallory, f"/steps/daily?from=2000-01-01&to=2010-02-14&priority=X{n},", True)
                      for n in range(40)]
@@ -229,7 +238,7 @@ class Attack:
     async def _idle(self, port, source):
         reader, writer = await self._open(port, source)
         await self._wait_closed_or_stop(reader, writer)
-        await asyncio.sleep(0.1)  # then at once again (an attacker that opened as fast as it can is a flood of another kind)
+        await asyncio.sleep(1)
 
     async def _wait_closed_or_stop(self, reader, writer):
         closed = asyncio.ensure_future(self._until_closed(reader, writer))
@@ -308,7 +317,7 @@ def test_uploads_and_health_hold_under_each_attack(backend, workers, tmp_path, u
         for kind in ATTACKS:
             attack = Attack(kind, server)
             try:
-                time.sleep(WARM_UP_S)
+                wait_until(attack.established, f"the {kind} attack to be under way", timeout=60)
                 (seconds, error, retries), times = probed(server, lambda: timed_upload(server, upload_store, tmp_path, next(users)))
             finally:
                 attack.stop()

@@ -203,6 +203,13 @@ def test_expensive_reads_have_a_share_per_user(single):
     assert bob.get(single.url + "/steps/daily", params={"from": "2024-01-01", "to": "2024-01-31"}, timeout=30).status_code == 200
 
 
+def test_a_priority_query_of_days_beyond_2262_is_answered(single):
+    """Found by schemathesis: a day whose instant is beyond the databases' 64-bit integers (ns) was a 500."""
+    response = single.session.get(single.url + "/steps/daily", params={"from": "3303-10-09", "to": "3303-10-09", "priority": "0"}, timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.json()["days"] == [{"date": "3303-10-09", "merged": 0, "raw": 0}]
+
+
 def test_priority_is_bounded(single):
     too_many = ",".join(f"p{n}" for n in range(40))
     response = single.session.get(single.url + "/steps/daily", params={"from": "2024-01-01", "to": "2024-01-02", "priority": too_many}, timeout=10)

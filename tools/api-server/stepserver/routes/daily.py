@@ -22,6 +22,7 @@ from ..totals import DEFAULT_PRIORITY, day_cuts, daily_totals as merged_document
 QUERY = {"tz": "zone", "from": "date", "to": "date", "bySource": "bool", "priority": "text"}
 _NS_PER_MS = 1_000_000
 DAYS_A_CHUNK = 92
+_LAST_NS = 2 ** 63 - 1  # the databases' integers: days after 2262 hold no sample (none ends after the server's time + 24 h)
 
 
 def parse_daily_query(query: str) -> tuple[str, date, date, bool, list[str]]:
@@ -71,7 +72,7 @@ def document(store, check_gone: Callable[[], None], user: str, zone: str, first:
         check_gone()
         high = min(last, low + timedelta(days=DAYS_A_CHUNK - 1))
         cuts = day_cuts(low, high, zone_info)
-        samples = store.samples_between(user, cuts[0] * _NS_PER_MS, cuts[-1] * _NS_PER_MS)
+        samples = store.samples_between(user, *(min(cut * _NS_PER_MS, _LAST_NS) for cut in (cuts[0], cuts[-1])))
         days += merged_document(samples, zone, low, high, patterns, by_source)["days"]
         low = high + timedelta(days=1)
     return encode({"timeZone": zone, "from": first.isoformat(), "to": last.isoformat(), "priority": patterns, "days": days})

@@ -77,6 +77,20 @@ def test_enospc_then_space_freed_resumes_without_a_restart(small_disk, tmp_path)
         server.finish()
 
 
+def test_health_says_a_full_disk_before_a_write_fails(small_disk, tmp_path):
+    server = ServerProcess(tmp_path, data=small_disk / "data").start()
+    try:
+        assert server.post(make_samples(10)).json()["saved"] == 10
+        fill(small_disk / "filler")
+        wait_until(lambda: health(server) == 503, "/health to see the full disk", timeout=RECOVERY_DEADLINE_S)
+        assert "storage nearly full" in server.stderr()
+        os.unlink(small_disk / "filler")
+        wait_until(lambda: health(server) == 200, "/health to see the space", timeout=RECOVERY_DEADLINE_S)
+        assert server.post(make_samples(10, start=10)).json()["saved"] == 10
+    finally:
+        server.finish()
+
+
 def test_a_server_started_on_a_full_disk_says_so(small_disk, tmp_path):
     """SQLite cannot open its WAL's shared memory on a full disk: the start is refused with one line
     that names the file and the free space; once space is freed the server starts with everything."""

@@ -38,7 +38,7 @@ from conftest import MOCK_END, PYTHON, ROOT, SERVER_MAIN, STEPSYNC, free_port, s
 
 sys.path.insert(0, str(ROOT / "tools" / "api-server"))
 sys.path.insert(0, str(ROOT / "tools" / "api-server" / "tests"))
-from postgres_cluster import PostgresCluster, PostgresUnavailable  # noqa: E402
+from postgres_cluster import PostgresCluster  # noqa: E402
 
 UPLOAD_DAYS = 180  # ~33,000 samples: about a second's upload
 MALLORY_SAMPLES = 50_000  # over ten years: what her expensive reads go through
@@ -49,21 +49,7 @@ CONFIGS = [("sqlite", 1), ("sqlite", 2), ("postgres", 1), ("postgres", 2)]
 ATTACKS = ["heads", "bodies", "connections", "reads"]
 ATTACKER_ADDRESS = "127.0.2.1"  # the legitimate client and /health's prober are 127.0.0.1
 
-PROBER = """
-import sys, threading, time, urllib.request
-stop = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
-times = []
-while not stop.is_set():
-    began = time.monotonic()
-    try:
-        urllib.request.urlopen(sys.argv[1], timeout=10).read()
-        times.append(time.monotonic() - began)
-    except Exception:
-        times.append(max(10.0, time.monotonic() - began))
-    time.sleep(0.02)
-print(" ".join(f"{t:.6f}" for t in times))
-"""
+PROBER = ROOT / "tools" / "api-server" / "tests" / "health_prober.py"
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +61,7 @@ def upload_store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def postgres():
-    try:
-        cluster = PostgresCluster().start()
-    except PostgresUnavailable as error:
-        pytest.skip(str(error))
-    yield cluster
-    cluster.destroy()
+    yield from PostgresCluster.for_tests()
 
 
 def new_token(data, database, user):
@@ -282,8 +263,8 @@ def timed_upload(server, store_template, work, user):
 
 
 def probed(server, action):
-    """action() while /health is asked every 20 ms from another process; (its result, the times)."""
-    prober = subprocess.Popen([sys.executable, "-c", PROBER, server.url + "/health"], stdin=subprocess.PIPE,
+    """action() while /health is asked every 10 ms from another process; (its result, the times)."""
+    prober = subprocess.Popen([sys.executable, str(PROBER), server.url + "/health"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
         result = action()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import requests
 
-from conftest import ServerProcess, make_sample, make_samples, wait_until
+from conftest import ServerProcess, make_sample, make_samples, read_answer, wait_until
 
 HEAD_TIMEOUT = 1.5
 BODY_TIMEOUT = 2.0
@@ -25,19 +25,6 @@ def guarded_server(tmp_path, **options) -> ServerProcess:
     extra = ("--request-head-timeout", str(HEAD_TIMEOUT), "--request-body-timeout", str(BODY_TIMEOUT),
              "--max-connections-per-client", "8")
     return ServerProcess(tmp_path, extra=extra, **options).start()
-
-
-def read_answer(sock: socket.socket, deadline: float) -> bytes:
-    sock.settimeout(max(0.1, deadline - time.monotonic()))
-    data = b""
-    try:
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
-    except (socket.timeout, ConnectionResetError):
-        return data
 
 
 def test_slow_clients_are_cut_off_and_others_still_served(tmp_path):
@@ -96,18 +83,7 @@ def peak_rss_kib(pid: int) -> int:
     return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))
 
 
-PROBER = """
-import sys, threading, time, urllib.request
-stop = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
-times = []
-while not stop.is_set():
-    began = time.monotonic()
-    urllib.request.urlopen(sys.argv[1], timeout=5).read()
-    times.append(time.monotonic() - began)
-    time.sleep(0.01)
-print(" ".join(f"{t:.6f}" for t in times))
-"""
+PROBER = Path(__file__).with_name("health_prober.py")
 
 
 def test_memory_stays_within_three_times_the_bodies_in_flight(tmp_path):
@@ -129,7 +105,7 @@ def test_memory_stays_within_three_times_the_bodies_in_flight(tmp_path):
             assert len(body) > 8 * 1024 * 1024 - 2000
             bodies.append(body)
         # /health is timed from another process, so that this one's uploading threads do not skew it.
-        prober = subprocess.Popen([sys.executable, "-c", PROBER, server.url + "/health"], stdout=subprocess.PIPE,
+        prober = subprocess.Popen([sys.executable, str(PROBER), server.url + "/health"], stdout=subprocess.PIPE,
                                   stdin=subprocess.PIPE, text=True)
 
         def upload(body: bytes) -> int:

@@ -35,7 +35,6 @@ MAX_HEADER_LINE_BYTES = 8 * 1024
 MAX_HEAD_BYTES = 32 * 1024
 RETRY_AFTER_CONNECTIONS_S = 1
 LINGER_S = 1.0  # after a refusal, what the client still sends is read and dropped this long, then the close
-_END_OF_HEAD = b"\r\n\r\n"
 
 
 def plain_answer(status: str, message: str, retry_after: Optional[int] = None) -> bytes:
@@ -149,6 +148,7 @@ def guarded_protocol(settings: Settings) -> type:
             self._head = None
             self._discarding = True
             self._disarm()
+            connections.waiting.pop(self, None)
             self.transport.write(answer)
             if self.transport.can_write_eof():
                 self.transport.write_eof()
@@ -190,7 +190,7 @@ def guarded_protocol(settings: Settings) -> type:
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if self._head is not None and not self.transport.is_closing():
+            if self._head is not None and not self.pipeline and not self.transport.is_closing():
                 connections.waiting[self] = None  # no request under way: it may make room for a new connection
 
         def _arm(self, seconds: float, what: str) -> None:

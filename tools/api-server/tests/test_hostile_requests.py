@@ -90,6 +90,28 @@ def test_heads_within_the_bounds_are_served(single):
     assert response.status_code == 200, response.text
 
 
+def test_heads_split_anywhere_and_pipelined_requests_are_served(single):
+    """The head is gathered before the parser sees it: a head cut at every kind of place, a body in the
+    same piece as its head, and requests pipelined in one piece are all answered, in order."""
+    body = json.dumps({"samples": make_samples(2)}).encode()
+    post = (b"POST /steps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer "
+            + single.tokens["alice"].encode() + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    get = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    stream = get + post + get + get.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+    for cuts in ([], [1, 17, 18, 19, 20, len(get) + 3, len(get) + len(post) - 5], list(range(1, len(stream), 7))):
+        sock = socket.create_connection(("127.0.0.1", single.port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            for low, high in zip([0, *cuts], [*cuts, len(stream)]):
+                sock.sendall(stream[low:high])
+                time.sleep(0.002)
+            answer = read_answer(sock, time.monotonic() + 10)
+        finally:
+            sock.close()
+        assert answer.count(b"HTTP/1.1 200") == 4, (cuts[:5], answer[:600])
+        assert answer.index(b'"saved":') > answer.index(b'{"status":"ok"}')
+
+
 # -- 2. authentication before the body ------------------------------------------------------------
 
 

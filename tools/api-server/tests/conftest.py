@@ -234,7 +234,7 @@ class ServerProcess:
                 if response.status_code == 200:
                     return
                 last_error = f"HTTP {response.status_code}"
-            except requests.ConnectionError as error:
+            except (requests.ConnectionError, requests.Timeout) as error:  # not up yet, or slow to answer on a busy machine
                 last_error = error
             time.sleep(0.05)
         pytest.fail(f"server not ready after {START_DEADLINE_S}s ({last_error}):\n{self.stderr()}")

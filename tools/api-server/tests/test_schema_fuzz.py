@@ -19,14 +19,15 @@ EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "25"))
 HERE = Path(__file__).resolve().parent
 
 
-def schemathesis(server: ServerProcess, token: str | None) -> tuple[int, str]:
+def schemathesis(server: ServerProcess, token: str | None, work: Path) -> tuple[int, str]:
+    """schemathesis run against the server (in `work`: it keeps a cache of its findings where it runs)."""
     command = [str(Path(sys.executable).with_name("schemathesis")), "run", server.url + "/openapi.json",
                "--checks", "not_a_server_error,no_400_for_401", "--max-examples", str(EXAMPLES), "--seed", "36",
                "--request-timeout", "60"]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "schemathesis_checks", "PYTHONPATH": str(HERE), "NO_COLOR": "1"}
     if token:
         env["STEPSYNC_FUZZ_TOKEN"] = token  # schemathesis_checks.py sends it
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env, cwd=work)
     return result.returncode, result.stdout + result.stderr
 
 
@@ -36,7 +37,7 @@ def test_no_5xx_and_no_400_for_401(tmp_path, backend, request):
     try:
         server.post([])  # the user exists; the fuzz writes and deletes beside it
         for token in (server.tokens["alice"], None):
-            status, output = schemathesis(server, token)
+            status, output = schemathesis(server, token, tmp_path)
             cases = re.search(r"(\d+) generated, (.*)", output)
             print(f"schemathesis {backend}, {'with' if token else 'without'} a token, {EXAMPLES} examples an operation: "
                   f"{cases.group(0) if cases else '?'}")

@@ -19,6 +19,7 @@ import msgspec
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -26,16 +27,17 @@ from starlette.routing import Match, Route
 
 from .auth import Authenticator
 from .errors import ApiError
-from .http_guards import BodyBudget
+from .expensive_reads import ClientGone, ExpensiveReads
+from .request_body import BodyBudget
 from .log import log
 from .settings import Settings
 from .storage.store import Store
 
-_encode = msgspec.json.Encoder().encode  # UTF-8 as is, compact: the bytes of json.dumps(ensure_ascii=False, separators=(",", ":"))
+encode = msgspec.json.Encoder().encode  # UTF-8 as is, compact: the bytes of json.dumps(ensure_ascii=False, separators=(",", ":"))
 
 
 def json_response(payload: Any, status: int = 200, headers: Optional[dict[str, str]] = None) -> Response:
-    body = payload if isinstance(payload, bytes) else _encode(payload)
+    body = payload if isinstance(payload, bytes) else encode(payload)
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
@@ -44,13 +46,16 @@ def error_response(status: int, message: str, headers: Optional[dict[str, str]] 
 
 
 class Context:
-    """What every route needs: settings, the store, authentication, the body budget."""
+    """What every route needs: settings, the store, authentication, the body budget, the expensive
+    reads' processes and shares."""
 
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
         self.auth = Authenticator(store.token_user, settings.single_user)
-        self.budget = BodyBudget(settings.max_bodies_in_flight)
+        self.budget = BodyBudget(settings.max_bodies_in_flight, settings.max_bodies_per_user)
+        self.expensive_reads = ExpensiveReads(settings.data, settings.database, settings.max_expensive_reads,
+                                              settings.max_expensive_reads_per_user)
 
     async def user(self, request: Request) -> str:
         """The request's user (401 without a valid token); the token is looked up in a thread."""
@@ -76,13 +81,16 @@ def internal_error(error: BaseException, method: str, path: str) -> Response:
 
 def guarded(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
     """A route's endpoint whose unexpected exceptions are answered by internal_error (ApiError and
-    HTTPException go on to their handlers)."""
+    HTTPException go on to their handlers). A client that went away (before its body was read, or while
+    its read ran) is no error of the server's: its answer, which nobody reads, is an empty 400."""
 
     async def run(request: Request) -> Response:
         try:
             return await endpoint(request)
         except (ApiError, HTTPException):
             raise
+        except (ClientDisconnect, ClientGone):
+            return Response(status_code=400)
         except Exception as error:  # noqa: BLE001 - the boundary
             return internal_error(error, request.method, request.url.path)
 
@@ -113,8 +121,14 @@ class AccessLog:
             await self.app(scope, receive, tracking_send)
         finally:
             client = scope.get("client") or ("-", 0)
-            log(f"{client[0]} {scope.get('method')} {scope.get('path')} {status or 500} "
+            log(f"{client[0]} {scope.get('method')} {printable(scope.get('path', ''))} {status or 500} "
                 f"{(time.monotonic() - began) * 1000:.1f} ms")
+
+
+def printable(text: str) -> str:
+    """A decoded path as one line of printable ASCII: a control character or a line break in it (%0A)
+    cannot start a line of its own in the log."""
+    return text.encode("unicode_escape").decode("ascii")
 
 
 def create_app(settings: Settings, store: Store) -> Starlette:
@@ -146,5 +160,6 @@ def create_app(settings: Settings, store: Store) -> Starlette:
     middleware = [Middleware(AccessLog)] if settings.log_level in ("info", "debug", "trace") else []
     app = Starlette(routes=routes, middleware=middleware,
                     exception_handlers={ApiError: answer_error, HTTPException: answer_error, Exception: answer_internal})
+    app.router.redirect_slashes = False  # its redirect would take the Location's host from the Host header
     app.state.context = context
     return app

@@ -63,6 +63,11 @@ def serve(settings: Settings) -> int:
             log(f"error: cannot listen on {settings.host}:{settings.port}: {error.strerror or error}")
             return 1
         host, port = sock.getsockname()[:2]
+        if settings.single_user and not is_loopback(host):  # the address bound, whatever the name said
+            sock.close()
+            print(f"main.py: error: --single-user is allowed on a loopback address only ({settings.host} is {host}); "
+                  "create tokens instead: main.py tokens create --user NAME", file=sys.stderr)
+            return 2
         mode = "single user, no tokens" if settings.single_user else "tokens required"
         workers = f", {settings.workers} workers" if settings.workers > 1 else ""
         line = (f"api-server listening on http://{f'[{host}]' if ':' in host else host}:{port}, "
@@ -135,8 +140,10 @@ def run_app(settings: Settings, store: Store, sock: Any, line: Optional[str]) ->
     from .app import create_app
     from .server import make_server
 
+    app = None
     try:
-        server = make_server(create_app(settings, store), settings)
+        app = create_app(settings, store)
+        server = make_server(app, settings)
 
         # While serving, uvicorn handles SIGINT/SIGTERM itself (graceful shutdown); afterwards it
         # restores the previous handlers and re-raises the signal. These cover the moments before
@@ -153,6 +160,8 @@ def run_app(settings: Settings, store: Store, sock: Any, line: Optional[str]) ->
         server.run(sockets=[sock])
         return 0
     finally:
+        if app is not None:
+            app.state.context.expensive_reads.close()
         store.close()
 
 

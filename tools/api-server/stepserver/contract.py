@@ -40,6 +40,9 @@ DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
 MAX_DIGITS = 18
 MAX_DAILY_DAYS = 3700  # GET /steps/daily: ten years and a bit per request
+MIN_DAILY_YEAR, MAX_DAILY_YEAR = 1990, 9998
+MAX_PRIORITY_PATTERNS = 16
+MAX_PRIORITY_PATTERN_BYTES = 200
 
 # RFC 3339 date-time, seconds required, 1-9 fraction digits, Z or +-HH:MM (uppercase T and Z).
 DATE_PATTERN = (

@@ -14,6 +14,9 @@ class ApiError(Exception):
         self.message = message
         self.headers = headers
 
+    def __reduce__(self):  # raised in a reading process (expensive_reads.py), answered by the server
+        return ApiError, (self.status, self.message, self.headers)
+
 
 def bad_request(message: str) -> ApiError:
     return ApiError(400, message)

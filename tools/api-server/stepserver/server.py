@@ -27,7 +27,8 @@ def make_server(app: Callable[..., Any], settings: Settings) -> uvicorn.Server:
         date_header=False,
         timeout_keep_alive=int(settings.keep_alive_s),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        limit_concurrency=settings.max_connections,
+        limit_concurrency=None,  # the guarded protocol caps connections (and answers in JSON)
+        proxy_headers=False,  # X-Forwarded-For is not taken from anyone: the client is the peer's address
     )
     return uvicorn.Server(config)
 

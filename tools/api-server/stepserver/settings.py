@@ -24,13 +24,16 @@ class Settings:
     database: Optional[str] = None
     single_user: bool = False
     log_level: str = "warning"
-    # Bounds for hostile or broken clients (README "Limits").
+    # Bounds for hostile or broken clients (README "Limits"), each of one server process (--workers N: N times).
     head_timeout_s: float = 10.0  # request line and headers, from the first byte (or the connection)
     body_timeout_s: float = 60.0  # the whole body, from the end of the headers
     keep_alive_s: float = 5.0  # idle between requests on one connection
-    max_connections: int = 1000
-    max_connections_per_client: int = 64
-    max_bodies_in_flight: int = 4 * contract.MAX_BODY_BYTES
+    max_connections: int = 1000  # beyond: a connection waiting for a request is closed to make room, else 503
+    max_connections_per_client: int = 64  # by client address (behind a proxy: the proxy's, for every client)
+    max_bodies_in_flight: int = 4 * contract.MAX_BODY_BYTES  # request body bytes held at once, in all
+    max_bodies_per_user: int = 2 * contract.MAX_BODY_BYTES  # ... and of one user
+    max_expensive_reads: int = 4  # GET /steps/daily and pages over 10,000 samples at once, in all
+    max_expensive_reads_per_user: int = 1  # ... and of one user
     database_pool: int = 8
     workers: int = 1
 
@@ -88,6 +91,9 @@ def parse_serve(argv: list[str]) -> Settings:
     parser.add_argument("--max-connections-per-client", type=int, default=Settings.max_connections_per_client,
                         help="connections one client address may hold open (default %(default)s; behind a "
                         "reverse proxy every client has the proxy's address: raise it, and cap at the proxy)")
+    parser.add_argument("--max-connections", type=int, default=Settings.max_connections, metavar="N",
+                        help="connections the server holds open in all (default %(default)s); when full, the one that "
+                        "waited longest without a request makes room for a new one")
     parser.add_argument("--request-head-timeout", type=float, default=Settings.head_timeout_s, metavar="S",
                         help="seconds for a request line and headers to arrive (default %(default)s)")
     parser.add_argument("--request-body-timeout", type=float, default=Settings.body_timeout_s, metavar="S",
@@ -96,6 +102,8 @@ def parse_serve(argv: list[str]) -> Settings:
                         help="server processes sharing the port and the database (default 1)")
     arguments = parser.parse_args(argv)
     data, database = storage_settings(arguments)
+    if arguments.max_connections < 1 or arguments.max_connections_per_client < 1:
+        raise UsageError("--max-connections and --max-connections-per-client must be at least 1")
     if arguments.workers < 1 or arguments.workers > 64:
         raise UsageError("--workers must be between 1 and 64")
     if arguments.single_user and not is_loopback(arguments.host):
@@ -103,6 +111,7 @@ def parse_serve(argv: list[str]) -> Settings:
                          f"create tokens instead: {COMMAND} tokens create --user NAME")
     return Settings(host=arguments.host, port=arguments.port, data=data, database=database,
                     single_user=arguments.single_user, log_level=arguments.log_level,
+                    max_connections=arguments.max_connections,
                     max_connections_per_client=arguments.max_connections_per_client,
                     head_timeout_s=arguments.request_head_timeout, body_timeout_s=arguments.request_body_timeout,
                     workers=arguments.workers)

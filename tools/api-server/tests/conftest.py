@@ -39,6 +39,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def read_answer(sock: socket.socket, deadline: float) -> bytes:
+    """What the server sends on `sock` until it closes it or `deadline` (time.monotonic()) passes."""
+    sock.settimeout(max(0.1, deadline - time.monotonic()))
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+    except (socket.timeout, ConnectionResetError):
+        return data
+
+
 def wait_until(predicate, what: str, timeout: float = 30.0, interval: float = 0.02):
     """Polls `predicate` until it returns something true; fails the test after `timeout`."""
     deadline = time.monotonic() + timeout
@@ -58,12 +72,7 @@ def wait_until(predicate, what: str, timeout: float = 30.0, interval: float = 0.
 
 @pytest.fixture(scope="session")
 def postgres_cluster():
-    try:
-        cluster = PostgresCluster().start()
-    except PostgresUnavailable as error:
-        pytest.skip(str(error))
-    yield cluster
-    cluster.destroy()
+    yield from PostgresCluster.for_tests()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -225,7 +234,7 @@ class ServerProcess:
                 if response.status_code == 200:
                     return
                 last_error = f"HTTP {response.status_code}"
-            except requests.ConnectionError as error:
+            except (requests.ConnectionError, requests.Timeout) as error:  # not up yet, or slow to answer on a busy machine
                 last_error = error
             time.sleep(0.05)
         pytest.fail(f"server not ready after {START_DEADLINE_S}s ({last_error}):\n{self.stderr()}")

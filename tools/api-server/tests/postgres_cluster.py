@@ -86,3 +86,16 @@ class PostgresCluster:
     def destroy(self) -> None:
         self.stop("immediate")
         shutil.rmtree(self.root, ignore_errors=True)
+
+    @classmethod
+    def for_tests(cls):
+        """A pytest fixture's body: a started cluster (the test is skipped where PostgreSQL is not to be
+        had), destroyed after the last test that used it."""
+        import pytest
+
+        try:
+            cluster = cls().start()
+        except PostgresUnavailable as error:
+            pytest.skip(str(error))
+        yield cluster
+        cluster.destroy()

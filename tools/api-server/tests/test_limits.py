@@ -15,7 +15,7 @@ from pathlib import Path
 
 import requests
 
-from conftest import ServerProcess, make_sample, make_samples, wait_until
+from conftest import ServerProcess, make_sample, make_samples, read_answer, wait_until
 
 HEAD_TIMEOUT = 1.5
 BODY_TIMEOUT = 2.0
@@ -25,19 +25,6 @@ def guarded_server(tmp_path, **options) -> ServerProcess:
     extra = ("--request-head-timeout", str(HEAD_TIMEOUT), "--request-body-timeout", str(BODY_TIMEOUT),
              "--max-connections-per-client", "8")
     return ServerProcess(tmp_path, extra=extra, **options).start()
-
-
-def read_answer(sock: socket.socket, deadline: float) -> bytes:
-    sock.settimeout(max(0.1, deadline - time.monotonic()))
-    data = b""
-    try:
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
-    except (socket.timeout, ConnectionResetError):
-        return data
 
 
 def test_slow_clients_are_cut_off_and_others_still_served(tmp_path):
@@ -96,18 +83,7 @@ def peak_rss_kib(pid: int) -> int:
     return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))
 
 
-PROBER = """
-import sys, threading, time, urllib.request
-stop = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
-times = []
-while not stop.is_set():
-    began = time.monotonic()
-    urllib.request.urlopen(sys.argv[1], timeout=5).read()
-    times.append(time.monotonic() - began)
-    time.sleep(0.01)
-print(" ".join(f"{t:.6f}" for t in times))
-"""
+PROBER = Path(__file__).with_name("health_prober.py")
 
 
 def test_memory_stays_within_three_times_the_bodies_in_flight(tmp_path):
@@ -129,7 +105,7 @@ def test_memory_stays_within_three_times_the_bodies_in_flight(tmp_path):
             assert len(body) > 8 * 1024 * 1024 - 2000
             bodies.append(body)
         # /health is timed from another process, so that this one's uploading threads do not skew it.
-        prober = subprocess.Popen([sys.executable, "-c", PROBER, server.url + "/health"], stdout=subprocess.PIPE,
+        prober = subprocess.Popen([sys.executable, str(PROBER), server.url + "/health"], stdout=subprocess.PIPE,
                                   stdin=subprocess.PIPE, text=True)
 
         def upload(body: bytes) -> int:
@@ -158,27 +134,35 @@ def test_memory_stays_within_three_times_the_bodies_in_flight(tmp_path):
 
 
 def test_bodies_in_flight_beyond_the_cap_get_503_with_retry_after(tmp_path):
-    server = ServerProcess(tmp_path).start()
+    """Four users each hold 7 MiB of an unfinished body (28 of the 32 MiB in flight): a fifth user's
+    8 MiB body is refused with Retry-After, and served once they are gone. (A body's bytes count as
+    they arrive; one user's cap: tests/test_hostile_requests.py.)"""
+    users = ("alice", "bob", "carol", "dave", "eve")
+    server = ServerProcess(tmp_path, users=users).start()
     held = []
     try:
-        # Four connections each announce a maximal body and send only part of it: 32 MiB reserved.
-        for _ in range(4):
+        for user in users[:4]:
             sock = socket.create_connection(("127.0.0.1", server.port))
             sock.sendall(b"POST /steps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         b"Authorization: Bearer " + server.tokens["alice"].encode() + b"\r\n"
-                         b"Content-Length: 8388608\r\n\r\n{\"samples\": [")
+                         b"Authorization: Bearer " + server.tokens[user].encode() + b"\r\n"
+                         b"Content-Length: 8388608\r\n\r\n{\"samples\": [" + b" " * (7 << 20))
             held.append(sock)
+        eve = server.new_session("eve")
+        body = json.dumps({"samples": make_samples(1)}).encode().ljust(8 << 20)
+
+        def post() -> requests.Response:
+            return eve.post(server.url + "/steps", data=body, headers={"Content-Type": "application/json"}, timeout=60)
 
         def refused() -> bool:
-            response = server.post(make_samples(1))
+            response = post()
             return [response] if response.status_code == 503 else None  # (a Response is false when not ok)
 
-        (response,) = wait_until(refused, "a 503 while 32 MiB are in flight", timeout=10)
+        (response,) = wait_until(refused, "a 503 while 28 MiB are in flight", timeout=10)
         assert response.headers["Retry-After"] == "1"
         assert response.json()["error"] == "server busy: too many request bodies in flight, retry later"
         for sock in held:
             sock.close()
-        wait_until(lambda: server.post(make_samples(1)).status_code == 200, "the budget to be released")
+        wait_until(lambda: post().status_code == 200, "the budget to be released")
     finally:
         for sock in held:
             sock.close()

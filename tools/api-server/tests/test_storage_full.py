@@ -59,7 +59,8 @@ def test_enospc_then_space_freed_resumes_without_a_restart(small_disk, tmp_path)
         assert response.json()["error"].startswith("storage refuses writes (database or disk is full)")
         assert "nothing of this request was stored" in response.json()["error"]
         assert health(server) == 503
-        assert "full" in requests.get(server.url + "/health", timeout=5).json()["error"]
+        assert requests.get(server.url + "/health", timeout=5).json()["error"] == "storage cannot take writes now"
+        assert "storage refuses writes" in server.stderr() and "full" in server.stderr()  # the reason, in the log
         # Nothing of the refused request is visible.
         assert server.total() == 500 and server.total(versions="all") == 500
         response = server.delete_ids([first[0]["id"]])
@@ -72,6 +73,20 @@ def test_enospc_then_space_freed_resumes_without_a_restart(small_disk, tmp_path)
         assert server.delete_ids([first[0]["id"]]).json()["deleted"] == 1
         assert server.total() == 1499 and server.total(versions="all") == 1500
         assert "storage takes writes again" in server.stderr()
+    finally:
+        server.finish()
+
+
+def test_health_says_a_full_disk_before_a_write_fails(small_disk, tmp_path):
+    server = ServerProcess(tmp_path, data=small_disk / "data").start()
+    try:
+        assert server.post(make_samples(10)).json()["saved"] == 10
+        fill(small_disk / "filler")
+        wait_until(lambda: health(server) == 503, "/health to see the full disk", timeout=RECOVERY_DEADLINE_S)
+        assert "storage nearly full" in server.stderr()
+        os.unlink(small_disk / "filler")
+        wait_until(lambda: health(server) == 200, "/health to see the space", timeout=RECOVERY_DEADLINE_S)
+        assert server.post(make_samples(10, start=10)).json()["saved"] == 10
     finally:
         server.finish()
 

@@ -43,7 +43,11 @@ def build_schema() -> dict[str, Any]:
              contract.DeletedAnswer, contract.ClearedAnswer, contract.HealthAnswer, contract.ErrorAnswer,
              contract.DailyDocument]
     _, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
-    digits = {"type": "string", "pattern": "^[0-9]{1,18}$"}
+    years = f"(199[0-9]|[2-9][0-9]{{3}})" if (contract.MIN_DAILY_YEAR, contract.MAX_DAILY_YEAR) == (1990, 9998) else None
+    assert years, "the day pattern below spells MIN_DAILY_YEAR and MAX_DAILY_YEAR out"
+    day = {"type": "string", "format": "date", "pattern": f"^{years}-[0-9]{{2}}-[0-9]{{2}}$"}
+    pattern = f"[ \\t]*=?[^,=\\t ]([^,]{{0,{contract.MAX_PRIORITY_PATTERN_BYTES - 3}}}[^,\\t ])?[ \\t]*"  # not empty, not "="
+    priority = {"type": "string", "pattern": f"^{pattern}(,{pattern}){{0,{contract.MAX_PRIORITY_PATTERNS - 1}}}$"}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -66,8 +70,9 @@ def build_schema() -> dict[str, Any]:
                          "requestBody": _body("StepsBody"), "responses": {"200": _ok("SavedAnswer"), **COMMON_ERRORS}},
                 "get": {"summary": "a page of the current live version of each id (every version with versions=all)",
                         "parameters": [
-                            _query("limit", f"default {contract.DEFAULT_LIMIT}, at most {contract.MAX_LIMIT}", digits),
-                            _query("offset", "default 0", digits),
+                            _query("limit", f"default {contract.DEFAULT_LIMIT}, at most {contract.MAX_LIMIT}",
+                                   {"type": "integer", "minimum": 0, "maximum": contract.MAX_LIMIT}),
+                            _query("offset", "default 0", {"type": "integer", "minimum": 0, "maximum": 10 ** contract.MAX_DIGITS - 1}),
                             _query("versions", "all: every version saved, in the order received", {"enum": ["all", "current"]}),
                         ],
                         "responses": {"200": _ok("StepsPage"), **COMMON_ERRORS}},
@@ -77,11 +82,12 @@ def build_schema() -> dict[str, Any]:
             "/steps/daily": {
                 "get": {"summary": "daily totals merged across sources (docs/TOTALS.md)",
                         "parameters": [
-                            _query("tz", "IANA time zone, default UTC", {"type": "string"}),
-                            {**_query("from", "first day, YYYY-MM-DD", {"type": "string", "format": "date"}), "required": True},
-                            {**_query("to", f"last day, inclusive; at most {contract.MAX_DAILY_DAYS} days", {"type": "string", "format": "date"}), "required": True},
+                            _query("tz", "IANA time zone, default UTC", {"type": "string", "pattern": "^[A-Za-z0-9_+\\-/]{1,64}$"}),
+                            {**_query("from", "first day, YYYY-MM-DD", day), "required": True},
+                            {**_query("to", f"last day, inclusive, not before from; at most {contract.MAX_DAILY_DAYS} days", day), "required": True},
                             _query("bySource", "true: each row lists its sources", {"enum": ["true", "false"]}),
-                            _query("priority", "patterns separated by commas, replacing the default", {"type": "string"}),
+                            _query("priority", f"patterns separated by commas, replacing the default (at most "
+                                   f"{contract.MAX_PRIORITY_PATTERNS}, none empty)", priority),
                         ],
                         "responses": {"200": _ok("DailyDocument"), **COMMON_ERRORS}},
             },

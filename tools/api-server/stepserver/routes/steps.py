@@ -12,8 +12,22 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .. import contract
-from ..app import Context, json_response, query_text
-from ..http_guards import read_body
+from ..app import Context, encode, json_response, query_text
+from ..expensive_reads import LARGE_PAGE
+from ..request_body import read_body
+
+
+def page(store, check_gone: Callable[[], None], user: str, offset: int, limit: int, all_versions: bool) -> bytes:
+    """A page of more than LARGE_PAGE samples as JSON (in a reading process: expensive_reads.py), made
+    LARGE_PAGE samples at a time from one snapshot: what is held is the JSON, not every sample's objects."""
+    pieces = []
+
+    def add(samples: list) -> None:
+        check_gone()
+        pieces.append(encode(samples)[1:-1])
+
+    total = store.read_in_chunks(user, offset, limit, all_versions, LARGE_PAGE, add)
+    return b'{"samples":[' + b",".join(pieces) + b'],"total":' + str(total).encode() + b"}"
 
 
 def routes(context: Context) -> list:
@@ -23,16 +37,16 @@ def routes(context: Context) -> list:
         """A write's common path: the query (none), the token, the body within its budget, parsed and
         freed, then applied with the request's receive time."""
         now_ns = time.time_ns()
-        contract.parse_query(query_text(request), {})
         user = await context.user(request)
-        body, reserved = await read_body(request, context.budget)
+        contract.parse_query(query_text(request), {})
+        body, reserved = await read_body(request, context.budget, user)
 
         def handle() -> int:
             try:
                 parsed = parse(body, now_ns)
             finally:
                 body.clear()  # the bytes are not needed once parsed
-                context.budget.release(reserved)
+                context.budget.release(user, reserved)
             return apply(user, parsed, contract.utc_text(now_ns)) if parsed else -1
 
         return await run_in_threadpool(handle)
@@ -48,16 +62,20 @@ def routes(context: Context) -> list:
         return json_response({"deleted": max(deleted, 0), "message": "Success"})
 
     async def get_steps(request: Request) -> Response:
+        user = await context.user(request)
         query = contract.parse_query(query_text(request), {"limit": "digits", "offset": "digits", "versions": "word"})
         limit = contract.bounded_int(query, "limit", contract.DEFAULT_LIMIT, contract.MAX_LIMIT)
         offset = contract.bounded_int(query, "offset", 0, None)
-        user = await context.user(request)
-        samples, total = await run_in_threadpool(store.read, user, offset, limit, query.get("versions") == "all")
-        return json_response(contract.StepsPage(samples, total))
+        all_versions = query.get("versions") == "all"
+        if limit <= LARGE_PAGE:
+            samples, total = await run_in_threadpool(store.read, user, offset, limit, all_versions)
+            return json_response(contract.StepsPage(samples, total))
+
+        return json_response(await context.expensive_reads.run(request, user, page, offset, limit, all_versions))
 
     async def delete_steps(request: Request) -> Response:
-        contract.parse_query(query_text(request), {})
         user = await context.user(request)
+        contract.parse_query(query_text(request), {})
         await run_in_threadpool(store.delete_all, user)
         return json_response({"deleted": True, "message": "All samples deleted"})
 

@@ -91,7 +91,8 @@ class SqliteDatabase:
         schema version found (0: a new file). StartupError with one line when it cannot."""
         if self.directory.exists() and not self.directory.is_dir():
             raise StartupError(f"--data {self.directory} is not a directory")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.directory.exists():
+            self.directory.mkdir(parents=True, mode=0o700)  # the users' histories: their owner's only
         created = not self.path.exists()
         if created:
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))  # tokens live here

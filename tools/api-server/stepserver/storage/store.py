@@ -21,6 +21,7 @@ runs against both dialects):
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable, Iterator, Optional, Protocol
 
 from .. import daily_totals
@@ -179,6 +180,14 @@ class Store:
 
     def read(self, user: str, offset: int, limit: int, all_versions: bool) -> tuple[list[StoredSample], int]:
         """A page of the live samples (or of every version), in the order received, and the total."""
+        samples: list[StoredSample] = []
+        total = self.read_in_chunks(user, offset, limit, all_versions, max(limit, 1), samples.extend)
+        return samples, total
+
+    def read_in_chunks(self, user: str, offset: int, limit: int, all_versions: bool, chunk: int,
+                       handle: Callable[[list[StoredSample]], None]) -> int:
+        """The page of `read`, from one snapshot, handed to handle() `chunk` samples at a time (a large
+        page's objects need not all be held at once); returns the total."""
         if all_versions:
             source = (f"(SELECT seq, {_STORED} FROM sample_versions WHERE user_name = ? "
                       f"UNION ALL SELECT seq, {_STORED} FROM samples WHERE user_name = ?) AS versions")
@@ -186,12 +195,16 @@ class Store:
         else:
             source, parameters = "samples WHERE user_name = ?", (user,)
 
-        def work(tx: Transaction) -> tuple[list[StoredSample], int]:
+        def work(tx: Transaction) -> int:
             total = tx.rows(f"SELECT count(*) FROM {source}", parameters)[0][0]
             if limit == 0 or offset >= total:
-                return [], total
-            rows = tx.rows(f"SELECT {_STORED} FROM {source} ORDER BY seq LIMIT ? OFFSET ?", (*parameters, limit, offset))
-            return [StoredSample(*row) for row in rows], total
+                return total
+            rows = tx.each(f"SELECT {_STORED} FROM {source} ORDER BY seq LIMIT ? OFFSET ?", (*parameters, limit, offset))
+            while True:
+                samples = [StoredSample(*row) for row in itertools.islice(rows, chunk)]
+                if not samples:
+                    return total
+                handle(samples)
 
         return self.database.read(work)
 

@@ -339,7 +339,7 @@ import Testing
         rewrite(pad, type: 9, payload: payload)
         #expect(try problems(tmp.path).contains { $0.offset == pad.offset && $0.what == "padding holds a non-zero byte at payload offset 3" })
         // Opening refuses it too: a checksummed record that is not what its type says.
-        #expect(throws: StepLogError.corruption(path: pad.segment, offset: pad.offset, reason: "padding holds a non-zero byte at payload offset 3")) {
+        #expect(throws: StepLogError.corruption(path: pad.segment, offset: pad.offset, kind: .malformedRecord(.nonZeroPadding(at: 3)))) {
             _ = try StepLogStore.open(tmp.path, options: .fullReplayReadOnly)
         }
     }

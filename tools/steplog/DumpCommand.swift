@@ -92,7 +92,6 @@ enum DumpCommand {
     }
 
     static func fields(type: UInt8, payload: UnsafeRawBufferPointer) -> (String, [(String, Value)]) {
-        guard RecordType(rawValue: type) != nil else { return ("type-\(type)", [("problem", .text("unknown record type \(type)"))]) }
         switch LogRecord.decode(type: type, payload: payload) {
         case .failure(let problem):
             return ("type-\(type)", [("problem", .text(problem.description))])

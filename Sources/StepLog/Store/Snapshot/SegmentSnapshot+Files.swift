@@ -11,7 +11,7 @@ extension SegmentSnapshot {
         let count = Int(max(0, size - from))
         var bytes = [UInt8](repeating: 0, count: count)
         let n = try bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: count, at: from) }
-        return CRC32C.mask(bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<n])) })
+        return bytes.withUnsafeBytes { tailChecksum(of: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
     }
 
     // MARK: Files
@@ -92,13 +92,8 @@ extension SegmentSnapshot {
         case .failure(let p): return .failure(p)
         case .success(let h): header = h
         }
-        let bodySize = size - headerSize
+        if let problem = checkBody(UnsafeRawBufferPointer(rebasing: file[headerSize...]), of: header) { return .failure(problem) }
         let entryBytes = header.sampleCount * FormatConstants.snapshotEntrySize
-        guard entryBytes <= bodySize else { return .failure(Problem("snapshot ends inside its sample entries")) }
-        let crc = CRC32C.extend(0, UnsafeRawBufferPointer(rebasing: file[headerSize...]))
-        guard CRC32C.unmask(header.bodyChecksum) == crc else {
-            return .failure(Problem("snapshot body checksum mismatch (damaged or truncated)"))
-        }
         let others = Array(file[(headerSize + entryBytes)...])
         let otherRecords: [OtherRecord]
         switch others.withUnsafeBytes({ parseOthers($0, after: 0, count: header.otherCount) }) {
@@ -136,11 +131,8 @@ extension SegmentSnapshot {
         defer { fd.close() }
         var bytes = [UInt8](repeating: 0, count: FormatConstants.snapshotHeaderSize)
         guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }),
-              n == bytes.count, Array(bytes[0..<8]) == FormatConstants.snapshotMagic else { return nil }
-        let checked = FormatConstants.snapshotHeaderSize - 4
-        let stored = bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: checked, as: UInt32.self)) }
-        guard CRC32C.unmask(stored) == CRC32C.checksum(Array(bytes[0..<checked])) else { return nil }
-        return UInt16(bytes[8]) | UInt16(bytes[9]) << 8
+              n == bytes.count else { return nil }
+        return bytes.withUnsafeBytes { headerVersion($0) }
     }
 
     /// Reads and checks the snapshot file of `segment` against it (as

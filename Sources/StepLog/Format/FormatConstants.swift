@@ -118,7 +118,7 @@ public enum FormatConstants {
     /// Index snapshot ("hint") file of a sealed segment: same number, this extension.
     public static let snapshotExtension = "hint"
 
-    // MARK: Index snapshots (see docs/FORMAT.md, "Index snapshots")
+    // MARK: Index snapshots (see docs/IMPL.md, "Index snapshots")
 
     /// First 8 bytes of a snapshot file: ASCII "STEPHINT".
     public static let snapshotMagic: [UInt8] = [0x53, 0x54, 0x45, 0x50, 0x48, 0x49, 0x4E, 0x54]

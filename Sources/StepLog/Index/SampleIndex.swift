@@ -77,8 +77,7 @@ public final class SampleIndex {
 
     /// The table's geometry and key count. Kept behind a pointer the index
     /// owns, as `Lane.State` is: as stored properties of the class, each
-    /// access paid a dynamic exclusivity check (with the store's counters, a
-    /// third of opening's CPU at 100M samples).
+    /// access would pay a dynamic exclusivity check.
     struct Table {
         var slots = UnsafeMutableRawPointer(bitPattern: 64)!
         var capacity = 0
@@ -120,8 +119,7 @@ public final class SampleIndex {
 
         init(_ initial: State) {
             // Lanes are written on every operation by different threads: each
-            // on cache lines of its own (two sharing one cost a third of a
-            // parallel open's time).
+            // on cache lines of its own (no false sharing).
             state = UnsafeMutableRawPointer.allocate(byteCount: (MemoryLayout<State>.stride + 127) / 128 * 128, alignment: 128)
                 .bindMemory(to: State.self, capacity: 1)
             state.initialize(to: initial)

@@ -8,7 +8,7 @@ import Darwin
 extension StepLogStore {
     /// Compacts every sealed segment while the store stays in use: other
     /// threads keep upserting, syncing and reading throughout, and wait on
-    /// the store's mutex only for short moments (docs/FORMAT.md, "Compaction
+    /// the store's mutex only for short moments (docs/IMPL.md, "Compaction
     /// in the background"):
     ///
     /// 1. **Reserve** (mutex): the writer's segment *k* is sealed and the

@@ -207,8 +207,7 @@ struct ReplayPipeline {
     /// Checks the snapshot of every sealed segment in `snapshots`, by segment
     /// index. Each check reads its file through and computes its checksum;
     /// the applier waits for them all (it applies a run of snapshots band by
-    /// band), so with `onTwoThreads` two threads share them, a third of
-    /// opening 100M samples otherwise.
+    /// band), so with `onTwoThreads` two threads share them.
     private static func checkSnapshots(_ segments: [SegmentInfo], _ snapshots: Set<Int>, directory: String,
                                        onTwoThreads: Bool) -> [Int: Result<SegmentSnapshot.Checked, SegmentSnapshot.Problem>] {
         let wanted = snapshots.filter { $0 < segments.count - 1 }.sorted()
@@ -234,10 +233,9 @@ struct ReplayPipeline {
 
     // MARK: Applying thread
 
-    /// Bytes of index one band covers (see `SnapshotBandApplier`). With its
-    /// key cache (twice the band's bytes, rounded up to a power of two) and
-    /// two threads, 0.5 and 1 MiB took 2.3–2.4 s of CPU to open 100M samples,
-    /// 2 MiB 3.3–3.6 s. (Without the cache, 0.5–8 MiB had measured alike.)
+    /// Bytes of index one band covers (see `SnapshotBandApplier`): with its
+    /// key cache (twice the band's bytes, rounded up to a power of two), a
+    /// band and its cache stay in the CPU's caches.
     static let defaultBandBytes = 1 << 20
     /// Most snapshots applied together (a 10 GB store has ~160 segments).
     static let longestSnapshotRun = 256

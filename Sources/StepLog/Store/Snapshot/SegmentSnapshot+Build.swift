@@ -103,16 +103,16 @@ extension SegmentSnapshot {
     /// The order that puts `entries` in snapshot order (the index's hash,
     /// then the UUID), as indices.
     public static func hashOrder(_ entries: [SampleEntry]) -> [UInt32] {
-        // The uuids read in place: compaction sorts 800,000 entries an output
-        // segment, and a copy of their uuids was 13 MB of its memory peak.
+        // The uuids read in place: a copy of them would be a large part of
+        // compaction's memory (it sorts a whole output segment's entries).
         bucketOrder(hashes: entries.map(\.uuid.mixedHash), uuids: entries.lazy.map(\.uuid))
     }
 
     /// A stable sort by (hash, uuid), as indices: equal keys keep their input
     /// order. The hashes are uniform, so a counting sort by their top bits
     /// (about four items a bucket) and an insertion sort within each bucket
-    /// do it in linear time: a comparison sort was a seventh of a
-    /// compaction's CPU and most of a snapshot build's.
+    /// do it in linear time, where a comparison sort would dominate a
+    /// snapshot build.
     static func bucketOrder<UUIDs: RandomAccessCollection>(hashes: [UInt64], uuids: UUIDs) -> [UInt32]
     where UUIDs.Element == UUIDBytes, UUIDs.Index == Int {
         let n = hashes.count

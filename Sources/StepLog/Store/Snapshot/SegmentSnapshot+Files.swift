@@ -60,9 +60,8 @@ extension SegmentSnapshot {
     }
 
     /// Reads the snapshot file of `segment` through once, through a read-only
-    /// mapping (no copy, and no buffer to fault in: at 100M samples a 4 MiB
-    /// buffer a snapshot and the copies into it were a tenth of opening's
-    /// CPU), and checks it, without decoding its entries.
+    /// mapping (no copy, and no buffer to fault in), and checks it, without
+    /// decoding its entries.
     public static func check(for segment: SegmentInfo, directory: String) -> Result<Checked, Problem> {
         let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence))
         guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return .failure(Problem("cannot read the snapshot")) }

@@ -15,8 +15,7 @@ import Foundation
 /// A key's later entries (a new version, an acknowledgement) must confirm
 /// that the slot with their tag is theirs. Each band keeps a key cache (the
 /// UUID beside each slot it set), so that is a load from cache rather than
-/// from the segment's mapping: at 100M samples those loads were a third of
-/// opening (page faults over 8 GB of mappings).
+/// a page fault in the segment's mapping.
 ///
 /// With `parallelEntries` or more entries, two threads apply the bands: one
 /// the lower half of the hash range, the other the upper, each in a lane of

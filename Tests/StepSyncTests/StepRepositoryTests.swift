@@ -197,7 +197,7 @@ import Testing
     @Test func anExportSourceGivesTheVerifiedStepsOfItsLocalDay() throws {
         // Steps on 2021-03-01 at 09:00, 09:30, 10:00 and 11:00 -0800, and the
         // day before; at 10:15 Los Angeles time today so far is 100 + 200 + 400.
-        let files = try ExportTemporaryDirectory()
+        let files = TemporaryDirectory("steplog-export")
         let records = [ExportTestRecord.step(minute: -24 * 60, count: 5_000), .step(minute: 0, count: 100),
                        .step(minute: 30, count: 200), .step(minute: 60, count: 400), .step(minute: 120, count: 800)]
         let zip = ExportTestZip()

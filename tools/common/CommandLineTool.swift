@@ -18,8 +18,9 @@ public struct CommandLineTool {
         self.isUsageError = isUsageError
     }
 
-    public func run(_ arguments: [String], commands: [String: Command]) async -> Int32 {
-        let out = OutputSink.standardOutput, err = OutputSink.standardError
+    /// Runs the command `arguments` names; its usage and errors go to `out` and `err`.
+    public func run(_ arguments: [String], commands: [String: Command],
+                    out: OutputSink = .standardOutput, err: OutputSink = .standardError) async -> Int32 {
         guard let command = arguments.first else {
             err.line(usage)
             return 2

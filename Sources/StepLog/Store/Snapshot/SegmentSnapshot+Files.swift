@@ -113,25 +113,27 @@ extension SegmentSnapshot {
     /// What a snapshot file's header says (nil when there is no readable
     /// header). Opening sizes the index from its `keysAfter`.
     public static func header(sequence: UInt64, directory: String) -> Header? {
-        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
-        guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return nil }
-        defer { fd.close() }
-        var bytes = [UInt8](repeating: 0, count: FormatConstants.snapshotHeaderSize)
-        guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }),
-              n == bytes.count, case .success(let header) = bytes.withUnsafeBytes({ decodeHeader($0) }) else { return nil }
+        guard let bytes = headerBytes(sequence: sequence, directory: directory),
+              case .success(let header) = bytes.withUnsafeBytes({ decodeHeader($0) }) else { return nil }
         return header
     }
 
     /// The version in a snapshot file's header when the header is whole (its
     /// magic and checksum good), whatever the version; nil otherwise.
     public static func fileVersion(sequence: UInt64, directory: String) -> UInt16? {
+        headerBytes(sequence: sequence, directory: directory)?.withUnsafeBytes { headerVersion($0) }
+    }
+
+    /// The first `snapshotHeaderSize` bytes of the snapshot file of segment
+    /// `sequence`, or nil when it has fewer or cannot be read.
+    private static func headerBytes(sequence: UInt64, directory: String) -> [UInt8]? {
         let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
         guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return nil }
         defer { fd.close() }
         var bytes = [UInt8](repeating: 0, count: FormatConstants.snapshotHeaderSize)
         guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }),
               n == bytes.count else { return nil }
-        return bytes.withUnsafeBytes { headerVersion($0) }
+        return bytes
     }
 
     /// Reads and checks the snapshot file of `segment` against it (as

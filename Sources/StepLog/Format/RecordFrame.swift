@@ -98,6 +98,23 @@ public enum RecordFrame {
         return (bytes[offset + 4], Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))))
     }
 
+    /// Offset of the last non-zero byte of `bytes`, or nil when all are zero:
+    /// a segment's data ends where only zeros follow (no record starts with
+    /// a zero byte run: its type is never 0).
+    static func lastNonZeroByte(in bytes: UnsafeRawBufferPointer) -> Int? {
+        // Eight bytes at a time, then the byte within.
+        var i = bytes.count
+        while i >= 8 {
+            if bytes.loadUnaligned(fromByteOffset: i - 8, as: UInt64.self) != 0 { break }
+            i -= 8
+        }
+        while i > 0 {
+            if bytes[i - 1] != 0 { return i - 1 }
+            i -= 1
+        }
+        return nil
+    }
+
     /// Bytes from a frame's start that `keyOfVersion` reads.
     static let versionKeyBytes = headerSize + 16
 

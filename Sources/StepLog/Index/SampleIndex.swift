@@ -232,8 +232,9 @@ public final class SampleIndex {
     /// True when the slot `i`, holding entry bits `raw` and the key's tag, is `key`'s.
     @inline(__always)
     private func confirm(_ key: UUIDBytes, slot i: Int, raw: UInt64, _ m: UnsafeMutablePointer<Lane.State>) throws -> Bool {
-        // Both shortcuts hold a UUID beside the position it was read or
-        // written at; the record at a position has one UUID, so a hit is exact.
+        // The last slot confirmed, and the key cache when one is on
+        // (SampleIndex+Lanes.swift), hold a UUID beside the position it was
+        // read or written at; the record at a position has one UUID, so a hit is exact.
         let position = raw & FormatConstants.maxPosition
         if m.pointee.slot == i && m.pointee.raw & FormatConstants.maxPosition == position { return m.pointee.key == key }
         if let cached = Self.cachedKey(slot: i, position: position, m) { return cached == key }

@@ -122,17 +122,7 @@ public struct SegmentReader {
         while end > from {
             let start = max(from, end - Int64(chunk))
             let n = try fd.read(into: buffer.base, count: Int(end - start), at: start)
-            let bytes = UnsafeRawBufferPointer(start: buffer.base, count: n)
-            // Eight bytes at a time, then the byte within.
-            var i = n
-            while i >= 8 {
-                if bytes.loadUnaligned(fromByteOffset: i - 8, as: UInt64.self) != 0 { break }
-                i -= 8
-            }
-            while i > 0 {
-                if bytes[i - 1] != 0 { return start + Int64(i - 1) }
-                i -= 1
-            }
+            if let i = RecordFrame.lastNonZeroByte(in: UnsafeRawBufferPointer(start: buffer.base, count: n)) { return start + Int64(i) }
             end = start
         }
         return nil

@@ -59,7 +59,7 @@ import Testing
     /// malformed XML ("'<' inside the <Record> tag" for 3 of 4 such changes
     /// before), nor as a zip without an export.
     @Test func aChangedByteInTheCompressedExportSaysTheFileIsDamaged() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let whole = Self.zip()
         let good = try AppleHealthExportProvider(path: try dir.write("good.zip", whole)).allSamples()
         let file = try ExportInputFile(path: try dir.write("entry.zip", whole))

@@ -188,7 +188,7 @@ import Testing
     /// deleted, but replaced, not lost: the 5% guard lets the import through
     /// and the summary says they were replaced.
     @Test func syncVersionReplacementsAreNotLosses() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let app = (0..<100).map { Self.synced(ExportTestRecord.step(minute: 2 * $0, count: 10 + $0), id: "walk-\($0)", version: 1) }
         let resaved = app.enumerated().map { i, record -> ExportTestRecord in
             guard i % 5 == 0 else { return record }

@@ -222,7 +222,7 @@ import Testing
     /// store that also holds the mock's (left by an older version) never
     /// counts those.
     @Test func withoutASourceTheStoredSamplesCountNeverTheMocks() throws {
-        let files = try ExportTemporaryDirectory()
+        let files = TemporaryDirectory("steplog-export")
         let records = [ExportTestRecord.step(minute: -24 * 60, count: 5_000), .step(minute: 0, count: 100),
                        .step(minute: 30, count: 200), .step(minute: 60, count: 400), .step(minute: 120, count: 800)]
         let xmlPath = try files.write("export.xml", ExportTestDocument.xml(records: records))

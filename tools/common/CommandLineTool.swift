@@ -38,13 +38,13 @@ public struct CommandLineTool {
                 err.line("\(name) help: " + (arguments.count == 2 ? "unknown command '\(arguments[1])'" : "takes one command") + "\n" + usage)
                 return 2
             }
-            return await dispatch(arguments[1], ["--help"], commands: commands)
+            return await dispatch(arguments[1], ["--help"], commands: commands, out: out, err: err)
         }
-        return await dispatch(command, Array(arguments.dropFirst()), commands: commands)
+        return await dispatch(command, Array(arguments.dropFirst()), commands: commands, out: out, err: err)
     }
 
-    private func dispatch(_ command: String, _ arguments: [String], commands: [String: Command]) async -> Int32 {
-        let out = OutputSink.standardOutput, err = OutputSink.standardError
+    private func dispatch(_ command: String, _ arguments: [String], commands: [String: Command],
+                          out: OutputSink, err: OutputSink) async -> Int32 {
         guard let run = commands[command] else {
             err.line("\(name): unknown command '\(command)'\n" + usage)
             return 2

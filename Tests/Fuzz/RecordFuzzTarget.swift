@@ -8,11 +8,10 @@
 //
 // Invariants beyond "no crash":
 // - a frame decode never reports a record beyond the input;
-// - the full decoder and the cheap shape check agree on every payload;
 // - a decoded record re-encodes to a frame that decodes to the same record
 //   and, for every type whose encoding is canonical, to the same bytes (a
 //   sample only when it is valid, as every writer requires);
-// - the sample payload's fast field readers agree with the full decode.
+// - the sample payload view's field readers agree with the full decode.
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -44,11 +43,6 @@ public func fuzzRecord(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 
 private func checkPayload(type: UInt8, payload: UnsafeRawBufferPointer) {
     let decoded = LogRecord.decode(type: type, payload: payload)
-    let shape = LogRecord.decodeShape(type: type, payload: payload)
-    switch (decoded, shape) {
-    case (.success, .success), (.failure, .failure): break
-    default: fuzzCheck(false, "decode and decodeShape disagree on type \(type), \(payload.count) bytes: \(decoded) vs \(shape)")
-    }
     guard case .success(let record) = decoded else { return }
     fuzzCheck(record.type.rawValue == type, "decoded type \(record.type) from code \(type)")
     // Writers take only valid samples (upsert checks validationProblem first):
@@ -56,7 +50,7 @@ private func checkPayload(type: UInt8, payload: UnsafeRawBufferPointer) {
     // to three times longer, past what a record may hold. Such a sample is
     // checked by the fast readers below but not re-encoded.
     if case .sampleUpsert(let r) = record, r.sample.validationProblem != nil {
-        fuzzCheck(SamplePayload.uuid(payload).uuid == r.sample.id, "fast uuid differs")
+        checkSampleView(payload, against: r)
         return
     }
     // Likewise a rejection reason of invalid UTF-8: it decodes with
@@ -77,12 +71,10 @@ private func checkPayload(type: UInt8, payload: UnsafeRawBufferPointer) {
     fuzzCheck(again == .success(record), "re-encoded \(record.type) decodes differently: \(again) vs \(record)")
 
     if case .sampleUpsert(let r) = record {
-        fuzzCheck(SamplePayload.uuid(payload).uuid == r.sample.id, "fast uuid differs")
-        fuzzCheck(SamplePayload.startMilliseconds(payload) == r.sample.startMilliseconds, "fast start differs")
-        fuzzCheck(SamplePayload.origin(payload) == r.sample.origin, "fast origin differs")
+        checkSampleView(payload, against: r)
         // Strings are compared byte-wise: only bytes that were valid UTF-8 survive the String.
         if isCanonicalSample(payload) {
-            fuzzCheck(SamplePayload.hasSameContent(payload, as: r.sample), "hasSameContent is false for its own decode")
+            fuzzCheck((try? SamplePayload.checked(payload).get())?.hasSameContent(as: r.sample) == true, "hasSameContent is false for its own decode")
             fuzzCheck(payload2.elementsEqual(payload), "sample payload does not re-encode to the same bytes")
         }
     } else {
@@ -90,17 +82,27 @@ private func checkPayload(type: UInt8, payload: UnsafeRawBufferPointer) {
     }
 }
 
+/// The view's field readers, which replay and the daily totals use, read
+/// what the full decode read.
+private func checkSampleView(_ payload: UnsafeRawBufferPointer, against r: SampleRecord) {
+    guard case .success(let view) = SamplePayload.checked(payload) else { fuzzCheck(false, "a decoded sample has no view"); return }
+    fuzzCheck(view.uuid.uuid == r.sample.id, "view uuid differs")
+    fuzzCheck(view.startMilliseconds == r.sample.startMilliseconds && view.endMilliseconds == r.sample.endMilliseconds,
+              "view start or end differs")
+    fuzzCheck(Int(view.count) == r.sample.count && view.fetchedAtMilliseconds == r.fetchedAtMilliseconds, "view count or fetchedAt differs")
+    fuzzCheck(view.origin == r.sample.origin && view.isSynced == r.isSynced, "view origin or synced flag differs")
+    fuzzCheck(String(decoding: view.sourceBundleId, as: UTF8.self) == r.sample.sourceBundleId, "view bundle differs")
+    fuzzCheck(view.sourceDeviceName.map { String(decoding: $0, as: UTF8.self) } == r.sample.sourceDeviceName, "view device differs")
+    let span = view.span
+    fuzzCheck(span.id == view.uuid && span.count == view.count && span.sourceBundleId.elementsEqual(view.sourceBundleId), "span differs")
+}
+
 /// True when re-encoding the sample must give the same bytes: no undefined
 /// flag bits and both strings valid UTF-8.
 private func isCanonicalSample(_ payload: UnsafeRawBufferPointer) -> Bool {
     let known = FormatConstants.sampleFlagSynced | FormatConstants.sampleFlagHasDeviceName | FormatConstants.sampleOriginMask
-    guard SamplePayload.flags(payload) & ~known == 0 else { return false }
-    var r = ByteReader(payload, offset: SamplePayload.bundleLengthOffset)
-    guard let n = r.readUInt16(), let bundle = r.readBytes(Int(n)), isValidUTF8(bundle) else { return false }
-    if SamplePayload.flags(payload) & FormatConstants.sampleFlagHasDeviceName != 0 {
-        guard let m = r.readUInt16(), let device = r.readBytes(Int(m)), isValidUTF8(device) else { return false }
-    }
-    return true
+    guard let view = try? SamplePayload.checked(payload).get(), view.flags & ~known == 0 else { return false }
+    return isValidUTF8(view.sourceBundleId) && view.sourceDeviceName.map(isValidUTF8) != false
 }
 
 private func isValidUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {

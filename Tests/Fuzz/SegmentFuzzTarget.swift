@@ -1,7 +1,7 @@
 // Fuzz target `segment`: a whole segment file read through the readers every
 // open uses, on a file (tmpfs when there is one): SegmentHeader.read, then
 // SegmentReader record by record with the replay's per-record checks
-// (RecordType.isDefined for the header's version, LogRecord.decodeShape),
+// (`nextRecord`: the type defined in the header's version, the payload's shape),
 // then SegmentTail.classify at the first damage, as the newest segment and as
 // a sealed one. (`store-open` runs the same file through StepLogStore.open.)
 //
@@ -78,21 +78,18 @@ private func scan(_ segment: SegmentInfo, fd: FileDescriptor, windowSize: Int) -
     var reader = SegmentReader(fd: fd, fileSize: segment.size, from: segment.dataStart, windowSize: windowSize)
     var expected = segment.dataStart
     do {
-        while let item = try reader.next() {
+        while let step = try reader.nextRecord(version: segment.header.version) {
             fuzzCheck(result.damage == nil, "the reader went on after damage")
-            switch item {
-            case .record(let offset, let type, let payload, let size):
-                fuzzCheck(offset == expected && offset + Int64(size) <= segment.size,
+            switch step {
+            case .record(let record, let offset, let size):
+                fuzzCheck(offset == expected && offset + Int64(size) <= segment.size && size == record.frameSize,
                           "record at \(offset) of \(size) bytes, expected at \(expected), file \(segment.size)")
                 expected = offset + Int64(size)
-                if !RecordType.isDefined(type, inVersion: segment.header.version) {
-                    result.damage = .init(offset: offset, reason: "undefined type \(type)", mayBeTorn: false)
-                } else if case .failure(let problem) = LogRecord.decodeShape(type: type, payload: payload) {
-                    result.damage = .init(offset: offset, reason: problem.description, mayBeTorn: false)
-                } else {
-                    result.records.append(.init(offset: offset, type: type, payload: Array(payload)))
-                }
-                if result.damage != nil { return result }
+                result.records.append(.init(offset: offset, type: record.type.rawValue, payload: Array(record.payload)))
+            case .malformed(let offset, let problem):
+                fuzzCheck(offset == expected, "malformed record at \(offset), expected at \(expected)")
+                result.damage = .init(offset: offset, reason: problem.description, mayBeTorn: false)
+                return result
             case .damage(let offset, let damage):
                 fuzzCheck(offset == expected, "damage reported at \(offset), the last record ended at \(expected)")
                 result.damage = .init(offset: offset, reason: damage.description, mayBeTorn: true)

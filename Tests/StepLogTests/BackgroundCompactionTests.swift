@@ -355,12 +355,12 @@ import Testing
         try history(work)
         let expected = try expected(work, rounds: 0, in: tmp.sub("expected"))
         let store = try StepLogStore.open(work, options: options)
-        #expect(FileManager.default.createFile(atPath: work + "/" + BackgroundCompactor.requestFileName, contents: Data()))
+        #expect(FileManager.default.createFile(atPath: work + "/" + StepLogStore.compactionRequestFileName, contents: Data()))
         try store.sync() // the writer looks at its next sync
         store.waitForBackgroundCompaction()
-        let answer = try String(contentsOfFile: work + "/" + BackgroundCompactor.resultFileName, encoding: .utf8)
+        let answer = try String(contentsOfFile: work + "/" + StepLogStore.compactionResultFileName, encoding: .utf8)
         #expect(answer.hasPrefix("ok "), "\(answer)")
-        #expect(!FileManager.default.fileExists(atPath: work + "/" + BackgroundCompactor.requestFileName))
+        #expect(!FileManager.default.fileExists(atPath: work + "/" + StepLogStore.compactionRequestFileName))
         #expect(store.backgroundCompactions == 1)
         #expect(try StoreDigest.of(store) == expected)
         try store.close()
@@ -377,7 +377,7 @@ import Testing
         let expected = try expected(work, rounds: 0, in: tmp.sub("expected"))
         let store = try StepLogStore.open(work, options: options)
         let bytesBefore = store.counts.bytes
-        let request = work + "/" + BackgroundCompactor.requestFileName, result = work + "/" + BackgroundCompactor.resultFileName
+        let request = work + "/" + StepLogStore.compactionRequestFileName, result = work + "/" + StepLogStore.compactionResultFileName
         #expect(FileManager.default.createFile(atPath: request, contents: Data()))
         let asked = Date()
         var answer: String?

@@ -238,7 +238,8 @@ enum GoldenExample {
 
     @Test func everyUndefinedTypeIsRefused() {
         for code in [UInt8(0)] + Array(UInt8(12)...UInt8(255)) {
-            #expect(decode(code, []) == .failure(PayloadProblem("unknown record type \(code)")))
+            #expect(decode(code, []) == .failure(.unknownType(code)))
+            #expect(PayloadProblem.unknownType(code).description == "unknown record type \(code)")
             #expect(!RecordType.isDefined(code, inVersion: 2))
         }
         // Version 1 segments know only types 1...6.
@@ -255,9 +256,10 @@ enum GoldenExample {
         let payload = Array(bytes[FormatConstants.recordHeaderSize...])
         #expect(payload.count == 4 + (16 + 8 + 2) * 2 + list[0].reason.utf8.count)
         #expect(decode(11, payload) == .success(.samplesRejected(list)))
-        #expect(decode(11, []) == .failure(PayloadProblem("samples-rejected payload of 0 bytes is malformed")))
-        #expect(decode(11, Array(payload.dropLast())) == .failure(PayloadProblem("samples-rejected payload of \(payload.count - 1) bytes is malformed")))
-        #expect(decode(11, payload + [0]) == .failure(PayloadProblem("samples-rejected payload of \(payload.count + 1) bytes is malformed")))
+        #expect(decode(11, []) == .failure(.malformed(.samplesRejected, size: 0)))
+        #expect(PayloadProblem.malformed(.samplesRejected, size: 0).description == "samples-rejected payload of 0 bytes is malformed")
+        #expect(decode(11, Array(payload.dropLast())) == .failure(.malformed(.samplesRejected, size: payload.count - 1)))
+        #expect(decode(11, payload + [0]) == .failure(.malformed(.samplesRejected, size: payload.count + 1)))
         // A reason longer than the limit is cut at a character boundary.
         let long = String(repeating: "é", count: 600) // 1,200 bytes
         let clipped = RejectionPayload.clipped(long)
@@ -265,23 +267,26 @@ enum GoldenExample {
     }
 
     @Test func versionTwoShapes() {
-        #expect(throws: PayloadProblem.self) { try decode(7, [UInt8](repeating: 1, count: 23)).get() }
-        #expect(throws: PayloadProblem.self) { try decode(7, [UInt8](repeating: 1, count: 25)).get() }
-        #expect(throws: PayloadProblem.self) { try decode(8, [UInt8](repeating: 0, count: 7)).get() }
-        #expect(throws: PayloadProblem.self) { try decode(8, [UInt8](repeating: 0, count: 9)).get() }
+        #expect(decode(7, [UInt8](repeating: 1, count: 23)) == .failure(.wrongSize(.sampleDeleted, expected: 24, found: 23)))
+        #expect(decode(7, [UInt8](repeating: 1, count: 25)) == .failure(.wrongSize(.sampleDeleted, expected: 24, found: 25)))
+        #expect(decode(7, [UInt8](repeating: 0, count: 24)) == .failure(.nilUUID(.sampleDeleted)))
+        #expect(decode(8, [UInt8](repeating: 0, count: 7)) == .failure(.wrongSize(.syncedThrough, expected: 8, found: 7)))
+        #expect(decode(8, [UInt8](repeating: 0, count: 9)) == .failure(.wrongSize(.syncedThrough, expected: 8, found: 9)))
+        #expect(PayloadProblem.wrongSize(.syncedThrough, expected: 8, found: 9).description == "synced-through payload must be 8 bytes, found 9")
         var padding = [UInt8](repeating: 0, count: 40)
         #expect(decode(9, padding) == .success(.padding(length: 40)))
         padding[17] = 1
-        #expect(decode(9, padding) == .failure(PayloadProblem("padding holds a non-zero byte at payload offset 17")))
+        #expect(decode(9, padding) == .failure(.nonZeroPadding(at: 17)))
+        #expect(PayloadProblem.nonZeroPadding(at: 17).description == "padding holds a non-zero byte at payload offset 17")
         func anchor(_ declared: UInt32, _ actual: Int) -> [UInt8] {
             withUnsafeBytes(of: UInt64(5).littleEndian, Array.init) + withUnsafeBytes(of: declared.littleEndian, Array.init)
                 + [UInt8](repeating: 7, count: actual)
         }
         #expect(decode(10, anchor(3, 3)) == .success(.sourceAnchor(family: 5, anchor: [7, 7, 7])))
-        #expect(throws: PayloadProblem.self) { try decode(10, anchor(3, 4)).get() }
-        #expect(throws: PayloadProblem.self) { try decode(10, anchor(4, 3)).get() }
-        #expect(throws: PayloadProblem.self) { try decode(10, anchor(65_537, 65_537)).get() }
-        #expect(throws: PayloadProblem.self) { try decode(10, [1, 2, 3]).get() }
+        #expect(decode(10, anchor(3, 4)) == .failure(.malformed(.sourceAnchor, size: 16)))
+        #expect(decode(10, anchor(4, 3)) == .failure(.malformed(.sourceAnchor, size: 15)))
+        #expect(decode(10, anchor(65_537, 65_537)) == .failure(.malformed(.sourceAnchor, size: 12 + 65_537)))
+        #expect(decode(10, [1, 2, 3]) == .failure(.malformed(.sourceAnchor, size: 3)))
     }
 }
 

@@ -25,17 +25,18 @@ import Testing
         let newest = (segmentFiles(reference).last! as NSString).lastPathComponent
         let original = readFile(reference + "/" + newest)
         try copyDirectory(reference, to: work)
-        let cases: [([UInt8], String)] = [
-            (GoldenExample.encoded(.sampleUpsert(SampleRecord(sample: makeSample(1), fetchedAtMilliseconds: 0))),
+        let cases: [([UInt8], RecordType, String)] = [
+            (GoldenExample.encoded(.sampleUpsert(SampleRecord(sample: makeSample(1), fetchedAtMilliseconds: 0))), .sampleUpsert,
              "sample-upsert record holds the nil UUID"),
-            (GoldenExample.encoded(.sampleDeleted(id: .test(1), deletedAtMilliseconds: 0)), "sample-deleted record holds the nil UUID"),
+            (GoldenExample.encoded(.sampleDeleted(id: .test(1), deletedAtMilliseconds: 0)), .sampleDeleted, "sample-deleted record holds the nil UUID"),
         ]
-        for (frame, reason) in cases {
+        for (frame, type, reason) in cases {
             writeFile(work + "/" + newest, original + Self.withNilUUID(frame))
             for options in [StoreOptions(), .fullReplay, StoreOptions(readOnly: true)] {
                 let error = #expect(throws: StepLogError.self) { _ = try StepLogStore.open(work, options: options) }
-                #expect(error == .corruption(path: work + "/" + newest, offset: Int64(original.count), reason: reason))
-                #expect(error.map { !$0.description.contains("\n") } == true)
+                let expected = StepLogError.corruption(path: work + "/" + newest, offset: Int64(original.count), kind: .malformedRecord(.nilUUID(type)))
+                #expect(error == expected)
+                #expect(error?.description == "corruption in \(work)/\(newest) at offset \(original.count): \(reason)")
             }
             // A checksummed record is no torn tail: nothing was truncated.
             #expect(readFile(work + "/" + newest).count == original.count + frame.count)
@@ -46,7 +47,8 @@ import Testing
     /// (checksums recomputed: the entry is all that is wrong) fails with one
     /// line naming the snapshot, the entry and `reason`; without snapshots the
     /// store opens, since the segments themselves are sound.
-    func expectFirstSnapshotEntryRefused(_ change: (inout SegmentSnapshot.SampleEntry) -> Void, reason: String) throws {
+    func expectFirstSnapshotEntryRefused(_ change: (inout SegmentSnapshot.SampleEntry) -> Void, kind: StepLogError.CorruptionKind,
+                                         reason: String) throws {
         let tmp = TemporaryDirectory()
         let dir = tmp.sub("store")
         try writeKnownHistory(dir, segmentSize: 16 << 10, batches: 30, seed: 8)
@@ -57,12 +59,15 @@ import Testing
         let path = dir + "/" + SegmentName.snapshotFileName(sequence: first.sequence)
         writeFile(path, snapshot.encoded())
         let error = #expect(throws: StepLogError.self) { _ = try StepLogStore.open(dir, options: StoreOptions(readOnly: true)) }
-        #expect(error == .corruption(path: path, offset: Int64(FormatConstants.snapshotHeaderSize), reason: reason))
+        let expected = StepLogError.corruption(path: path, offset: Int64(FormatConstants.snapshotHeaderSize), kind: kind)
+        #expect(error == expected)
+        #expect(error.map { $0.description.hasSuffix(": " + reason) } == true)
         #expect(throws: Never.self) { _ = try StepLogStore.open(dir, options: .fullReplayReadOnly) }
     }
 
     @Test func aSnapshotEntryHoldingTheNilUUIDFailsTheOpenInOneLine() throws {
-        try expectFirstSnapshotEntryRefused({ $0.uuid = UUIDBytes(high: 0, low: 0) }, reason: "snapshot entry 0 holds the nil UUID")
+        try expectFirstSnapshotEntryRefused({ $0.uuid = UUIDBytes(high: 0, low: 0) }, kind: .snapshotEntryNilUUID(entry: 0),
+                                            reason: "snapshot entry 0 holds the nil UUID")
     }
 
     /// A snapshot entry pointing inside its segment's header: no record starts
@@ -74,7 +79,7 @@ import Testing
             try expectFirstSnapshotEntryRefused({
                 $0.offset = offset
                 $0.flags |= FormatConstants.snapshotEntryHasVersion
-            }, reason: "snapshot entry 0 points at offset \(offset), inside the segment's header")
+            }, kind: .snapshotEntryInHeader(entry: 0, offset: UInt64(offset)), reason: "snapshot entry 0 points at offset \(offset), inside the segment's header")
         }
     }
 

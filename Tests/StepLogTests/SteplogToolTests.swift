@@ -1,13 +1,22 @@
 import Foundation
 import Testing
 @testable import StepLog
+@testable import steplog
+import ToolSupport
 
-/// The real `steplog` binary: verify on clean and damaged stores, stats,
-/// dump, recover, compact killed at random moments.
+/// `steplog`: verify on clean and damaged stores, stats, dump, recover,
+/// compact. The commands run in this process, as bbolt's command tests run
+/// theirs (what they print and their exit codes are the same as a child's);
+/// only compact killed at random moments runs the real binary, to kill it.
 @Suite(.serialized) struct SteplogToolTests {
-    let steplog = builtProduct("steplog")
-
-    func run(_ args: [String]) throws -> (code: Int32, lines: [String]) { try runProgram(steplog, args, mergeStandardError: true) }
+    /// Runs `steplog args` here: its output and errors together, as a terminal shows them, one line each.
+    func run(_ args: [String]) async -> (code: Int32, lines: [String]) {
+        let output = OutputSink.capturing()
+        let code = await SteplogTool.run(args, out: output, err: output)
+        var lines = output.text.components(separatedBy: "\n")
+        if lines.last == "" { lines.removeLast() }
+        return (code, lines)
+    }
 
     /// A sealed store held open for writing by this process (16 KiB segments), and its digest.
     func holdingSealedStore(_ dir: String) throws -> (StepLogStore, StoreDigest) {
@@ -25,11 +34,11 @@ import Testing
         try store.close()
     }
 
-    @Test func verifySaysOKOnACleanStoreAndFindsPlantedDamage() throws {
+    @Test func verifySaysOKOnACleanStoreAndFindsPlantedDamage() async throws {
         let tmp = TemporaryDirectory()
         let reference = tmp.sub("reference")
         try sealedStore(reference)
-        var r = try verifyWithoutWriting(reference)
+        var r = try await verifyWithoutWriting(reference)
         #expect(r.code == 0 && r.lines.last?.hasPrefix("OK") == true, "\(r.lines.suffix(4))")
         let segments = segmentFiles(reference).map { ($0 as NSString).lastPathComponent }
         let hints = try FileManager.default.contentsOfDirectory(atPath: reference).filter { $0.hasSuffix(".hint") }.sorted()
@@ -41,7 +50,7 @@ import Testing
         var bytes = readFile(work + "/" + segments[1])
         bytes[bytes.count / 2] ^= 0x20
         writeFile(work + "/" + segments[1], bytes)
-        r = try verifyWithoutWriting(work)
+        r = try await verifyWithoutWriting(work)
         let problems = r.lines.dropLast().filter { !$0.hasPrefix("note:") }.count
         #expect(r.code == 1 && r.lines.last == "\(problems) problem\(problems == 1 ? "" : "s") found")
         #expect(r.lines.contains { $0.hasPrefix(segments[1] + " @ ") && $0.contains("checksum") }, "\(r.lines)")
@@ -50,13 +59,13 @@ import Testing
         try copyDirectory(reference, to: work)
         let hint = readFile(work + "/" + hints[2])
         writeFile(work + "/" + hints[2], Array(hint.prefix(hint.count / 2)))
-        r = try verifyWithoutWriting(work)
+        r = try await verifyWithoutWriting(work)
         #expect(r.code == 1)
         #expect(r.lines.contains { $0.hasPrefix(hints[2]) && $0.contains("snapshot") }, "\(r.lines)")
         // A missing segment.
         try copyDirectory(reference, to: work)
         try FileManager.default.removeItem(atPath: work + "/" + segments[2])
-        r = try verifyWithoutWriting(work)
+        r = try await verifyWithoutWriting(work)
         #expect(r.code == 1)
         #expect(r.lines.contains { $0.contains("segment \(segments[2]) is missing") }, "\(r.lines)")
         #expect(r.lines.last?.hasSuffix("found") == true)
@@ -64,26 +73,20 @@ import Testing
 
     /// Runs `steplog verify` and checks that it wrote nothing: every file of
     /// the store (names and bytes) is as it was before it ran.
-    func verifyWithoutWriting(_ dir: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> (code: Int32, lines: [String]) {
-        let before = storeFiles(dir)
-        let r = try run(["verify", dir])
-        let after = storeFiles(dir)
+    func verifyWithoutWriting(_ dir: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> (code: Int32, lines: [String]) {
+        let before = try storeFiles(dir, includingLock: true)
+        let r = await run(["verify", dir])
+        let after = try storeFiles(dir, includingLock: true)
         let changed = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
         #expect(changed.isEmpty, "verify changed \(changed)", sourceLocation: sourceLocation)
         return r
     }
 
-    /// Every file in `dir` with its bytes.
-    func storeFiles(_ dir: String) -> [String: [UInt8]] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
-        return Dictionary(uniqueKeysWithValues: names.map { ($0, readFile(dir + "/" + $0)) })
-    }
-
-    @Test func statsDumpAndRecover() throws {
+    @Test func statsDumpAndRecover() async throws {
         let tmp = TemporaryDirectory()
         let dir = tmp.sub("store")
         try sealedStore(dir)
-        var r = try run(["stats", dir, "--json"])
+        var r = await run(["stats", dir, "--json"])
         #expect(r.code == 0)
         let stats = try #require(try JSONSerialization.jsonObject(with: Data(r.lines[0].utf8)) as? [String: Any])
         for key in ["segments", "bytes", "liveBytes", "records", "liveRecords", "deadBytes", "syncMarkBytes", "recordsByType", "samples",
@@ -102,56 +105,56 @@ import Testing
         // Samples the server rejected: counted apart from the unsynced ones.
         #expect(stats["rejectedSamples"] as? Int == store.counts.rejectedSamples && store.counts.rejectedSamples > 0)
         #expect(store.counts.samples == store.counts.syncedSamples + store.counts.unsyncedSamples + store.counts.rejectedSamples)
-        let text = try run(["stats", dir])
+        let text = await run(["stats", dir])
         #expect(text.lines.contains { $0.contains("tombstones: ") && $0.contains("deletions waiting for the server: \(store.counts.pendingDeletions)") }, "\(text.lines)")
-        r = try run(["dump", dir, "--segment", "1", "--json"])
+        r = await run(["dump", dir, "--segment", "1", "--json"])
         #expect(r.code == 0 && !r.lines.isEmpty)
         #expect(r.lines.allSatisfy { $0.hasPrefix("{\"segment\":\"000000000001.log\",\"offset\":") })
         // Every record type is shown by name, with its fields.
-        let all = try run(["dump", dir]).lines
+        let all = await run(["dump", dir]).lines
         for (type, field) in [("sampleDeleted", "deletedAt="), ("syncedThrough", "offset="), ("padding", "zeros="),
                               ("sourceAnchor", "anchor=\"batch "), ("samplesAcknowledged", "ids="), ("sampleUpsert", "origin="),
                               ("samplesRejected", "reasons=[")] {
             #expect(all.contains { $0.contains(" \(type) ") && $0.contains(field) }, "dump shows no \(type) with \(field)")
         }
         #expect(all.first?.hasPrefix("000000000001.log: version 2, sequence 1, base position 0") == true && all.first?.contains("records from offset 4096") == true)
-        r = try run(["dump", dir, "--segment", "999"])
+        r = await run(["dump", dir, "--segment", "999"])
         #expect(r.code == 1)
         // recover: damage in a sealed segment → the prefix is kept and the rest set aside.
         let segments = segmentFiles(dir)
         var bytes = readFile(segments[2])
         bytes[bytes.count / 3] ^= 0x01
         writeFile(segments[2], bytes)
-        r = try run(["recover", dir])
+        r = await run(["recover", dir])
         #expect(r.code == 0)
         #expect(r.lines.contains { $0.contains("set aside in \(dir).salvage-") }, "\(r.lines)")
-        #expect(try run(["verify", dir]).code == 0)
-        r = try run(["recover", dir])
+        #expect(await run(["verify", dir]).code == 0)
+        r = await run(["recover", dir])
         #expect(r.lines == ["nothing to recover: every record is intact"])
     }
 
-    @Test func usageErrorsAndLocks() throws {
+    @Test func usageErrorsAndLocks() async throws {
         let tmp = TemporaryDirectory()
-        #expect(try run([]).code == 2)
-        #expect(try run(["frobnicate", tmp.path]).code == 2)
-        #expect(try run(["verify"]).code == 2)
-        #expect(try run(["stats", tmp.path, "--colour"]).code == 2)
+        #expect(await run([]).code == 2)
+        #expect(await run(["frobnicate", tmp.path]).code == 2)
+        #expect(await run(["verify"]).code == 2)
+        #expect(await run(["stats", tmp.path, "--colour"]).code == 2)
         for command in ["verify", "stats", "dump", "recover", "compact"] {
-            let r = try run([command, "--help"])
+            let r = await run([command, "--help"])
             #expect(r.code == 0 && r.lines.first?.hasPrefix("usage: steplog \(command)") == true)
         }
-        let r = try run(["verify", tmp.sub("missing")])
+        let r = await run(["verify", tmp.sub("missing")])
         #expect(r.code == 1 && r.lines.count == 1 && r.lines[0].contains("no such directory"))
         let dir = tmp.sub("store")
         let holder = try StepLogStore.open(dir)
-        let locked = try run(["compact", dir, "--wait", "0"]) // 0: do not ask the holder
+        let locked = await run(["compact", dir, "--wait", "0"]) // 0: do not ask the holder
         #expect(locked.code == 1 && locked.lines.last?.contains("store is locked by pid \(getpid())") == true)
         try holder.close()
         // A holder that never looks at requests (a stopped process, a build from before
         // writers looked on a timer): it holds the lock, no store. One line naming it,
         // exit 1 after the wait, nothing left behind.
         let lock = try FileLock(path: dir + "/LOCK", exclusive: true)
-        let unanswered = try run(["compact", dir, "--wait", "1"])
+        let unanswered = await run(["compact", dir, "--wait", "1"])
         #expect(unanswered.code == 1 && unanswered.lines.last?.hasPrefix("steplog compact: ") == true, "\(unanswered.lines)")
         #expect(unanswered.lines.last?.contains("store is locked by pid \(getpid())") == true, "\(unanswered.lines)")
         #expect(unanswered.lines.last?.contains("did not take the compaction request within 1.00 s") == true, "\(unanswered.lines)")
@@ -161,12 +164,12 @@ import Testing
 
     /// A holder that does nothing (an idle stepsync: no writes, no syncs)
     /// answers `steplog compact` within seconds, not at its next write.
-    @Test func compactIsAnsweredByAnIdleHolder() throws {
+    @Test func compactIsAnsweredByAnIdleHolder() async throws {
         let tmp = TemporaryDirectory()
         let dir = tmp.sub("store")
         let (holder, expected) = try holdingSealedStore(dir)
         let started = Date()
-        let r = try run(["compact", dir, "--wait", "20", "--json"])
+        let r = await run(["compact", dir, "--wait", "20", "--json"])
         let seconds = Date().timeIntervalSince(started)
         #expect(r.code == 0, "\(r.lines)")
         #expect(r.lines.last?.contains("\"compactedBy\":\"pid \(getpid())\"") == true, "\(r.lines)")
@@ -180,7 +183,7 @@ import Testing
 
     /// `steplog compact` on a store another process holds asks that process,
     /// which compacts in its background at its next sync and answers.
-    @Test func compactAsksTheProcessHoldingTheStore() throws {
+    @Test func compactAsksTheProcessHoldingTheStore() async throws {
         let tmp = TemporaryDirectory()
         let dir = tmp.sub("store")
         let (holder, expected) = try holdingSealedStore(dir)
@@ -192,7 +195,7 @@ import Testing
             }
         }
         writer.start()
-        let r = try run(["compact", dir, "--wait", "60", "--json"])
+        let r = await run(["compact", dir, "--wait", "60", "--json"])
         done.record(CancellationError())
         holder.waitForBackgroundCompaction()
         #expect(r.code == 0, "\(r.lines)")
@@ -203,12 +206,12 @@ import Testing
     }
 
     /// #20.6: each command names the real problem with a wrong path or segment.
-    @Test func wrongPathsAndSegmentsNameTheRealProblem() throws {
+    @Test func wrongPathsAndSegmentsNameTheRealProblem() async throws {
         let tmp = TemporaryDirectory()
         let file = tmp.sub("a-file")
         #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
         for command in ["verify", "stats", "dump"] {
-            let r = try run([command, file])
+            let r = await run([command, file])
             #expect(r.code == 1 && r.lines.count == 1 && r.lines[0] == "steplog \(command): \(file) is not a StepLog store: it is a file, not a directory",
                     "\(command): \(r.lines)")
         }
@@ -216,10 +219,10 @@ import Testing
         let store = try StepLogStore.open(dir)
         _ = try store.upsert([makeSample(1), makeSample(2)], fetchedAt: Date())
         try store.close()
-        #expect(try run(["compact", dir]).code == 0)
+        #expect(await run(["compact", dir]).code == 0)
         let segments = try FileManager.default.contentsOfDirectory(atPath: dir).compactMap { SegmentName.sequence(of: $0) }
         #expect(segments.count == 1 && segments[0] != 1, "compaction renumbers the only segment: \(segments)")
-        let r = try run(["dump", dir, "--segment", "1"])
+        let r = await run(["dump", dir, "--segment", "1"])
         // The directory is a store all right: it has other segments.
         #expect(r.code == 1 && r.lines == ["steplog dump: \(dir) has no segment 1; its segments are \(segments[0]) (a compaction writes its segments under new numbers)"])
         // A directory that is not a store is refused and left as it was: no LOCK file in it.
@@ -227,17 +230,17 @@ import Testing
         try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false)
         writeFile(other + "/IMG_0001.jpg", [0xFF, 0xD8])
         for command in [["compact", other], ["recover", other], ["stats", other]] {
-            let refused = try run(command)
+            let refused = await run(command)
             #expect(refused.code == 1 && refused.lines == ["steplog \(command[0]): \(other) is not a StepLog store: it holds files that are not StepLog files (IMG_0001.jpg) and no segments"],
                     "\(refused.lines)")
             #expect(try FileManager.default.contentsOfDirectory(atPath: other) == ["IMG_0001.jpg"], "\(command[0]) left a file")
         }
         #expect(throws: StepLogError.self) { try StepLogStore.open(other) }
         #expect(try FileManager.default.contentsOfDirectory(atPath: other) == ["IMG_0001.jpg"])
-        #expect(try run(["dump", dir, "--segment", String(segments[0])]).code == 0)
+        #expect(await run(["dump", dir, "--segment", String(segments[0])]).code == 0)
     }
 
-    @Test func compactKilledAtRandomMomentsNeverLosesAnything() throws {
+    @Test func compactKilledAtRandomMomentsNeverLosesAnything() async throws {
         let tmp = TemporaryDirectory()
         let reference = tmp.sub("reference")
         // About 5 MB in 20 segments, with changed versions and synced markers (dead records).
@@ -250,14 +253,14 @@ import Testing
         let calibration = tmp.sub("calibration")
         try copyDirectory(reference, to: calibration)
         let started = DispatchTime.now().uptimeNanoseconds
-        #expect(try run(["compact", calibration]).code == 0)
+        #expect(await run(["compact", calibration]).code == 0)
         let wholeRun = UInt32(min((DispatchTime.now().uptimeNanoseconds - started) / 1_000, 5_000_000))
         var rng = SeededGenerator(seed: 5)
         var outcomes: [String: Int] = [:]
         for _ in 0..<24 {
             let work = tmp.sub("work")
             try copyDirectory(reference, to: work)
-            let child = try ChildProcess(steplog, ["compact", work])
+            let child = try ChildProcess(builtProduct("steplog"), ["compact", work])
             usleep(UInt32.random(in: 0...wholeRun, using: &rng))
             child.kill()
             let code = child.wait()
@@ -267,7 +270,7 @@ import Testing
             outcomes[code == 0 ? "finished" : !report.compactionFinished.isEmpty ? "committed, inputs left"
                 : !report.compactionDiscarded.isEmpty || !report.removedTemporaryFiles.isEmpty ? "uncommitted" : "not started", default: 0] += 1
             try reopened.close()
-            let later = try run(["compact", work])
+            let later = await run(["compact", work])
             #expect(later.code == 0)
             let after = try StepLogStore.open(work, options: .fullReplayReadOnly)
             #expect(try StoreDigest.of(after) == expected)
@@ -339,7 +342,7 @@ import Testing
         rewrite(pad, type: 9, payload: payload)
         #expect(try problems(tmp.path).contains { $0.offset == pad.offset && $0.what == "padding holds a non-zero byte at payload offset 3" })
         // Opening refuses it too: a checksummed record that is not what its type says.
-        #expect(throws: StepLogError.corruption(path: pad.segment, offset: pad.offset, reason: "padding holds a non-zero byte at payload offset 3")) {
+        #expect(throws: StepLogError.corruption(path: pad.segment, offset: pad.offset, kind: .malformedRecord(.nonZeroPadding(at: 3)))) {
             _ = try StepLogStore.open(tmp.path, options: .fullReplayReadOnly)
         }
     }

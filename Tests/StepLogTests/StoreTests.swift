@@ -355,16 +355,18 @@ private final class ReaderFlags: @unchecked Sendable {
         #expect(SegmentSet.firstBreak(in: [info(1, base: 0, size: 5_000, rangeEnd: 9_000), info(2, base: 9_000, size: 4_096)], directory: "/s") == nil)
         // Anywhere else is a break, and so is a segment that outgrew its range.
         let gap = SegmentSet.firstBreak(in: [info(1, base: 0, size: 5_000, rangeEnd: 9_000), info(2, base: 5_000, size: 4_096)], directory: "/s")
-        #expect(gap?.index == 1 && gap?.reason == "segment reserved positions up to 9000 but the next starts at 5000")
+        #expect(gap?.index == 1 && gap?.problem == .reservedRangeMismatch(rangeEnd: 9_000, next: 5_000))
+        #expect(gap?.problem.description == "segment reserved positions up to 9000 but the next starts at 5000")
         let outgrown = SegmentSet.firstBreak(in: [info(1, base: 0, size: 9_500, rangeEnd: 9_000), info(2, base: 9_000, size: 4_096)], directory: "/s")
-        #expect(outgrown?.reason == "segment ends at position 9500, past the end of its reserved range (9000)")
+        #expect(outgrown?.problem == .pastReservedRange(end: 9_500, rangeEnd: 9_000))
+        #expect(outgrown?.problem.description == "segment ends at position 9500, past the end of its reserved range (9000)")
     }
 
     @Test func positionsPastTheIndexsFortySixBitsAreRefused() throws {
         let tmp = TemporaryDirectory()
         let path = tmp.sub(SegmentName.fileName(sequence: 1))
         writeFile(path, SegmentHeader(sequence: 1, basePosition: (1 << 46) - 4_000).encodedBlock())
-        #expect(throws: StepLogError.corruption(path: path, offset: 20, reason: "log positions reach past 2^46 (64 TiB), the most this version can index")) {
+        #expect(throws: StepLogError.corruption(path: path, offset: 20, kind: .segmentHeader(.positionsBeyondIndex))) {
             _ = try StepLogStore.open(tmp.path)
         }
         writeFile(path, SegmentHeader(sequence: 1, basePosition: (1 << 46) - 5_000).encodedBlock())

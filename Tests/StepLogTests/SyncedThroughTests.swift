@@ -134,9 +134,12 @@ import Testing
             do {
                 _ = try StepLogStore.open(work)
                 Issue.record("damage at \(record.offset), before the last sync, was not reported")
-            } catch let StepLogError.corruption(path, offset, reason) {
+            } catch let StepLogError.corruption(path, offset, kind) {
                 #expect(path == work + "/" + name && offset == record.offset)
-                #expect(reason.contains("synced-through record at"), "\(reason)")
+                // Damage vouched for by a synced-through record after it.
+                guard case .damageInSyncedBytes(_, let vouchedBy) = kind else { Issue.record("\(kind)"); continue }
+                #expect(vouchedBy > record.offset)
+                #expect(kind.description.contains("in bytes a sync made durable (synced-through record at \(vouchedBy))"))
             }
             #expect(readFile(work + "/" + name) == bytes, "a refused open changes nothing")
             var salvage = StoreOptions()

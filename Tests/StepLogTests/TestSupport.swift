@@ -148,11 +148,13 @@ func readAllRecords(_ dir: String) throws -> [FoundRecord] {
         let header = try SegmentHeader.read(fd).get()
         var reader = SegmentReader(fd: fd, fileSize: try fd.size(), from: header.dataStart)
         while let item = try reader.next() {
-            guard case .record(let offset, let type, let payload, let size) = item else {
-                throw StepLogError.corruption(path: path, offset: 0, reason: "unexpected damage in reference store")
+            switch item {
+            case .record(let offset, let type, let payload, let size):
+                let record = try LogRecord.decode(type: type, payload: payload).get()
+                result.append(FoundRecord(segment: path, segmentIndex: segmentIndex, offset: offset, size: size, record: record))
+            case .damage(let offset, let damage):
+                throw StepLogError.corruption(path: path, offset: offset, kind: .damage(damage)) // the reference store is clean
             }
-            let record = try LogRecord.decode(type: type, payload: payload).get()
-            result.append(FoundRecord(segment: path, segmentIndex: segmentIndex, offset: offset, size: size, record: record))
         }
     }
     return result

@@ -28,9 +28,10 @@ import Testing
                 writeFile(work + "/" + newest, original + SegmentReaderTests.raw(type: code, payload))
                 for options in [StoreOptions(), .fullReplay, StoreOptions(readOnly: true)] {
                     let error = #expect(throws: StepLogError.self) { _ = try StepLogStore.open(work, options: options) }
-                    #expect(error == .corruption(path: work + "/" + newest, offset: Int64(original.count),
-                                                 reason: "unknown record type \(code)"))
-                    #expect(error.map { !$0.description.contains("\n") } == true)
+                    let expected = StepLogError.corruption(path: work + "/" + newest, offset: Int64(original.count),
+                                                           kind: .malformedRecord(.unknownType(code)))
+                    #expect(error == expected)
+                    #expect(error?.description == "corruption in \(work)/\(newest) at offset \(original.count): unknown record type \(code)")
                 }
                 // Nothing was truncated: a checksummed record is not a torn tail.
                 #expect(readFile(work + "/" + newest).count == original.count + 9 + payload.count)
@@ -52,7 +53,7 @@ import Testing
         let replacement = SegmentReaderTests.raw(type: 0xFE, [UInt8](repeating: 0, count: pad.size - 9))
         bytes.replaceSubrange(Int(pad.offset)..<pad.end.asInt, with: replacement)
         writeFile(pad.segment, bytes)
-        #expect(throws: StepLogError.corruption(path: pad.segment, offset: pad.offset, reason: "unknown record type 254")) {
+        #expect(throws: StepLogError.corruption(path: pad.segment, offset: pad.offset, kind: .malformedRecord(.unknownType(254)))) {
             _ = try StepLogStore.open(dir, options: .fullReplay)
         }
         let verified = try StoreVerifier.verify(directory: dir)
@@ -71,9 +72,10 @@ import Testing
         writeFile(path, before + tombstone + GoldenExample.encoded(.intervalsCleared(atMilliseconds: 0)))
         let offset = Int64(before.count)
         for options in [StoreOptions(), StoreOptions(readOnly: true)] {
-            #expect(throws: StepLogError.corruption(path: path, offset: offset, reason: "record type 7 is not defined in format version 1")) {
+            #expect(throws: StepLogError.corruption(path: path, offset: offset, kind: .malformedRecord(.undefinedInVersion(7, version: 1)))) {
                 _ = try StepLogStore.open(dir, options: options)
             }
+            #expect(PayloadProblem.undefinedInVersion(7, version: 1).description == "record type 7 is not defined in format version 1")
         }
     }
 }

@@ -68,16 +68,6 @@ func providerSamples(_ provider: StepDataProvider, _ range: DateInterval) async 
     return result
 }
 
-/// Every file of a store but its LOCK (which names the last opener's pid),
-/// by name, with its bytes: equal before and after means nothing was written.
-func storeFiles(_ directory: String) throws -> [String: [UInt8]] {
-    var result: [String: [UInt8]] = [:]
-    for name in try FileManager.default.contentsOfDirectory(atPath: directory) where name != "LOCK" {
-        result[name] = readFile(directory + "/" + name)
-    }
-    return result
-}
-
 /// What a killed-then-finished ingest must leave, compared with a clean run:
 /// the exported samples, the deletions waiting for upload, and the anchor.
 struct KillOutcome: Equatable {

@@ -138,7 +138,7 @@ import Testing
     /// Records the server would refuse are skipped and reported (count,
     /// first lines, `--json`), never stored; everything else is stored.
     @Test func outOfContractRecordsAreSkippedReportedAndTheRestStored() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let tmp = TemporaryDirectory()
         var good = (0..<6).map { ExportTestRecord.step(minute: $0 * 10, count: 100 + $0) }
         good[5].sourceName = String(repeating: "s", count: 512)

@@ -16,7 +16,7 @@ import Testing
     }
 
     @Test func everyTruncationOfTheZipTailIsReported() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let whole = Self.zip()
         var random = SplitMix64(seed: 11)
         // Every cut in the last 300 bytes (the directory), a sample before.
@@ -32,7 +32,7 @@ import Testing
     }
 
     @Test func flippedZipBytesFailOrChangeNothing() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let whole = Self.zip()
         let good = try AppleHealthExportProvider(path: try dir.write("good.zip", whole)).allSamples()
         var random = SplitMix64(seed: 12)
@@ -59,7 +59,7 @@ import Testing
     /// malformed XML ("'<' inside the <Record> tag" for 3 of 4 such changes
     /// before), nor as a zip without an export.
     @Test func aChangedByteInTheCompressedExportSaysTheFileIsDamaged() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let whole = Self.zip()
         let good = try AppleHealthExportProvider(path: try dir.write("good.zip", whole)).allSamples()
         let file = try ExportInputFile(path: try dir.write("entry.zip", whole))
@@ -86,7 +86,7 @@ import Testing
     }
 
     @Test func flippedXMLBytesNeverCrashAndKeepTheContract() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let whole = Array(Self.xml.utf8)
         var random = SplitMix64(seed: 13)
         for _ in 0..<300 {

@@ -53,7 +53,7 @@ import Testing
     /// (`Daily Steps value="…"`): Apple writes a record's own attributes
     /// first, so the first `value` stands. A word with a `/` is still a word.
     @Test func aMetadataKeyEndingInAStepAttributeDoesNotReplaceIt() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let head = "<Record type=\"HKQuantityTypeIdentifierStepCount\" source=\"Scale\" unit=\"count\" startDate=\"20141027090000+0100\" endDate=\"20141027100000+0100\""
         let text = ExportTestDocument.xml([head + " value=\"12\" Daily Steps value=\"13\" Scale unit=\"steps\"/>",
                                            head.replacingOccurrences(of: "20141027090000", with: "20141027080000") + " value=\"14\" Withings Link/ID=\"5\"/>"],
@@ -114,7 +114,7 @@ import Testing
     /// deleting and adding nothing, and they then rank by what they are.
     @Test func aStoreWrittenBefore2c4e209OpensUnchangedAndIsUpgradedByAnImport() throws {
         let golden = Self.fixtures.appendingPathComponent("stores/export-ios16-2c4e209")
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let store = dir.path + "/store"
         try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: golden.appendingPathComponent("000000000001.log").path,

@@ -22,7 +22,7 @@ import Testing
     /// entity-escaped device), one with its curly-apostrophe iPhone, one
     /// from a source with no device.
     @Test func dogsheepFixtureWithAddedStepRecords() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let fixture = try ExportFixtures.text(ExportFixtures.dogsheepPath)
         let watch = ExportTestRecord(sourceName: "Apple\u{00A0}Watch", sourceVersion: "4.3.1",
                                      device: "<<HKDevice: 0x282a45810>, name:Apple Watch, manufacturer:Apple, model:Watch, hardware:Watch2,4, software:4.3.1>",
@@ -56,7 +56,7 @@ import Testing
 
     /// Export Version 11's inline DTD (the aleksi fixture) in front of the data.
     @Test func healthKit11InlineDTD() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let dtd = try ExportFixtures.text(ExportFixtures.healthKit11DTDPath)
         let records = (0..<3).map { ExportTestRecord.step(minute: $0, count: 10 * ($0 + 1)) }
         let text = ExportTestDocument.xml(records.map(\.xml), doctype: "<!DOCTYPE HealthData [\n" + dtd + "]>")

@@ -94,7 +94,7 @@ import Testing
     }
 
     @Test func theSameExportReadTwiceGivesTheSameIDs() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let records = (0..<200).map { ExportTestRecord.step(minute: $0, count: $0 % 17, source: $0 % 2 == 0 ? "Apple\u{00A0}Watch" : "Simon\u{2019}s iPhone") }
         let path = try dir.write("export.xml", ExportTestDocument.xml(records: records))
         let first = try AppleHealthExportProvider(path: path)
@@ -109,7 +109,7 @@ import Testing
     /// phone is in another time zone now) and other HKDevice addresses, and
     /// adds records: it holds every old UUID plus exactly the new ones.
     @Test func aNewerExportContainsTheOldIDsPlusExactlyTheNewOnes() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let old = (0..<120).map { ExportTestRecord.step(minute: $0 * 7, count: 3 * $0) }
         func reprinted(_ record: ExportTestRecord) -> ExportTestRecord {
             var copy = record
@@ -141,7 +141,7 @@ import Testing
     /// HKExternalUUID): the export must give two samples. Identical records
     /// (metadata included) still collapse, and are counted.
     @Test func metadataTwinsAreDistinctAndIdenticalRecordsCollapse() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var twinA = ExportTestRecord.step(minute: 5, count: 300)
         twinA.metadata = [("HKExternalUUID", "A1"), ("HKWasUserEntered", "0")]
         var twinB = twinA
@@ -178,7 +178,7 @@ import Testing
     /// is not an integer takes no part; a higher version outside the sample
     /// contract still replaces the lower ones.
     @Test func onlyTheHighestSyncVersionIsCurrent() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         func synced(_ minute: Int, _ count: Int, id: String, version: String?, source: String = "Pedometer++") -> ExportTestRecord {
             var record = ExportTestRecord.step(minute: minute, count: count, source: source)
             record.metadata = [("HKMetadataKeySyncIdentifier", id)] + (version.map { [("HKMetadataKeySyncVersion", $0)] } ?? [])

@@ -15,7 +15,7 @@ import Darwin
     /// An export that takes many seconds to read: a few records, then 8 GB of
     /// NUL bytes between two elements (text, which the scanner skips; a hole
     /// in a sparse file, so no disk is used), then the rest.
-    static func slowExport(in dir: ExportTemporaryDirectory) throws -> String {
+    static func slowExport(in dir: TemporaryDirectory) throws -> String {
         let records = (0..<3).map { ExportTestRecord.step(minute: $0, count: 5 + $0) }
         let text = ExportTestDocument.xml(records: records)
         let closing = text.range(of: "</HealthData>")!
@@ -57,7 +57,7 @@ import Darwin
     }
 
     @Test func ctrlCDuringTheReadStopsAtOnceAndLeavesTheStoreAlone() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let tmp = TemporaryDirectory()
         let slow = try Self.slowExport(in: dir)
         let stepsync = builtProduct("stepsync")

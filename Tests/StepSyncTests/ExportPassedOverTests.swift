@@ -12,7 +12,7 @@ import Testing
     /// Two exports zipped together: the newer one is read even though the
     /// older one is larger; the summary names the other and its date.
     @Test func aZipWithTwoExportsReadsTheNewestAndNamesTheOther() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let newer = ExportTestDocument.xml((0..<10).map { ExportTestRecord.step(minute: $0, count: 10).xml },
                                            exportDate: "2021-06-30 21:14:05 -0700")
         let older = ExportTestDocument.xml((0..<40).map { ExportTestRecord.step(minute: $0, count: 20).xml },
@@ -37,7 +37,7 @@ import Testing
 
     /// Equal dates go to the larger export; one whose date cannot be read ranks last.
     @Test func theChoiceBetweenExportsWithoutADifferenceInDate() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let small = ExportTestDocument.xml([ExportTestRecord.step(minute: 0, count: 1).xml])
         let large = ExportTestDocument.xml((0..<5).map { ExportTestRecord.step(minute: $0, count: 2).xml })
         let undated = ExportTestDocument.xml((0..<50).map { ExportTestRecord.step(minute: $0, count: 3).xml }, exportDate: "soon")
@@ -56,7 +56,7 @@ import Testing
     /// An ExportDate that is not a date: the export is read, nothing is
     /// deleted (it cannot say what it covers), and the import says so.
     @Test func anUnreadableExportDateIsSaidAndDeletesNothing() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let store = dir.path + "/store"
         let first = try dir.write("first.xml", ExportTestDocument.xml((0..<5).map { ExportTestRecord.step(minute: $0, count: 7).xml }))
         #expect(try runProgram(stepsync, ["ingest", "--store", store, "--source", first]).code == 0)
@@ -78,7 +78,7 @@ import Testing
     /// Every step record skipped, for a format this reader does not know:
     /// exit 1, one line naming it, and no store created.
     @Test func anExportInAnUnknownFormatStoresNothingAndSaysWhy() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let records = (0..<3).map { i -> String in
             var r = ExportTestRecord.step(minute: i, count: 5)
             r.startDate = "2015/11/07 17:1\(i):24 +0100"
@@ -95,7 +95,7 @@ import Testing
 
     /// Every step record skipped for its value (or the contract): exit 1, the first reason.
     @Test func anExportWhoseEveryRecordIsSkippedForItsValueFails() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let store = dir.path + "/store"
         let kept = try dir.write("kept.xml", ExportTestDocument.xml([ExportTestRecord.step(minute: 0, count: 5).xml]))
         #expect(try runProgram(stepsync, ["ingest", "--store", store, "--source", kept]).code == 0)

@@ -18,7 +18,7 @@ import Testing
     }
 
     @Test func theSameExportTwiceLeavesTheStoreUnchanged() async throws {
-        let tmp = try ExportTemporaryDirectory()
+        let tmp = TemporaryDirectory("steplog-export")
         let zip = ExportTestZip()
         zip.add("apple_health_export/export.xml", ExportTestDocument.xml(records: records(0..<400)))
         let path = try tmp.write("export.zip", zip.finished())
@@ -35,7 +35,7 @@ import Testing
     }
 
     @Test func aNewerExportAddsExactlyTheNewSamplesAndKeepsUploadedOnesSynced() async throws {
-        let tmp = try ExportTemporaryDirectory()
+        let tmp = TemporaryDirectory("steplog-export")
         let older = try tmp.write("older.xml", ExportTestDocument.xml(records: records(0..<300)))
         // The newer export prints the same records with another UTC offset and
         // another HKDevice address, and has 120 more.

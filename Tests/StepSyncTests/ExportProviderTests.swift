@@ -8,7 +8,7 @@ import Testing
 @Suite struct ExportProviderTests {
     /// ~2 400 samples from a Watch and a phone over 10 days, overlapping, some
     /// starting at the same millisecond.
-    static func overlappingExport(_ dir: ExportTemporaryDirectory) throws -> AppleHealthExportProvider {
+    static func overlappingExport(_ dir: TemporaryDirectory) throws -> AppleHealthExportProvider {
         var random = SplitMix64(seed: 7)
         var records: [ExportTestRecord] = []
         for i in 0..<1_200 {
@@ -22,7 +22,7 @@ import Testing
     }
 
     @Test func aggregateEqualsTheSumOfRawForRandomIntervals() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let provider = try Self.overlappingExport(dir)
         #expect(provider.sampleCount == 2_400)
         var random = SplitMix64(seed: 99)
@@ -41,7 +41,7 @@ import Testing
     }
 
     @Test func rawSamplesAreSortedByStartThenUUID() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let samples = try Self.overlappingExport(dir).allSamples()
         let sameStart = zip(samples, samples.dropFirst()).filter { $0.0.startMilliseconds == $0.1.startMilliseconds }
         #expect(!sameStart.isEmpty)        // the fixture really has ties to order
@@ -53,7 +53,7 @@ import Testing
     }
 
     @Test func intervalsAreHalfOpenOnTheStart() async throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let records = [ExportTestRecord.step(minute: 0, count: 1), .step(minute: 10, count: 10), .step(minute: 20, count: 100)]
         let provider = try AppleHealthExportProvider(path: try dir.write("edges.xml", ExportTestDocument.xml(records: records)))
         let t = { (minute: Int) in Milliseconds.date(ExportTestDates.base + Int64(minute) * 60_000) }
@@ -72,7 +72,7 @@ import Testing
     }
 
     @Test func layeringRangeIsTheExportsOwnDataRangeInUTCDays() async throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var first = ExportTestRecord.step(minute: 0, count: 1)
         first.startDate = "2013-01-01 23:30:00 -0800"     // 2013-01-02 07:30 UTC
         first.endDate = "2013-01-01 23:31:00 -0800"

@@ -14,7 +14,7 @@ import Testing
     }
 
     @Test func malformedIOS16DTDBeforeTheDataIsSteppedOver() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let records = (0..<3).map { ExportTestRecord.step(minute: $0 * 10, count: 100 + $0) }
         let text = ExportTestDocument.xml(records: records)
         #expect(text.contains("<!ATTLIST RightEye") && !text.contains("sphereUnit        CDATA #IMPLIED\n>"))
@@ -26,7 +26,7 @@ import Testing
     }
 
     @Test func crlfFileGivesTheSameSamplesAndCorrectLines() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var records = (0..<4).map { ExportTestRecord.step(minute: $0, count: 7 * $0 + 1) }
         var broken = ExportTestRecord.step(minute: 50, count: 1)
         broken.value = "many"
@@ -44,7 +44,7 @@ import Testing
     }
 
     @Test func strayVerticalTabsAreToleratedAndKept() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var record = ExportTestRecord.step(minute: 3, count: 9)
         record.sourceName = "Run\u{0B}Keeper"
         record.device = nil
@@ -61,7 +61,7 @@ import Testing
     }
 
     @Test func entitiesInAttributeValuesAreDecodedOthersKept() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let raw = "<Record type=\"HKQuantityTypeIdentifierStepCount\" sourceName=\"A&amp;B &lt;x&gt; &quot;q&quot; &apos;s&apos; &#65;&#x42;&#x1F600; &foo; &#0; &\" "
             + "device=\"&lt;&lt;HKDevice: 0x1f2e&gt;, name:Bob&apos;s Watch, manufacturer:Apple Inc., model:Watch&gt;\" unit=\"count\" "
             + "startDate=\"2021-03-01 09:00:00 -0800\" endDate=\"2021-03-01 09:01:00 -0800\" value=\"&#49;2\"/>"
@@ -73,7 +73,7 @@ import Testing
     }
 
     @Test func nonASCIISourceNamesAreByteExact() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let names = ["Apple\u{00A0}Watch", "Simon\u{2019}s iPhone", "Ærøskøbing Läufer 走る"]
         let records = names.enumerated().map { ExportTestRecord.step(minute: $0.offset, count: 5, source: $0.element) }
         let provider = try AppleHealthExportProvider(path: try dir.write("names.xml", ExportTestDocument.xml(records: records)))
@@ -84,7 +84,7 @@ import Testing
     }
 
     @Test func correlationNestedRecordsAndExactDuplicatesAreTakenOnce() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let top = ExportTestRecord.step(minute: 1, count: 30)
         let other = ExportTestRecord.step(minute: 2, count: 40)
         let body = [
@@ -104,7 +104,7 @@ import Testing
     }
 
     @Test func recordsInsideWorkoutsAndOtherElementsAreNotTaken() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let kept = ExportTestRecord.step(minute: 1, count: 3)
         let hidden = ExportTestRecord.step(minute: 9, count: 1000)
         let body = [
@@ -127,7 +127,7 @@ import Testing
     }
 
     @Test func typeNeedNotBeTheFirstAttributeAndQuotesMayBeSingle() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let raw = "<Record sourceName='Pedometer++' unit='count' value='77' type='HKQuantityTypeIdentifierStepCount' "
             + "startDate='2021-03-01 09:00:00 -0800' endDate='2021-03-01 09:02:00 -0800' device=\"name:Phone &gt; 2\"/>"
         let heart = "<Record sourceName=\"x\" value=\"60\" type=\"HKQuantityTypeIdentifierHeartRate\" startDate=\"2021-03-01 09:00:00 -0800\" endDate=\"2021-03-01 09:00:00 -0800\"/>"
@@ -139,7 +139,7 @@ import Testing
     }
 
     @Test func severalUTCOffsetsParseToExactInstants() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         // The same wall-clock text means different instants under different offsets.
         let cases: [(String, Int64)] = [
             ("2021-03-14 01:59:59 -0800", 1_615_715_999_000),   // just before US DST
@@ -165,7 +165,7 @@ import Testing
     }
 
     @Test func emptyExportServesNothingOverOneDayEndingAtTheExportDate() async throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let heart = ExportTestRecord(type: "HKQuantityTypeIdentifierHeartRate", value: "61")
         let provider = try AppleHealthExportProvider(path: try dir.write("empty.xml", ExportTestDocument.xml([heart.xml])))
         #expect(provider.sampleCount == 0)
@@ -188,7 +188,7 @@ import Testing
     }
 
     @Test func malformedStepRecordsAreSkippedCountedAndLocated() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         func broken(_ minute: Int, _ change: (inout ExportTestRecord) -> Void) -> ExportTestRecord {
             var record = ExportTestRecord.step(minute: minute, count: 1)
             change(&record)
@@ -221,7 +221,7 @@ import Testing
     }
 
     @Test func xmlThatIsNotAHealthExportIsRejected() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let path = try dir.write("page.xml", "<?xml version=\"1.0\"?>\n<!-- hello -->\n<html><body>steps</body></html>\n")
         #expect(exportError(path) == .notHealthExport(path: path, found: "the root element is <html>, not <HealthData>", line: 3))
         let description = try #require(exportError(path)?.description)
@@ -232,7 +232,7 @@ import Testing
     }
 
     @Test func aFileThatIsNeitherZipNorXMLIsRejected() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let pdf = try dir.write("export.zip", "%PDF-1.4\n%âãÏÓ\n")
         #expect(exportError(pdf) == .notZipOrXML(path: pdf, found: "it starts with bytes 25 50 44 46 2D 31 2E 34 \"%PDF-1.4\""))
         #expect(exportError(pdf)?.description == "\(pdf): not a zip or XML file (it starts with bytes 25 50 44 46 2D 31 2E 34 \"%PDF-1.4\")")
@@ -246,7 +246,7 @@ import Testing
     }
 
     @Test func recordsAcrossChunkBoundariesAreAllKept() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         // ~9 MB: records cut by every 2 MiB chunk boundary, of varying lengths.
         var body: [String] = []
         var expectedTotal = 0
@@ -277,7 +277,7 @@ import Testing
     }
 
     @Test func elementsLargerThanAChunkAreHandled() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var huge = ExportTestRecord.step(minute: 1, count: 8)
         huge.metadata = [("blob", String(repeating: "0123456789", count: 500_000))]   // 5 MB inside a step record
         var longName = ExportTestRecord.step(minute: 2, count: 9)
@@ -296,7 +296,7 @@ import Testing
     }
 
     @Test func progressIsReportedAndEndsWithTheTotals() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let records = (0..<100).map { ExportTestRecord.step(minute: $0, count: 1) }
         let path = try dir.write("progress.xml", ExportTestDocument.xml(records: records))
         let seen = ExportProgressLog()

@@ -52,7 +52,7 @@ import Testing
                 ExportTestRecord.step(minute: 10, count: 12, source: "Jane’s iPhone 15")] + filler + [april]
     }
 
-    static func write(_ dir: ExportTemporaryDirectory, _ name: String, _ records: [ExportTestRecord], date: String) throws -> String {
+    static func write(_ dir: TemporaryDirectory, _ name: String, _ records: [ExportTestRecord], date: String) throws -> String {
         try dir.write(name, ExportTestDocument.xml(records.map(\.xml), exportDate: date))
     }
 
@@ -93,7 +93,7 @@ import Testing
     }
 
     @Test func aNewerExportLeavesExactlyItsSamples() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)
         let mar = try Self.write(dir, "march.xml", Self.march(), date: Self.marchDate)
         let store = dir.path + "/store"
@@ -134,7 +134,7 @@ import Testing
     }
 
     @Test func anOlderExportIsRefusedWithTheStoreUntouched() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)
         let mar = try Self.write(dir, "march.xml", Self.march(), date: Self.marchDate)
         let store = dir.path + "/store"
@@ -150,7 +150,7 @@ import Testing
     }
 
     @Test func deletingMoreThanFivePercentIsRefusedUnlessAllowed() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)
         // A partial March export: 20 of the shared samples are missing too.
         let partial = try Self.write(dir, "partial.xml", Self.march(filler: Self.filler(dropping: 20)), date: Self.marchDate)
@@ -172,7 +172,7 @@ import Testing
     /// added again under the new name — far more than 5% of the store, but
     /// none of it a loss, so the guard lets it through.
     @Test func aRenamedDeviceIsNotAMassDeletion() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)
         let renamed = Self.filler().map { r -> ExportTestRecord in var u = r; u.sourceName = "Jane’s Apple\u{00A0}Watch"; return u }
         let mar = try Self.write(dir, "march.xml", Self.march(filler: renamed), date: Self.marchDate)
@@ -188,7 +188,7 @@ import Testing
     /// deleted, but replaced, not lost: the 5% guard lets the import through
     /// and the summary says they were replaced.
     @Test func syncVersionReplacementsAreNotLosses() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let app = (0..<100).map { Self.synced(ExportTestRecord.step(minute: 2 * $0, count: 10 + $0), id: "walk-\($0)", version: 1) }
         let resaved = app.enumerated().map { i, record -> ExportTestRecord in
             guard i % 5 == 0 else { return record }
@@ -208,7 +208,7 @@ import Testing
     /// An export without an `<ExportDate>` cannot say what it covers: it
     /// only adds, and leaves no anchor behind.
     @Test func anExportWithoutADateOnlyAdds() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)
         let undated = try dir.write("undated.xml", ExportTestDocument.xml(Self.march().map(\.xml), exportDate: nil))
         let store = dir.path + "/store"
@@ -225,7 +225,7 @@ import Testing
     }
 
     @Test func keepDeletedOnlyAdds() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)
         let mar = try Self.write(dir, "march.xml", Self.march(), date: Self.marchDate)
         let store = dir.path + "/store"
@@ -252,7 +252,7 @@ import Testing
     /// metadata counted: the newer export deletes the absent ones and the old
     /// id (not counted as a loss), and leaves the mock's samples alone.
     @Test func aStoreFromBeforeOriginsIsComparedToo() async throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let jan = try Self.write(dir, "january.xml", Self.january(), date: Self.januaryDate)
         let mar = try Self.write(dir, "march.xml", Self.march(), date: Self.marchDate)
         let store = try StepLogStore.open(dir.path + "/store")

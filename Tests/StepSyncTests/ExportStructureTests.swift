@@ -17,14 +17,14 @@ import Testing
     }
 
     /// Writes `body` as an export and returns (path, text, error thrown).
-    func read(_ body: [String], in dir: ExportTemporaryDirectory, name: String = "export.xml") throws -> (String, String, ExportError?) {
+    func read(_ body: [String], in dir: TemporaryDirectory, name: String = "export.xml") throws -> (String, String, ExportError?) {
         let text = ExportTestDocument.xml(body)
         let path = try dir.write(name, text)
         return (path, text, exportError(path))
     }
 
     @Test func aStrayEndTagStopsTheImportAndIsNamed() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         // Before, a stray </Record> ended the import there, quietly, with the records before it.
         let body = Self.records.prefix(3).map(\.xml) + ["</Record>"] + Self.records.suffix(3).map(\.xml)
         let (path, text, error) = try read(body, in: dir)
@@ -41,7 +41,7 @@ import Testing
     }
 
     @Test func aMismatchedEndTagNamesTheElementLeftOpen() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         // </Workout> while its WorkoutRoute is still open: the route was never closed.
         let body = ["<Workout workoutActivityType=\"HKWorkoutActivityTypeWalking\" sourceName=\"x\">",
                     "  <WorkoutRoute sourceName=\"x\">",
@@ -58,7 +58,7 @@ import Testing
     /// An unclosed <Workout> swallowed every later top-level record (they
     /// became its children) and was reported at the root's line, if at all.
     @Test func anUnclosedElementIsReportedAtItsOwnStartTag() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let body = Self.records.prefix(2).map(\.xml)
             + ["<Workout workoutActivityType=\"HKWorkoutActivityTypeRunning\" sourceName=\"x\">",
                "  <MetadataEntry key=\"HKIndoorWorkout\" value=\"0\"/>"]
@@ -72,7 +72,7 @@ import Testing
     }
 
     @Test func aMissingQuoteNamesItsAttribute() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let good = Self.records[1].xml
         // The last attribute: its value runs to the next record's type=".
         let last = Self.records[0].xml.replacingOccurrences(of: "value=\"10\"/>", with: "value=\"10/>")
@@ -104,7 +104,7 @@ import Testing
     /// A file cut anywhere in its body: the error names the byte offset and
     /// line where the data ends, and the innermost open element.
     @Test func aCutFileNamesWhereItEnds() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var tagged = Self.records[3]
         tagged.metadata = [("HKExternalUUID", "X")]
         let text = ExportTestDocument.xml(Self.records.prefix(3).map(\.xml) + [tagged.xml] + Self.records.suffix(2).map(\.xml))
@@ -143,7 +143,7 @@ import Testing
     }
 
     @Test func onlyCommentsAndWhitespaceMayFollowTheRoot() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let text = ExportTestDocument.xml(records: Self.records) + "<!-- written by Health -->\n<?pi x?>\n\n"
         #expect(try AppleHealthExportProvider(path: try dir.write("ok.xml", text)).sampleCount == Self.records.count)
         let rootEnd = Self.position(of: "</HealthData>", in: text).line
@@ -158,7 +158,7 @@ import Testing
     /// Positions stay exact across the reader's 2 MiB chunks (the byte
     /// offset and line of an element cut by a chunk boundary and carried).
     @Test func positionsAreExactAcrossChunks() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var body: [String] = []
         for i in 0..<20_000 {
             var record = ExportTestRecord.step(minute: i, count: i % 300)
@@ -183,7 +183,7 @@ import Testing
     /// consume, as the reader does with its chunks) reports the same error at
     /// the same line and byte offset as fed everything at once.
     @Test func errorsAreTheSameWhateverTheBufferSizes() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var tagged = Self.records[1]
         tagged.metadata = [("HKExternalUUID", "X")]
         let broken = [
@@ -210,7 +210,7 @@ import Testing
     /// for text before the root (found by the export-xml fuzz target; the
     /// reproducer is in its corpus).
     @Test func aByteOrderMarkSplitAcrossBuffersIsRead() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let bytes: [UInt8] = [0xEF, 0xBB, 0xBF] + Array(ExportTestDocument.xml(Self.records.map(\.xml)).utf8)
         #expect(exportError(try dir.write("bom.xml", bytes)) == nil)
         for piece in [1, 2, 3, 64] {
@@ -252,7 +252,7 @@ import Testing
     /// Through `stepsync`: exit 1, one line naming the file, line and
     /// offset; the store it was given is not touched.
     @Test func theCommandExitsOneAndStoresNothing() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let tmp = TemporaryDirectory()
         let stepsync = builtProduct("stepsync")
         let store = tmp.sub("store")

@@ -16,30 +16,6 @@ enum ExportFixtures {
     }
 }
 
-/// A directory for one test's files, removed when the test is done with it.
-final class ExportTemporaryDirectory {
-    let path: String
-
-    init() throws {
-        path = FileManager.default.temporaryDirectory
-            .appendingPathComponent("steplog-export-tests-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    /// Writes `bytes` to `name` in this directory and returns the file's path.
-    func write(_ name: String, _ bytes: [UInt8]) throws -> String {
-        let file = path + "/" + name
-        try Data(bytes).write(to: URL(fileURLWithPath: file))
-        return file
-    }
-
-    func write(_ name: String, _ text: String) throws -> String {
-        try write(name, Array(text.utf8))
-    }
-}
-
 /// One `<Record>` for a generated export. Attribute values are given as they
 /// should read after decoding; `xml` escapes them the way Apple does.
 struct ExportTestRecord {

@@ -21,7 +21,7 @@ import Testing
     }
 
     @Test func localizedEntryIsFoundByContent() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let zipped = try AppleHealthExportProvider(path: try dir.write("export.zip", Self.localizedZip()))
         let plain = try AppleHealthExportProvider(path: try dir.write("export.xml", Self.exportXML))
         #expect(zipped.summary.input == "zip:apple_health_export/eksport.xml")
@@ -33,7 +33,7 @@ import Testing
     }
 
     @Test func storedEntriesAndZip64RecordsAreRead() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let stored = try AppleHealthExportProvider(path: try dir.write("stored.zip", Self.localizedZip(method: .stored)))
         #expect(stored.sampleCount == 50)
         let zip64 = try AppleHealthExportProvider(path: try dir.write("zip64.zip", Self.localizedZip(zip64: true)))
@@ -47,7 +47,7 @@ import Testing
     }
 
     @Test func excludedXMLEntriesAreNeverChosen() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         // Larger decoys with a HealthData root, in places the export never is.
         let decoy = ExportTestDocument.xml(records: (0..<500).map { ExportTestRecord.step(minute: $0, count: 1) })
         let zip = ExportTestZip()
@@ -62,7 +62,7 @@ import Testing
     }
 
     @Test func zipWithoutAHealthExport() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let zip = ExportTestZip()
         zip.add("apple_health_export/export_cda.xml", Self.cda)
         zip.add("apple_health_export/other.xml", Self.cda)
@@ -76,7 +76,7 @@ import Testing
     }
 
     @Test func truncatedZipNamesTheByteOffset() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let whole = Self.localizedZip()
         for cut in [whole.count / 2, whole.count - 10, 40] {
             let path = try dir.write("cut-\(cut).zip", Array(whole.prefix(cut)))
@@ -94,7 +94,7 @@ import Testing
     @Test func zipWhoseEntryDataIsCutButDirectoryIntact() throws {
         // The directory survives but claims more data than the file holds
         // before it (e.g. a zip spliced together): reported as truncation.
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let zip = ExportTestZip()
         zip.add("apple_health_export/export.xml", Self.exportXML, method: .stored)
         var bytes = zip.finished()
@@ -109,7 +109,7 @@ import Testing
     }
 
     @Test func corruptedCRCIsReported() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var bytes = Self.localizedZip()
         // The export entry's CRC in the central directory.
         let name = Array("apple_health_export/eksport.xml".utf8)
@@ -135,7 +135,7 @@ import Testing
     }
 
     @Test func corruptedDataInAStoredEntryFailsTheCRC() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var bytes = Self.localizedZip(method: .stored)
         let at = try #require(Self.find(Array("value=\"11\"".utf8), in: bytes))
         bytes[at + 7] = UInt8(ascii: "2")     // 11 steps become 21: only the CRC can tell
@@ -147,7 +147,7 @@ import Testing
     }
 
     @Test func corruptedDeflateDataIsReported() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         var bytes = Self.localizedZip()
         let header = try #require(Self.find(Array("PK\u{03}\u{04}".utf8), in: bytes, nameAfter: Array("apple_health_export/eksport.xml".utf8)))
         let data = header + 30 + "apple_health_export/eksport.xml".utf8.count
@@ -169,7 +169,7 @@ import Testing
         let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fuzz/corpus/zip/regression-overlong-and-cut-deflate")
         let input = try Data(contentsOf: corpus)
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let path = try dir.write("overlong.zip", Array(input.dropFirst()))   // the fuzz input's first byte is its mode
         let file = try ExportInputFile(path: path)
         let entry = try #require(try ZipCentralDirectory.entries(of: file).first { $0.name == "apple_health_export/export.xml" })
@@ -195,7 +195,7 @@ import Testing
     /// generator and zip writer, from Tests/Support) reads back with every
     /// step record it wrote, streamed through a deflated ZIP64 entry.
     @Test func theBenchmarksSyntheticExportReadsBack() throws {
-        let dir = try ExportTemporaryDirectory()
+        let dir = TemporaryDirectory("steplog-export")
         let output = ZipMemoryOutput()
         let zip = ExportZipWriter(output: output, zip64: true)
         let entry = try zip.beginEntry("apple_health_export/export.xml", mayExceed4GiB: true)

@@ -197,7 +197,7 @@ import Testing
     @Test func anExportSourceGivesTheVerifiedStepsOfItsLocalDay() throws {
         // Steps on 2021-03-01 at 09:00, 09:30, 10:00 and 11:00 -0800, and the
         // day before; at 10:15 Los Angeles time today so far is 100 + 200 + 400.
-        let files = try ExportTemporaryDirectory()
+        let files = TemporaryDirectory("steplog-export")
         let records = [ExportTestRecord.step(minute: -24 * 60, count: 5_000), .step(minute: 0, count: 100),
                        .step(minute: 30, count: 200), .step(minute: 60, count: 400), .step(minute: 120, count: 800)]
         let zip = ExportTestZip()
@@ -222,7 +222,7 @@ import Testing
     /// store that also holds the mock's (left by an older version) never
     /// counts those.
     @Test func withoutASourceTheStoredSamplesCountNeverTheMocks() throws {
-        let files = try ExportTemporaryDirectory()
+        let files = TemporaryDirectory("steplog-export")
         let records = [ExportTestRecord.step(minute: -24 * 60, count: 5_000), .step(minute: 0, count: 100),
                        .step(minute: 30, count: 200), .step(minute: 60, count: 400), .step(minute: 120, count: 800)]
         let xmlPath = try files.write("export.xml", ExportTestDocument.xml(records: records))

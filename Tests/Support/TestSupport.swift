@@ -23,6 +23,18 @@ public final class TemporaryDirectory {
     deinit { try? FileManager.default.removeItem(atPath: path) }
 
     public func sub(_ name: String) -> String { path + "/" + name }
+
+    /// Writes `bytes` to `name` in this directory and returns the file's path.
+    @discardableResult
+    public func write(_ name: String, _ bytes: [UInt8]) throws -> String {
+        let file = sub(name)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        return file
+    }
+
+    /// Writes `text` (UTF-8) to `name` in this directory and returns the file's path.
+    @discardableResult
+    public func write(_ name: String, _ text: String) throws -> String { try write(name, Array(text.utf8)) }
 }
 
 /// A deterministic generator: tests replay the same history every run.
@@ -32,6 +44,17 @@ public func readFile(_ path: String) -> [UInt8] { Array(FileManager.default.cont
 
 public func writeFile(_ path: String, _ bytes: [UInt8]) {
     precondition(FileManager.default.createFile(atPath: path, contents: Data(bytes)), "cannot write \(path)")
+}
+
+/// Every file of a store directory by name, with its bytes: equal before and
+/// after means nothing was written. Its LOCK names the last writer's pid, so
+/// it is left out unless `includingLock` (a read-only tool must not touch it).
+public func storeFiles(_ directory: String, includingLock: Bool = false) throws -> [String: [UInt8]] {
+    var result: [String: [UInt8]] = [:]
+    for name in try FileManager.default.contentsOfDirectory(atPath: directory) where includingLock || name != "LOCK" {
+        result[name] = readFile(directory + "/" + name)
+    }
+    return result
 }
 
 /// Path of an executable built alongside the test bundle (`swift build` puts

@@ -18,8 +18,9 @@ public struct CommandLineTool {
         self.isUsageError = isUsageError
     }
 
-    public func run(_ arguments: [String], commands: [String: Command]) async -> Int32 {
-        let out = OutputSink.standardOutput, err = OutputSink.standardError
+    /// Runs the command `arguments` names; its usage and errors go to `out` and `err`.
+    public func run(_ arguments: [String], commands: [String: Command],
+                    out: OutputSink = .standardOutput, err: OutputSink = .standardError) async -> Int32 {
         guard let command = arguments.first else {
             err.line(usage)
             return 2
@@ -37,13 +38,13 @@ public struct CommandLineTool {
                 err.line("\(name) help: " + (arguments.count == 2 ? "unknown command '\(arguments[1])'" : "takes one command") + "\n" + usage)
                 return 2
             }
-            return await dispatch(arguments[1], ["--help"], commands: commands)
+            return await dispatch(arguments[1], ["--help"], commands: commands, out: out, err: err)
         }
-        return await dispatch(command, Array(arguments.dropFirst()), commands: commands)
+        return await dispatch(command, Array(arguments.dropFirst()), commands: commands, out: out, err: err)
     }
 
-    private func dispatch(_ command: String, _ arguments: [String], commands: [String: Command]) async -> Int32 {
-        let out = OutputSink.standardOutput, err = OutputSink.standardError
+    private func dispatch(_ command: String, _ arguments: [String], commands: [String: Command],
+                          out: OutputSink, err: OutputSink) async -> Int32 {
         guard let run = commands[command] else {
             err.line("\(name): unknown command '\(command)'\n" + usage)
             return 2

@@ -6,13 +6,16 @@ import Darwin
 #endif
 
 /// A buffered writer to a file descriptor (stdout, stderr): results can be
-/// millions of JSON lines, written in 64 KiB pieces. Tests capture output by
-/// giving a pipe's descriptor. Thread-safe (the signal handler writes too).
+/// millions of JSON lines, written in 64 KiB pieces. Tests run a tool in
+/// their own process with sinks that keep what is written (`capturing()`).
+/// Thread-safe (the signal handler writes too).
 public final class OutputSink: @unchecked Sendable {
     private let fd: Int32
     private var buffer: [UInt8] = []
     private let limit: Int
     private let lock = NSLock()
+    /// What a capturing sink was given (nil: the sink writes to `fd`).
+    private var captured: [UInt8]?
 
     public static let standardOutput = OutputSink(fd: 1)
     public static let standardError = OutputSink(fd: 2, limit: 0)
@@ -21,6 +24,19 @@ public final class OutputSink: @unchecked Sendable {
         self.fd = fd
         self.limit = limit
         buffer.reserveCapacity(limit)
+    }
+
+    /// A sink that keeps everything written to it, for `text` (no descriptor).
+    public static func capturing() -> OutputSink {
+        let sink = OutputSink(fd: -1, limit: 0)
+        sink.captured = []
+        return sink
+    }
+
+    /// Everything written to a capturing sink so far.
+    public var text: String {
+        flush()
+        return lock.withLock { String(decoding: captured ?? [], as: UTF8.self) }
     }
 
     deinit { flush() }
@@ -38,11 +54,16 @@ public final class OutputSink: @unchecked Sendable {
     }
 
     /// True when this descriptor is a terminal (progress then redraws one line).
-    public var isTerminal: Bool { isatty(fd) == 1 }
+    public var isTerminal: Bool { fd >= 0 && isatty(fd) == 1 }
 
     public func flush() {
         lock.lock()
         defer { lock.unlock() }
+        if captured != nil {
+            captured! += buffer
+            buffer.removeAll(keepingCapacity: true)
+            return
+        }
         var done = 0
         while done < buffer.count {
             let n = buffer.withUnsafeBytes { Glibc_or_Darwin_write(fd, $0.baseAddress! + done, $0.count - done) }

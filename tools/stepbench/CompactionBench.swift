@@ -79,8 +79,9 @@ struct CompactionBench {
     /// synced, timed: first `baselineBatches` with no compaction, then for as
     /// long as a background compaction of the whole store runs. Changed
     /// versions, not new samples: the index keeps its size in both phases
-    /// (new samples, written flat out for the whole compaction, grew the
-    /// store 3.3x and crossed index rehashes that the baseline never met).
+    /// (new samples, written flat out for the whole compaction, grow the
+    /// store several times over and cross index rehashes that the baseline
+    /// never meets).
     private func latencyDuringCompaction(_ dir: String) throws {
         let store = try StepLogStore.open(dir, options: quiet)
         var source = BenchSampleSource(seed: 7)

@@ -26,25 +26,24 @@ enum CompactCommand {
           --wait SECONDS    how long to wait for the holder's answer (default 600; 0: do not ask)
         """
 
-    static func run(_ arguments: [String]) throws -> Int32 {
-        guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, options: ["wait"], flags: ["json"]) else { return 0 }
+    static func run(_ arguments: [String], out: OutputSink, err: OutputSink) throws -> Int32 {
+        guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, out: out, options: ["wait"], flags: ["json"]) else { return 0 }
         var wait = 600.0
         if let text = args.value("wait") {
             guard let seconds = Double(text), seconds >= 0 else { throw Arguments.UsageError("--wait takes a number of seconds, not '\(text)'") }
             wait = seconds
         }
-        let progress = ProgressLine()
+        let progress = ProgressLine(err)
         let report: CompactionReport
         do {
             report = try StepLogStore.compact(directory: dir, options: StoreOptions(createIfMissing: false)) { read, total in
                 progress.update("compacting: \(Format.bytes(read)) of \(Format.bytes(total)) read")
             }
         } catch StepLogError.locked(let path, let pid) where wait > 0 {
-            return try askWriter(dir, lock: path, pid: pid, wait: wait, json: args.has("json"))
+            return try askWriter(dir, lock: path, pid: pid, wait: wait, json: args.has("json"), out: out, err: err)
         }
         progress.finish()
         let rate = report.seconds > 0 ? Double(report.bytesRead) / report.seconds : 0
-        let out = SteplogTool.out
         if args.has("json") {
             var w = JSONWriter()
             w.beginObject()
@@ -76,7 +75,8 @@ enum CompactCommand {
     }
 
     /// Asks the process holding the store to compact it, and waits for its answer.
-    private static func askWriter(_ dir: String, lock: String, pid: Int32?, wait: Double, json: Bool) throws -> Int32 {
+    private static func askWriter(_ dir: String, lock: String, pid: Int32?, wait: Double, json: Bool,
+                                  out: OutputSink, err: OutputSink) throws -> Int32 {
         let request = dir + "/" + StepLogStore.compactionRequestFileName
         let result = dir + "/" + StepLogStore.compactionResultFileName
         let holder = pid.map { "pid \($0)" } ?? "another process"
@@ -84,7 +84,7 @@ enum CompactCommand {
         guard FileManager.default.createFile(atPath: request, contents: Data("pid \(getpid())\n".utf8)) else {
             throw RequestFailed("cannot write \(request) to ask \(holder) to compact")
         }
-        let progress = ProgressLine()
+        let progress = ProgressLine(err)
         let started = Date()
         // The holder removes the request when it starts compacting.
         var taken = false
@@ -92,7 +92,7 @@ enum CompactCommand {
             if let answer = try? String(contentsOfFile: result, encoding: .utf8) {
                 progress.finish()
                 try? FileManager.default.removeItem(atPath: result)
-                return report(answer.trimmingCharacters(in: .whitespacesAndNewlines), dir: dir, holder: holder, json: json)
+                return report(answer.trimmingCharacters(in: .whitespacesAndNewlines), dir: dir, holder: holder, json: json, out: out, err: err)
             }
             taken = taken || !FileManager.default.fileExists(atPath: request)
             let waited = Int(Date().timeIntervalSince(started))
@@ -108,10 +108,10 @@ enum CompactCommand {
         throw RequestFailed("store is locked by \(holder) (\(lock)), which did not take the compaction request within \(Format.duration(wait)) (a writer looks every half second: is that process stopped, or an older build?)")
     }
 
-    private static func report(_ answer: String, dir: String, holder: String, json: Bool) -> Int32 {
+    private static func report(_ answer: String, dir: String, holder: String, json: Bool, out: OutputSink, err: OutputSink) -> Int32 {
         let fields = answer.split(separator: " ", maxSplits: 3).map(String.init)
         guard fields.first == "ok", fields.count == 4, let before = Int64(fields[1]), let after = Int64(fields[2]), let seconds = Double(fields[3]) else {
-            SteplogTool.err.line("steplog compact: \(holder) could not compact \(dir): \(answer.hasPrefix("failed ") ? String(answer.dropFirst(7)) : answer)")
+            err.line("steplog compact: \(holder) could not compact \(dir): \(answer.hasPrefix("failed ") ? String(answer.dropFirst(7)) : answer)")
             return 1
         }
         if json {
@@ -123,9 +123,9 @@ enum CompactCommand {
             w.field("bytesAfter", after)
             w.key("seconds"); w.value(seconds)
             w.endObject()
-            SteplogTool.out.line(w.string)
+            out.line(w.string)
         } else {
-            SteplogTool.out.line("compacted \(dir) in the background of \(holder) in \(Format.duration(seconds)): \(Format.bytes(before)) -> \(Format.bytes(after))")
+            out.line("compacted \(dir) in the background of \(holder) in \(Format.duration(seconds)): \(Format.bytes(before)) -> \(Format.bytes(after))")
         }
         return 0
     }

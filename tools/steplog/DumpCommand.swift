@@ -22,8 +22,8 @@ enum DumpCommand {
           --json        one JSON object per record or damage
         """
 
-    static func run(_ arguments: [String]) throws -> Int32 {
-        guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, options: ["segment"], flags: ["json"]) else { return 0 }
+    static func run(_ arguments: [String], out: OutputSink) throws -> Int32 {
+        guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, out: out, options: ["segment"], flags: ["json"]) else { return 0 }
         try StoreDirectoryCheck.requireExisting(dir)
         var only: UInt64?
         if let text = args.value("segment") {
@@ -31,7 +31,6 @@ enum DumpCommand {
             only = n
         }
         let json = args.has("json")
-        let out = SteplogTool.out
         let names = try Directory.names(in: dir).compactMap { name in SegmentName.sequence(of: name).map { ($0, name) } }.sorted { $0.0 < $1.0 }
         if let only, !names.contains(where: { $0.0 == only }) {
             let present = names.map { String($0.0) }.joined(separator: ", ")
@@ -92,7 +91,6 @@ enum DumpCommand {
     }
 
     static func fields(type: UInt8, payload: UnsafeRawBufferPointer) -> (String, [(String, Value)]) {
-        guard RecordType(rawValue: type) != nil else { return ("type-\(type)", [("problem", .text("unknown record type \(type)"))]) }
         switch LogRecord.decode(type: type, payload: payload) {
         case .failure(let problem):
             return ("type-\(type)", [("problem", .text(problem.description))])

@@ -14,14 +14,13 @@ enum RecoverCommand {
         or a power loss) is dropped as any open would.
         """
 
-    static func run(_ arguments: [String]) throws -> Int32 {
-        guard let (dir, _) = try SteplogTool.parse(arguments, usage: usage) else { return 0 }
+    static func run(_ arguments: [String], out: OutputSink) throws -> Int32 {
+        guard let (dir, _) = try SteplogTool.parse(arguments, usage: usage, out: out) else { return 0 }
         var options = StoreOptions(salvage: true, createIfMissing: false)
         options.useSnapshots = false // read every record: damage behind a snapshot must be found too
         let store = try StepLogStore.open(dir, options: options)
         let report = store.openReport
         try store.close()
-        let out = SteplogTool.out
         var changed = false
         if let torn = report.tornTail {
             out.line("dropped an unsynced tail: \(torn.bytesDropped) bytes at \(torn.segment) @ \(torn.offset) (no sync acknowledged them)")

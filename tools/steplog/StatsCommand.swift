@@ -16,12 +16,11 @@ enum StatsCommand {
           --json        the same as one JSON object
         """
 
-    static func run(_ arguments: [String]) throws -> Int32 {
-        guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, flags: ["json"]) else { return 0 }
+    static func run(_ arguments: [String], out: OutputSink) throws -> Int32 {
+        guard let (dir, args) = try SteplogTool.parse(arguments, usage: usage, out: out, flags: ["json"]) else { return 0 }
         let store = try SteplogTool.openReadOnly(dir)
         let f = try store.figures()
         let counts = store.counts
-        let out = SteplogTool.out
         if args.has("json") {
             var w = JSONWriter()
             w.beginObject()

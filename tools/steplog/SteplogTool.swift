@@ -20,21 +20,22 @@ enum SteplogTool {
         'steplog --version' for the version.
         """
 
-    static let out = OutputSink.standardOutput
-    static let err = OutputSink.standardError
-
-    static func run(_ arguments: [String]) async -> Int32 {
+    /// Runs `steplog` with `arguments`, results to `out`, progress and
+    /// errors to `err`; returns the exit code. (main.swift gives the process's
+    /// stdout and stderr; the tests run it in their own process, capturing.)
+    static func run(_ arguments: [String], out: OutputSink = .standardOutput, err: OutputSink = .standardError) async -> Int32 {
         await CommandLineTool(name: "steplog", usage: usage).run(arguments, commands: [
-            "verify": { try VerifyCommand.run($0) },
-            "stats": { try StatsCommand.run($0) },
-            "dump": { try DumpCommand.run($0) },
-            "recover": { try RecoverCommand.run($0) },
-            "compact": { try CompactCommand.run($0) },
-        ])
+            "verify": { try VerifyCommand.run($0, out: out) },
+            "stats": { try StatsCommand.run($0, out: out) },
+            "dump": { try DumpCommand.run($0, out: out) },
+            "recover": { try RecoverCommand.run($0, out: out) },
+            "compact": { try CompactCommand.run($0, out: out, err: err) },
+        ], out: out, err: err)
     }
 
-    /// Parses `DIR` plus options, or prints `usage` for --help (returns nil).
-    static func parse(_ arguments: [String], usage: String, options: Set<String> = [], flags: Set<String> = []) throws -> (String, Arguments)? {
+    /// Parses `DIR` plus options, or prints `usage` to `out` for --help (returns nil).
+    static func parse(_ arguments: [String], usage: String, out: OutputSink, options: Set<String> = [],
+                      flags: Set<String> = []) throws -> (String, Arguments)? {
         if arguments.contains("--help") || arguments.contains("-h") {
             out.line(usage)
             return nil

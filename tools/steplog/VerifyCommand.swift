@@ -18,10 +18,9 @@ enum VerifyCommand {
         printed but are not problems.
         """
 
-    static func run(_ arguments: [String]) throws -> Int32 {
-        guard let (dir, _) = try SteplogTool.parse(arguments, usage: usage) else { return 0 }
+    static func run(_ arguments: [String], out: OutputSink) throws -> Int32 {
+        guard let (dir, _) = try SteplogTool.parse(arguments, usage: usage, out: out) else { return 0 }
         let result = try StoreVerifier.verify(directory: dir)
-        let out = SteplogTool.out
         for note in result.notes { out.line("note: \(note)") }
         for problem in result.problems { out.line(problem.description) }
         if result.problems.isEmpty {

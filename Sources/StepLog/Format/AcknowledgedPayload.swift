@@ -1,29 +1,27 @@
-/// The `samplesAcknowledged` payload, `n u32 | uuid[16] × n`: the one decoder
-/// of it (replay, snapshot builds and `LogRecord` all read it here).
-public enum AcknowledgedPayload {
+/// The `samplesAcknowledged` payload, `n u32 | uuid[16] × n`: the codec that
+/// writes one, and a view of a checked one.
+public struct AcknowledgedPayload {
+    public let bytes: UnsafeRawBufferPointer
+    /// The number of UUIDs.
+    public let count: Int
+
     /// Most UUIDs one record carries (its payload stays under the record limit).
     public static let maxCount = (FormatConstants.maxRecordPayload - 4) / 16
 
-    /// The number of UUIDs, or nil when the payload's size does not match it.
     @inline(__always)
-    public static func count(_ payload: UnsafeRawBufferPointer) -> Int? {
-        guard payload.count >= 4 else { return nil }
-        let n = Int(UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt32.self)))
-        return payload.count == 4 + 16 * n ? n : nil
+    public static func checked(_ bytes: UnsafeRawBufferPointer) -> Result<AcknowledgedPayload, PayloadProblem> {
+        guard bytes.count >= 4 else { return .failure(.malformed(.samplesAcknowledged, size: bytes.count)) }
+        let n = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt32.self)))
+        guard bytes.count == 4 + 16 * n else { return .failure(.malformed(.samplesAcknowledged, size: bytes.count)) }
+        return .success(AcknowledgedPayload(bytes: bytes, count: n))
     }
 
     /// UUID `i` (0 ≤ i < count).
     @inline(__always)
-    public static func uuid(_ payload: UnsafeRawBufferPointer, _ i: Int) -> UUIDBytes {
-        UUIDBytes(loadingFrom: payload, at: 4 + 16 * i)
-    }
-
-    public static func problem(_ payload: UnsafeRawBufferPointer) -> PayloadProblem {
-        PayloadProblem("samples-acknowledged payload of \(payload.count) bytes does not match its count")
-    }
+    public func uuid(_ i: Int) -> UUIDBytes { UUIDBytes(loadingFrom: bytes, at: 4 + 16 * i) }
 
     /// Appends a framed record acknowledging `ids` (at most `maxCount`).
-    public static func appendRecord<C: Collection>(_ ids: C, to buffer: WriteBuffer) where C.Element == UUIDBytes {
+    public static func append<C: Collection>(_ ids: C, to buffer: WriteBuffer) where C.Element == UUIDBytes {
         RecordFrame.append(type: .samplesAcknowledged, to: buffer) { b in
             b.append(UInt32(ids.count))
             for id in ids { b.append(id) }

@@ -1,43 +1,54 @@
-/// The `samplesRejected` payload:
-/// `n:u32 (uuid[16] rejectedAt:i64 reasonLen:u16 reason[reasonLen])×n`.
-public enum RejectionPayload {
+/// The `samplesRejected` payload,
+/// `n:u32 (uuid[16] rejectedAt:i64 reasonLen:u16 reason[reasonLen])×n`: the
+/// codec that writes one, and a view of a checked one.
+public struct RejectionPayload {
+    public let bytes: UnsafeRawBufferPointer
+
+    @inline(__always)
+    public static func checked(_ bytes: UnsafeRawBufferPointer) -> Result<RejectionPayload, PayloadProblem> {
+        var r = ByteReader(bytes)
+        guard let n = r.readUInt32() else { return .failure(.malformed(.samplesRejected, size: bytes.count)) }
+        for _ in 0..<n {
+            guard r.readUUID() != nil, r.readInt64() != nil, let length = r.readUInt16(),
+                  Int(length) <= FormatConstants.maxRejectionReasonBytes, r.readBytes(Int(length)) != nil else {
+                return .failure(.malformed(.samplesRejected, size: bytes.count))
+            }
+        }
+        guard r.isAtEnd else { return .failure(.malformed(.samplesRejected, size: bytes.count)) }
+        return .success(RejectionPayload(bytes: bytes))
+    }
+
+    /// The rejections, decoded (reasons as strings).
+    public var rejections: [SampleRejection] {
+        var r = ByteReader(bytes)
+        let n = Int(r.readUInt32()!)
+        var result: [SampleRejection] = []
+        result.reserveCapacity(n)
+        for _ in 0..<n {
+            let id = r.readUUID()!, at = r.readInt64()!, length = r.readUInt16()!
+            result.append(SampleRejection(id: id.uuid, rejectedAtMilliseconds: at, reason: r.readString(Int(length))!))
+        }
+        return result
+    }
+
     /// Appends a framed record of `rejections` (reasons already cut to
     /// `maxRejectionReasonBytes`).
-    public static func appendRecord(_ rejections: [SampleRejection], to buffer: WriteBuffer) {
-        RecordFrame.append(type: .samplesRejected, to: buffer) { appendPayload(rejections, to: $0) }
-    }
-
-    /// Appends the payload alone (compaction rewrites a record keeping only
-    /// the entries that still apply).
-    public static func appendPayload(_ rejections: [SampleRejection], to b: WriteBuffer) {
-        b.append(UInt32(rejections.count))
-        for r in rejections {
-            b.append(UUIDBytes(r.id))
-            b.append(r.rejectedAtMilliseconds)
-            let reason = Array(clipped(r.reason).utf8)
-            b.append(UInt16(reason.count))
-            b.append(reason)
-        }
-    }
-
-    public static func decode(_ payload: UnsafeRawBufferPointer) -> Result<[SampleRejection], PayloadProblem> {
-        var r = ByteReader(payload)
-        guard let n = r.readUInt32() else { return .failure(problem(payload)) }
-        var result: [SampleRejection] = []
-        result.reserveCapacity(min(Int(n), payload.count / 26))
-        for _ in 0..<n {
-            guard let id = r.readUUID(), let at = r.readInt64(), let length = r.readUInt16(),
-                  Int(length) <= FormatConstants.maxRejectionReasonBytes, let reason = r.readString(Int(length)) else {
-                return .failure(problem(payload))
+    public static func append(_ rejections: [SampleRejection], to buffer: WriteBuffer) {
+        RecordFrame.append(type: .samplesRejected, to: buffer) { b in
+            b.append(UInt32(rejections.count))
+            for r in rejections {
+                b.append(UUIDBytes(r.id))
+                b.append(r.rejectedAtMilliseconds)
+                let reason = Array(clipped(r.reason).utf8)
+                b.append(UInt16(reason.count))
+                b.append(reason)
             }
-            result.append(SampleRejection(id: id.uuid, rejectedAtMilliseconds: at, reason: reason))
         }
-        guard r.isAtEnd else { return .failure(problem(payload)) }
-        return .success(result)
     }
 
-    static func problem(_ payload: UnsafeRawBufferPointer) -> PayloadProblem {
-        PayloadProblem("samples-rejected payload of \(payload.count) bytes is malformed")
+    /// The payload bytes `rejections` take (what compaction keeps of a record).
+    public static func payloadSize(_ rejections: [SampleRejection]) -> Int {
+        rejections.reduce(4) { $0 + 16 + 8 + 2 + clipped($1.reason).utf8.count }
     }
 
     /// `reason` cut to at most `maxRejectionReasonBytes` of UTF-8, at a character boundary.

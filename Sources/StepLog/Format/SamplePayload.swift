@@ -1,139 +1,128 @@
 import Foundation
 
-/// The `sampleUpsert` payload, with fast paths that read single fields without
-/// decoding strings (replay and upsert comparison run on these).
+/// The `sampleUpsert` payload: the codec that writes one, and a view of a
+/// checked one whose fields are read in place (replay, upsert comparison and
+/// daily totals read millions of them; nothing is allocated until `record`).
 ///
 ///     0 uuid[16] | 16 start i64 | 24 end i64 | 32 count u32 | 36 fetchedAt i64
 ///     44 flags u8 | 45 bundleLen u16 | 47 bundle[bundleLen] | (deviceLen u16 | device[deviceLen])?
-public enum SamplePayload {
+public struct SamplePayload {
+    /// The payload's bytes (a view: valid only while the record's buffer is).
+    public let bytes: UnsafeRawBufferPointer
+
     static let startOffset = 16
     static let endOffset = 24
     static let countOffset = 32
     static let fetchedAtOffset = 36
     static let flagsOffset = 44
     static let bundleLengthOffset = 45
+    /// Bytes before the strings.
+    static let fixedSize = FormatConstants.samplePayloadFixedSize
 
-    /// Appends a framed sample-upsert record. The hot path of every write:
-    /// sizes are computed first, the buffer is reserved once, and fields are
-    /// stored at their offsets.
+    /// A view of `bytes`, which `isWellFormed` accepted.
     @inline(__always)
-    public static func appendRecord(_ s: StepSample, fetchedAt: Int64, synced: Bool, to buffer: WriteBuffer) {
-        var bundle = s.sourceBundleId
-        var device = s.sourceDeviceName
-        let bundleCount = bundle.utf8.count
-        let deviceCount = device.map { $0.utf8.count }
-        let payloadSize = FormatConstants.samplePayloadFixedSize + bundleCount + (deviceCount.map { 2 + $0 } ?? 0)
-        let size = FormatConstants.recordHeaderSize + payloadSize
-        buffer.reserve(size)
-        let frame = buffer.storage + buffer.count
-        let p = frame + FormatConstants.recordHeaderSize
-        frame.storeBytes(of: UInt32(payloadSize).littleEndian, as: UInt32.self)
-        frame.storeBytes(of: RecordType.sampleUpsert.rawValue, toByteOffset: 4, as: UInt8.self)
-        let id = UUIDBytes(s.id)
-        p.storeBytes(of: id.high.bigEndian, as: UInt64.self)
-        p.storeBytes(of: id.low.bigEndian, toByteOffset: 8, as: UInt64.self)
-        p.storeBytes(of: s.startMilliseconds.littleEndian, toByteOffset: startOffset, as: Int64.self)
-        p.storeBytes(of: s.endMilliseconds.littleEndian, toByteOffset: endOffset, as: Int64.self)
-        p.storeBytes(of: UInt32(truncatingIfNeeded: s.count).littleEndian, toByteOffset: countOffset, as: UInt32.self)
-        p.storeBytes(of: fetchedAt.littleEndian, toByteOffset: fetchedAtOffset, as: Int64.self)
-        var flags: UInt8 = (synced ? FormatConstants.sampleFlagSynced : 0) | s.origin.rawValue << FormatConstants.sampleOriginShift
-        if deviceCount != nil { flags |= FormatConstants.sampleFlagHasDeviceName }
-        p.storeBytes(of: flags, toByteOffset: flagsOffset, as: UInt8.self)
-        p.storeBytes(of: UInt16(bundleCount).littleEndian, toByteOffset: bundleLengthOffset, as: UInt16.self)
-        var at = FormatConstants.samplePayloadFixedSize
-        bundle.withUTF8 { if $0.count > 0 { (p + at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
-        at += bundleCount
-        if let deviceCount {
-            p.storeBytes(of: UInt16(deviceCount).littleEndian, toByteOffset: at, as: UInt16.self)
-            at += 2
-            device!.withUTF8 { if $0.count > 0 { (p + at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
-        }
-        var crc = CRC32C.extend(0, UnsafeRawBufferPointer(start: frame + 4, count: 1))
-        crc = CRC32C.extend(crc, UnsafeRawBufferPointer(start: p, count: payloadSize))
-        frame.storeBytes(of: CRC32C.mask(crc).littleEndian, toByteOffset: 5, as: UInt32.self)
-        buffer.count += size
-    }
+    init(wellFormed bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-    /// The sample's UUID (payload must be at least 16 bytes; the replay checks
-    /// the shape with `isWellFormed` first).
+    /// A view of `bytes` when they are a well-formed sample payload.
     @inline(__always)
-    public static func uuid(_ payload: UnsafeRawBufferPointer) -> UUIDBytes {
-        UUIDBytes(loadingFrom: payload, at: 0)
-    }
-
-    @inline(__always)
-    public static func flags(_ payload: UnsafeRawBufferPointer) -> UInt8 { payload[flagsOffset] }
-
-    /// The origin label in flag bits 2...3.
-    @inline(__always)
-    public static func origin(_ payload: UnsafeRawBufferPointer) -> SampleOrigin {
-        SampleOrigin(rawValue: (payload[flagsOffset] & FormatConstants.sampleOriginMask) >> FormatConstants.sampleOriginShift)!
-    }
-
-    @inline(__always)
-    public static func startMilliseconds(_ payload: UnsafeRawBufferPointer) -> Int64 {
-        Int64(littleEndian: payload.loadUnaligned(fromByteOffset: startOffset, as: Int64.self))
+    public static func checked(_ bytes: UnsafeRawBufferPointer) -> Result<SamplePayload, PayloadProblem> {
+        guard isWellFormed(bytes) else { return .failure(problem(bytes)) }
+        return .success(SamplePayload(wellFormed: bytes))
     }
 
     /// True when the lengths inside the payload add up to its size and the
     /// UUID is not the nil UUID (which no writer stores: the index cannot hold it).
     @inline(__always)
-    public static func isWellFormed(_ payload: UnsafeRawBufferPointer) -> Bool {
-        let fixed = FormatConstants.samplePayloadFixedSize
-        guard payload.count >= fixed, !uuid(payload).isNil else { return false }
+    static func isWellFormed(_ payload: UnsafeRawBufferPointer) -> Bool {
+        guard payload.count >= fixedSize, !UUIDBytes(loadingFrom: payload, at: 0).isNil else { return false }
         let bundle = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: bundleLengthOffset, as: UInt16.self)))
         let hasDevice = payload[flagsOffset] & FormatConstants.sampleFlagHasDeviceName != 0
-        if !hasDevice { return payload.count == fixed + bundle }
-        let deviceAt = fixed + bundle
+        if !hasDevice { return payload.count == fixedSize + bundle }
+        let deviceAt = fixedSize + bundle
         guard payload.count >= deviceAt + 2 else { return false }
         let device = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: deviceAt, as: UInt16.self)))
         return payload.count == deviceAt + 2 + device
     }
 
     /// Why a payload is not well formed (when `isWellFormed` is false).
-    public static func problem(_ payload: UnsafeRawBufferPointer) -> PayloadProblem {
-        if payload.count >= 16, uuid(payload).isNil { return PayloadProblem("sample-upsert record holds the nil UUID") }
-        return PayloadProblem("sample-upsert payload of \(payload.count) bytes is malformed")
+    static func problem(_ payload: UnsafeRawBufferPointer) -> PayloadProblem {
+        if payload.count >= 16, UUIDBytes(loadingFrom: payload, at: 0).isNil { return .nilUUID(.sampleUpsert) }
+        return .malformed(.sampleUpsert, size: payload.count)
     }
 
-    public static func decode(_ payload: UnsafeRawBufferPointer) -> Result<SampleRecord, PayloadProblem> {
-        guard isWellFormed(payload) else { return .failure(problem(payload)) }
-        var r = ByteReader(payload)
-        let id = r.readUUID()!
-        let start = r.readInt64()!
-        let end = r.readInt64()!
-        let count = r.readUInt32()!
-        let fetchedAt = r.readInt64()!
-        let flags = r.readUInt8()!
-        let bundleLength = r.readUInt16()!
-        let bundle = r.readString(Int(bundleLength))!
-        var device: String?
-        if flags & FormatConstants.sampleFlagHasDeviceName != 0 {
-            let n = r.readUInt16()!
-            device = r.readString(Int(n))!
-        }
-        let origin = SampleOrigin(rawValue: (flags & FormatConstants.sampleOriginMask) >> FormatConstants.sampleOriginShift)!
-        let sample = StepSample(id: id.uuid, startMilliseconds: start, endMilliseconds: end, count: Int(count),
-                                sourceBundleId: bundle, sourceDeviceName: device, origin: origin)
-        return .success(SampleRecord(sample: sample, fetchedAtMilliseconds: fetchedAt,
-                                     isSynced: flags & FormatConstants.sampleFlagSynced != 0))
+    // MARK: Fields, read in place
+
+    @inline(__always)
+    public var uuid: UUIDBytes { UUIDBytes(loadingFrom: bytes, at: 0) }
+
+    @inline(__always)
+    var flags: UInt8 { bytes[Self.flagsOffset] }
+
+    /// Written by compaction (which folds the acknowledgement into the
+    /// version) and by a relabelling upsert (which keeps the synced state).
+    @inline(__always)
+    public var isSynced: Bool { flags & FormatConstants.sampleFlagSynced != 0 }
+
+    /// The origin label in flag bits 2...3.
+    @inline(__always)
+    public var origin: SampleOrigin {
+        SampleOrigin(rawValue: (flags & FormatConstants.sampleOriginMask) >> FormatConstants.sampleOriginShift)!
     }
 
-    /// True when the stored version in `payload` has the same content as `s`
-    /// (every field but fetchedAt, the synced flag and the origin), compared byte-wise.
-    public static func hasSameContent(_ payload: UnsafeRawBufferPointer, as s: StepSample) -> Bool {
-        var r = ByteReader(payload, offset: startOffset)
-        guard r.readInt64() == s.startMilliseconds, r.readInt64() == s.endMilliseconds,
-              r.readUInt32() == UInt32(truncatingIfNeeded: s.count) else { return false }
-        _ = r.readInt64()
-        guard let flags = r.readUInt8() else { return false }
-        let storedHasDevice = flags & FormatConstants.sampleFlagHasDeviceName != 0
-        guard storedHasDevice == (s.sourceDeviceName != nil) else { return false }
-        guard let n = r.readUInt16(), let bundle = r.readBytes(Int(n)), equalUTF8(bundle, s.sourceBundleId) else { return false }
-        if let name = s.sourceDeviceName {
-            guard let m = r.readUInt16(), let device = r.readBytes(Int(m)), equalUTF8(device, name) else { return false }
+    @inline(__always)
+    public var startMilliseconds: Int64 { Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: Self.startOffset, as: Int64.self)) }
+
+    @inline(__always)
+    public var endMilliseconds: Int64 { Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: Self.endOffset, as: Int64.self)) }
+
+    @inline(__always)
+    public var count: UInt32 { UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: Self.countOffset, as: UInt32.self)) }
+
+    @inline(__always)
+    public var fetchedAtMilliseconds: Int64 { Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: Self.fetchedAtOffset, as: Int64.self)) }
+
+    /// UTF-8 bytes of the bundle id.
+    @inline(__always)
+    public var sourceBundleId: UnsafeRawBufferPointer {
+        let length = Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: Self.bundleLengthOffset, as: UInt16.self)))
+        return UnsafeRawBufferPointer(rebasing: bytes[Self.fixedSize..<(Self.fixedSize + length)])
+    }
+
+    /// UTF-8 bytes of the device name, or nil when the sample has none.
+    @inline(__always)
+    public var sourceDeviceName: UnsafeRawBufferPointer? {
+        guard flags & FormatConstants.sampleFlagHasDeviceName != 0 else { return nil }
+        let at = Self.fixedSize + sourceBundleId.count
+        let length = Int(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
+        return UnsafeRawBufferPointer(rebasing: bytes[(at + 2)..<(at + 2 + length)])
+    }
+
+    /// The fields as a `SampleSpan` (no allocation).
+    @inline(__always)
+    public var span: SampleSpan {
+        SampleSpan(id: uuid, origin: origin, startMilliseconds: startMilliseconds, endMilliseconds: endMilliseconds,
+                   count: count, sourceBundleId: sourceBundleId, sourceDeviceName: sourceDeviceName)
+    }
+
+    /// The whole version, decoded (strings and all).
+    public var record: SampleRecord {
+        let sample = StepSample(id: uuid.uuid, startMilliseconds: startMilliseconds, endMilliseconds: endMilliseconds,
+                                count: Int(count), sourceBundleId: String(decoding: sourceBundleId, as: UTF8.self),
+                                sourceDeviceName: sourceDeviceName.map { String(decoding: $0, as: UTF8.self) }, origin: origin)
+        return SampleRecord(sample: sample, fetchedAtMilliseconds: fetchedAtMilliseconds, isSynced: isSynced)
+    }
+
+    /// True when this stored version has the same content as `s` (every
+    /// field but fetchedAt, the synced flag and the origin), compared byte-wise.
+    public func hasSameContent(as s: StepSample) -> Bool {
+        guard startMilliseconds == s.startMilliseconds, endMilliseconds == s.endMilliseconds,
+              count == UInt32(truncatingIfNeeded: s.count) else { return false }
+        guard Self.equalUTF8(sourceBundleId, s.sourceBundleId) else { return false }
+        switch (sourceDeviceName, s.sourceDeviceName) {
+        case (nil, nil): return true
+        case (let stored?, let name?): return Self.equalUTF8(stored, name)
+        default: return false
         }
-        return true
     }
 
     @inline(__always)
@@ -142,5 +131,48 @@ public enum SamplePayload {
         return string.withUTF8 { utf8 in
             utf8.count == bytes.count && (utf8.count == 0 || memcmp(utf8.baseAddress!, bytes.baseAddress!, utf8.count) == 0)
         }
+    }
+
+    // MARK: Writing
+
+    /// Appends a framed sample-upsert record. The hot path of every write:
+    /// sizes are computed first, and fields are stored at their offsets.
+    @inline(__always)
+    public static func append(_ s: StepSample, fetchedAt: Int64, synced: Bool, to buffer: WriteBuffer) {
+        var bundle = s.sourceBundleId
+        var device = s.sourceDeviceName
+        let bundleCount = bundle.utf8.count
+        let deviceCount = device.map { $0.utf8.count }
+        let payloadSize = fixedSize + bundleCount + (deviceCount.map { 2 + $0 } ?? 0)
+        RecordFrame.append(.sampleUpsert, payloadSize: payloadSize, to: buffer) { p in
+            let id = UUIDBytes(s.id)
+            p.storeBytes(of: id.high.bigEndian, as: UInt64.self)
+            p.storeBytes(of: id.low.bigEndian, toByteOffset: 8, as: UInt64.self)
+            p.storeBytes(of: s.startMilliseconds.littleEndian, toByteOffset: startOffset, as: Int64.self)
+            p.storeBytes(of: s.endMilliseconds.littleEndian, toByteOffset: endOffset, as: Int64.self)
+            p.storeBytes(of: UInt32(truncatingIfNeeded: s.count).littleEndian, toByteOffset: countOffset, as: UInt32.self)
+            p.storeBytes(of: fetchedAt.littleEndian, toByteOffset: fetchedAtOffset, as: Int64.self)
+            var flags: UInt8 = (synced ? FormatConstants.sampleFlagSynced : 0) | s.origin.rawValue << FormatConstants.sampleOriginShift
+            if deviceCount != nil { flags |= FormatConstants.sampleFlagHasDeviceName }
+            p.storeBytes(of: flags, toByteOffset: flagsOffset, as: UInt8.self)
+            p.storeBytes(of: UInt16(bundleCount).littleEndian, toByteOffset: bundleLengthOffset, as: UInt16.self)
+            var at = fixedSize
+            bundle.withUTF8 { if $0.count > 0 { (p + at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+            at += bundleCount
+            if let deviceCount {
+                p.storeBytes(of: UInt16(deviceCount).littleEndian, toByteOffset: at, as: UInt16.self)
+                at += 2
+                device!.withUTF8 { if $0.count > 0 { (p + at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+            }
+        }
+    }
+
+    /// Sets the synced flag of the well-formed payload at `payload`, in
+    /// place: how compaction folds an acknowledgement into the version it
+    /// copies (the same bytes, one flag more).
+    @inline(__always)
+    static func setSynced(_ payload: UnsafeMutableRawPointer) {
+        payload.storeBytes(of: payload.load(fromByteOffset: flagsOffset, as: UInt8.self) | FormatConstants.sampleFlagSynced,
+                           toByteOffset: flagsOffset, as: UInt8.self)
     }
 }

@@ -67,12 +67,31 @@ public struct SegmentHeader: Hashable, Sendable {
         return bytes
     }
 
-    /// Why `bytes` is not a valid header.
-    public enum Problem: Error, Equatable, CustomStringConvertible {
+    /// Why a header cannot be a live segment's: its bytes do not decode, or
+    /// what they say cannot be true of the file or of the store.
+    public enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
         case tooShort(Int)
         case badMagic
         case checksumMismatch
         case unsupportedVersion(UInt16)
+        /// The header's sequence is not the one its file is named for.
+        case sequenceMismatch(header: UInt64, fileName: UInt64)
+        /// A sequence past `FormatConstants.maxSequence`: no segment could follow it.
+        case sequenceAfterLast(UInt64)
+        /// A version 1 segment numbered `maxSequence`: a writer continues such
+        /// a store in a new segment, which no number is left for.
+        case versionOneAtLastSequence(UInt64)
+        /// Log positions past `FormatConstants.maxPosition`, what the index holds.
+        case positionsBeyondIndex
+
+        /// Offset of the header field at fault.
+        public var offset: Int64 {
+            switch self {
+            case .tooShort, .badMagic, .checksumMismatch, .unsupportedVersion: 0
+            case .sequenceMismatch, .sequenceAfterLast, .versionOneAtLastSequence: Int64(FormatConstants.headerSequenceOffset)
+            case .positionsBeyondIndex: Int64(FormatConstants.headerBasePositionOffset)
+            }
+        }
 
         public var description: String {
             switch self {
@@ -81,8 +100,34 @@ public struct SegmentHeader: Hashable, Sendable {
             case .checksumMismatch: "segment header checksum mismatch"
             case .unsupportedVersion(let v):
                 "segment format version \(v) is not supported (this build reads versions \(FormatConstants.readableVersions.lowerBound)–\(FormatConstants.readableVersions.upperBound))"
+            case .sequenceMismatch(let header, let fileName): "header says sequence \(header) but the file is named for \(fileName)"
+            case .sequenceAfterLast(let sequence): "sequence \(sequence) is the last there is: no segment can follow it"
+            case .versionOneAtLastSequence(let sequence): "version 1 segment numbered \(sequence): no segment can follow it"
+            case .positionsBeyondIndex: "log positions reach past 2^46 (64 TiB), the most this version can index"
             }
         }
+    }
+
+    /// Why this decoded header cannot be that of the live segment file named
+    /// for `fileSequence`, holding `fileSize` bytes; nil when it can.
+    public func problem(fileSequence: UInt64, fileSize: Int64) -> Problem? {
+        if sequence != fileSequence { return .sequenceMismatch(header: sequence, fileName: fileSequence) }
+        // No writer goes past maxSequence, and no segment could follow the
+        // last number (a writer's open trapped on one; found by fuzzing).
+        if sequence > FormatConstants.maxSequence { return .sequenceAfterLast(sequence) }
+        // A writer continues a version 1 store in a new segment: none can
+        // follow this one (a writer made the next, which no open accepted;
+        // found by fuzzing), so readers refuse it as writers must.
+        if version != FormatConstants.formatVersion && sequence >= FormatConstants.maxSequence {
+            return .versionOneAtLastSequence(sequence)
+        }
+        // The index holds 46-bit positions: a store past them (64 TiB of
+        // history) cannot be opened by this version.
+        if basePosition > FormatConstants.maxPosition || UInt64(max(0, fileSize)) > FormatConstants.maxPosition - basePosition
+            || rangeEnd > FormatConstants.maxPosition {
+            return .positionsBeyondIndex
+        }
+        return nil
     }
 
     /// Decodes the header at the start of `bytes`.

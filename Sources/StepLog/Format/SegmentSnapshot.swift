@@ -20,6 +20,30 @@ public struct SegmentSnapshot: Equatable, Sendable {
             self.flags = flags
         }
 
+        /// Entry `i` of a snapshot's raw entries (`snapshotEntrySize` bytes each).
+        @inline(__always)
+        init(loadingFrom raw: UnsafeRawBufferPointer, index i: Int) {
+            let at = i &* FormatConstants.snapshotEntrySize
+            self.init(uuid: UUIDBytes(loadingFrom: raw, at: at),
+                      offset: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at &+ 16, as: UInt32.self)),
+                      flags: raw[at &+ 20])
+        }
+
+        /// The UUID of entry `i` of raw entries, read alone (a binary search by hash).
+        @inline(__always)
+        static func uuid(in raw: UnsafeRawBufferPointer, index i: Int) -> UUIDBytes {
+            UUIDBytes(loadingFrom: raw, at: i &* FormatConstants.snapshotEntrySize)
+        }
+
+        /// The segment holds a version of this sample (or its tombstone), at `offset`.
+        @inline(__always) public var hasVersion: Bool { flags & FormatConstants.snapshotEntryHasVersion != 0 }
+        /// After the segment that version (or, without one, the version before the segment) is acknowledged.
+        @inline(__always) public var isSynced: Bool { flags & FormatConstants.snapshotEntrySynced != 0 }
+        /// The version at `offset` is a tombstone.
+        @inline(__always) public var isTombstone: Bool { flags & FormatConstants.snapshotEntryTombstone != 0 }
+        /// The UUID is absent after the segment (its tombstone was acknowledged).
+        @inline(__always) public var isRemoved: Bool { flags & FormatConstants.snapshotEntryRemoved != 0 }
+
         /// Folds the next event of this UUID, in log order, into the entry: a
         /// version or tombstone (`flags` with hasVersion) replaces it; an
         /// acknowledgement (`flags` synced only) marks a version synced, turns
@@ -191,15 +215,42 @@ public struct SegmentSnapshot: Equatable, Sendable {
                   tailChecksum: header.tailChecksum, keysAfter: header.keysAfter, samples: samples, others: others)
     }
 
+    /// Where sample entry `i` starts in a snapshot file (an error names it).
+    static func fileOffset(ofEntry i: Int) -> Int64 {
+        Int64(FormatConstants.snapshotHeaderSize + i * FormatConstants.snapshotEntrySize)
+    }
+
     /// The 21-byte sample entries of a body, decoded.
     static func sampleEntries(_ raw: UnsafeRawBufferPointer, count: Int) -> [SampleEntry] {
-        (0..<count).map { i in
-            let at = i * FormatConstants.snapshotEntrySize
-            return SampleEntry(uuid: UUIDBytes(loadingFrom: raw, at: at),
-                               offset: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at + 16, as: UInt32.self)),
-                               flags: raw[at + 20])
-        }
+        (0..<count).map { SampleEntry(loadingFrom: raw, index: $0) }
     }
+
+    /// Checks a whole snapshot file's body (everything after the header)
+    /// against its header: the entries fit and the body's checksum matches.
+    static func checkBody(_ body: UnsafeRawBufferPointer, of header: Header) -> Problem? {
+        guard header.sampleCount * FormatConstants.snapshotEntrySize <= body.count else {
+            return Problem("snapshot ends inside its sample entries")
+        }
+        guard CRC32C.unmask(header.bodyChecksum) == CRC32C.checksum(body) else {
+            return Problem("snapshot body checksum mismatch (damaged or truncated)")
+        }
+        return nil
+    }
+
+    /// The version in a snapshot header when the header is whole (its magic
+    /// and checksum good), whatever the version; nil otherwise.
+    static func headerVersion(_ bytes: UnsafeRawBufferPointer) -> UInt16? {
+        guard bytes.count >= FormatConstants.snapshotHeaderSize,
+              bytes.prefix(8).elementsEqual(FormatConstants.snapshotMagic) else { return nil }
+        let checked = FormatConstants.snapshotHeaderSize - 4
+        let stored = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: checked, as: UInt32.self))
+        guard CRC32C.unmask(stored) == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<checked])) else { return nil }
+        return UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt16.self))
+    }
+
+    /// The checksum that ties a snapshot to its segment, of the segment's
+    /// last bytes (`snapshotTailBytes`, or all of them after the header).
+    static func tailChecksum(of tail: UnsafeRawBufferPointer) -> UInt32 { CRC32C.mask(CRC32C.checksum(tail)) }
 
     /// The other records, which follow the sample entries and end the body.
     static func parseOthers(_ body: UnsafeRawBufferPointer, after entryBytes: Int, count: Int) -> Result<[OtherRecord], Problem> {

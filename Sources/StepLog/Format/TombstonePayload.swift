@@ -1,40 +1,34 @@
-/// The `sampleDeleted` payload, `uuid[16] | deletedAt i64` (24 bytes).
-public enum TombstonePayload {
+/// The `sampleDeleted` payload, `uuid[16] | deletedAt i64` (24 bytes): the
+/// codec that writes one, and a view of a checked one.
+public struct TombstonePayload {
+    public let bytes: UnsafeRawBufferPointer
+
+    /// Bytes a tombstone record takes on disk, frame included.
+    public static let frameSize = RecordFrame.size(payload: FormatConstants.tombstonePayloadSize)
+
     @inline(__always)
-    public static func isWellFormed(_ payload: UnsafeRawBufferPointer) -> Bool {
-        payload.count == FormatConstants.tombstonePayloadSize && !uuid(payload).isNil
+    public static func checked(_ bytes: UnsafeRawBufferPointer) -> Result<TombstonePayload, PayloadProblem> {
+        guard bytes.count == FormatConstants.tombstonePayloadSize else {
+            return .failure(.wrongSize(.sampleDeleted, expected: FormatConstants.tombstonePayloadSize, found: bytes.count))
+        }
+        guard !UUIDBytes(loadingFrom: bytes, at: 0).isNil else { return .failure(.nilUUID(.sampleDeleted)) }
+        return .success(TombstonePayload(bytes: bytes))
     }
 
     @inline(__always)
-    public static func uuid(_ payload: UnsafeRawBufferPointer) -> UUIDBytes { UUIDBytes(loadingFrom: payload, at: 0) }
+    public var uuid: UUIDBytes { UUIDBytes(loadingFrom: bytes, at: 0) }
 
     @inline(__always)
-    public static func deletedAtMilliseconds(_ payload: UnsafeRawBufferPointer) -> Int64 {
-        Int64(littleEndian: payload.loadUnaligned(fromByteOffset: 16, as: Int64.self))
-    }
-
-    public static func problem(_ payload: UnsafeRawBufferPointer) -> PayloadProblem {
-        if payload.count == FormatConstants.tombstonePayloadSize { return PayloadProblem("sample-deleted record holds the nil UUID") }
-        return PayloadProblem("sample-deleted payload must be \(FormatConstants.tombstonePayloadSize) bytes, found \(payload.count)")
-    }
+    public var deletedAtMilliseconds: Int64 { Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16, as: Int64.self)) }
 
     /// Appends a framed tombstone record: the hot path of `delete`, stored in
-    /// place like `SamplePayload.appendRecord`.
+    /// place as `SamplePayload.append` does.
     @inline(__always)
-    public static func appendRecord(_ id: UUIDBytes, deletedAt: Int64, to buffer: WriteBuffer) {
-        let payloadSize = FormatConstants.tombstonePayloadSize
-        let size = FormatConstants.recordHeaderSize + payloadSize
-        buffer.reserve(size)
-        let frame = buffer.storage + buffer.count
-        let p = frame + FormatConstants.recordHeaderSize
-        frame.storeBytes(of: UInt32(payloadSize).littleEndian, as: UInt32.self)
-        frame.storeBytes(of: RecordType.sampleDeleted.rawValue, toByteOffset: 4, as: UInt8.self)
-        p.storeBytes(of: id.high.bigEndian, as: UInt64.self)
-        p.storeBytes(of: id.low.bigEndian, toByteOffset: 8, as: UInt64.self)
-        p.storeBytes(of: deletedAt.littleEndian, toByteOffset: 16, as: Int64.self)
-        var crc = CRC32C.extend(0, UnsafeRawBufferPointer(start: frame + 4, count: 1))
-        crc = CRC32C.extend(crc, UnsafeRawBufferPointer(start: p, count: payloadSize))
-        frame.storeBytes(of: CRC32C.mask(crc).littleEndian, toByteOffset: 5, as: UInt32.self)
-        buffer.count += size
+    public static func append(_ id: UUIDBytes, deletedAt: Int64, to buffer: WriteBuffer) {
+        RecordFrame.append(.sampleDeleted, payloadSize: FormatConstants.tombstonePayloadSize, to: buffer) { p in
+            p.storeBytes(of: id.high.bigEndian, as: UInt64.self)
+            p.storeBytes(of: id.low.bigEndian, toByteOffset: 8, as: UInt64.self)
+            p.storeBytes(of: deletedAt.littleEndian, toByteOffset: 16, as: Int64.self)
+        }
     }
 }

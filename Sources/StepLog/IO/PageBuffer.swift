@@ -9,8 +9,7 @@ import Darwin
 ///
 /// For multi-megabyte buffers that live briefly: glibc's malloc serves them
 /// with mmap too, but freeing one raises its mmap threshold to that size, after
-/// which every allocation below it comes from arenas that keep their memory
-/// (measured: +84 MiB peak while opening a 10M-sample store).
+/// which every allocation below it comes from arenas that keep their memory.
 final class PageBuffer {
     let base: UnsafeMutableRawPointer
     let count: Int

@@ -22,11 +22,8 @@ import CStepLogSupport
 /// may share one. Callers that already know the position of the version they
 /// mean (a scan reading records, an acknowledgement of a version read before)
 /// use `entry(_:at:)`, which needs no read: the record at a position has one
-/// UUID. Two in-memory shortcuts save most confirming reads, both checked by
-/// position so they can never be wrong: the last slot confirmed (an upsert
-/// finds, then sets, the same key), and while the key cache is on a
-/// direct-mapped cache of (position, UUID) per slot, filled by `set` (opening
-/// no longer turns it on: its writes cost more than the loads it saved).
+/// UUID. The last slot confirmed is remembered, checked by position so it
+/// can never be wrong: an upsert finds, then sets, the same key with one read.
 ///
 /// The home slot scales the tag onto the table (`tag << 16 * capacity >> 64`,
 /// Lemire's multiply-shift), monotone in the hash, so the table holds keys in
@@ -41,7 +38,9 @@ import CStepLogSupport
 /// key costs 13.7–27.4 bytes per key. Large tables ask for transparent huge
 /// pages: probes are random, and TLB misses would otherwise double their cost.
 ///
-/// Not thread-safe: the store serializes access.
+/// Not thread-safe: the store serializes access. (Opening a large store fills
+/// the table on two threads, each in a lane of it, with a key cache per band
+/// of slots: `SampleIndex+Lanes.swift`.)
 public final class SampleIndex {
     public static let slotSize = 12
     static let minimumCapacity = 1 << 10
@@ -52,11 +51,11 @@ public final class SampleIndex {
         get { table.pointee.slots }
         set { table.pointee.slots = newValue }
     }
-    private var capacity: Int {
+    var capacity: Int {
         get { table.pointee.capacity }
         set { table.pointee.capacity = newValue }
     }
-    private var threshold: Int {
+    var threshold: Int {
         get { table.pointee.threshold }
         set { table.pointee.threshold = newValue }
     }
@@ -78,9 +77,8 @@ public final class SampleIndex {
 
     /// The table's geometry and key count. Kept behind a pointer the index
     /// owns, as `Lane.State` is: as stored properties of the class, each
-    /// access paid a dynamic exclusivity check (with the store's counters, a
-    /// third of opening's CPU at 100M samples).
-    private struct Table {
+    /// access would pay a dynamic exclusivity check.
+    struct Table {
         var slots = UnsafeMutableRawPointer(bitPattern: 64)!
         var capacity = 0
         var threshold = 0
@@ -89,24 +87,17 @@ public final class SampleIndex {
         /// Confirming reads of lanes absorbed.
         var confirmingReads = 0
     }
-    private let table: UnsafeMutablePointer<Table> = {
+    let table: UnsafeMutablePointer<Table> = {
         let p = UnsafeMutablePointer<Table>.allocate(capacity: 1)
         p.initialize(to: Table())
         return p
     }()
 
-    /// What one thread's operations keep between calls: what `confirm`
-    /// consults before reading a record, and for a lane that fills part of
-    /// the table while another thread fills another part (opening a large
-    /// store), the slots it may touch and the keys it added.
-    ///
-    /// Every public operation without a lane uses the index's own (`main`),
-    /// which may touch any slot. A bounded lane (`makeLane`) throws
-    /// `LaneOverflow` from an operation that would reach outside its slots
-    /// (a key homed outside them, a probe run reaching `limit`) or insert
-    /// more than `budget` keys, before changing anything; the caller then
-    /// repeats that operation, and the rest, on the index's own lane once the
-    /// other threads are done.
+    /// What one thread's operations keep between calls: the reader that
+    /// confirms tag matches, the slot it last confirmed, the keys it added.
+    /// Every operation here uses the index's own lane (`main`), which may
+    /// touch any slot; the fields that bound a lane to part of the table, and
+    /// its key cache, are `SampleIndex+Lanes.swift`'s.
     public final class Lane {
         struct State {
             var keyAt: ((LogPosition) throws -> UUIDBytes)?
@@ -114,26 +105,21 @@ public final class SampleIndex {
             var slot = -1
             var raw: UInt64 = 0
             var key = UUIDBytes(high: 0, low: 0)
-            /// Position-checked UUIDs of recently set slots, by slot modulo its
-            /// size (24 bytes each: entry bits, UUID high, UUID low); nil unless enabled.
-            var cache: UnsafeMutablePointer<UInt64>?
-            var cacheMask = 0
             var confirmingReads = 0
-            /// Slots `start ..< limit` are this lane's (`limit` Int.max: every
-            /// slot, wrapping at the end of the table).
-            var start = 0
-            var limit = Int.max
-            /// Keys this lane may still add (inserts less removals).
-            var budget = Int.max
             /// Keys this lane added (inserts less removals).
             var added = 0
+            // SampleIndex+Lanes.swift: the key cache, and a bounded lane's slots and budget.
+            var cache: UnsafeMutablePointer<UInt64>?
+            var cacheMask = 0
+            var start = 0
+            var limit = Int.max
+            var budget = Int.max
         }
         let state: UnsafeMutablePointer<State>
 
         init(_ initial: State) {
             // Lanes are written on every operation by different threads: each
-            // on cache lines of its own (two sharing one cost a third of a
-            // parallel open's time).
+            // on cache lines of its own (no false sharing).
             state = UnsafeMutableRawPointer.allocate(byteCount: (MemoryLayout<State>.stride + 127) / 128 * 128, alignment: 128)
                 .bindMemory(to: State.self, capacity: 1)
             state.initialize(to: initial)
@@ -146,13 +132,8 @@ public final class SampleIndex {
         }
     }
 
-    /// Thrown by an operation of a bounded lane that would reach outside its
-    /// slots; nothing was changed.
-    public struct LaneOverflow: Error {}
-
-    private let main = Lane(Lane.State())
-    /// The lane of every operation called without one.
-    public var ownLane: Lane { main }
+    /// The lane of every operation here.
+    let main = Lane(Lane.State())
 
     /// `hash` replaces `UUIDBytes.mixedHash` (tests force tag collisions with it).
     public init(expectedKeys: Int = 0, hash: ((UUIDBytes) -> UInt64)? = nil) {
@@ -226,7 +207,7 @@ public final class SampleIndex {
         hashFunction == nil ? mixedHash >> 16 : tag(key)
     }
 
-    @inline(__always) private func home(_ tag: UInt64) -> Int {
+    @inline(__always) func home(_ tag: UInt64) -> Int {
         Int(truncatingIfNeeded: (tag << 16).multipliedFullWidth(by: UInt64(truncatingIfNeeded: capacity)).high)
     }
 
@@ -251,14 +232,12 @@ public final class SampleIndex {
     /// True when the slot `i`, holding entry bits `raw` and the key's tag, is `key`'s.
     @inline(__always)
     private func confirm(_ key: UUIDBytes, slot i: Int, raw: UInt64, _ m: UnsafeMutablePointer<Lane.State>) throws -> Bool {
-        // Both shortcuts hold a UUID beside the position it was read or
-        // written at; the record at a position has one UUID, so a hit is exact.
+        // The last slot confirmed, and the key cache when one is on
+        // (SampleIndex+Lanes.swift), hold a UUID beside the position it was
+        // read or written at; the record at a position has one UUID, so a hit is exact.
         let position = raw & FormatConstants.maxPosition
         if m.pointee.slot == i && m.pointee.raw & FormatConstants.maxPosition == position { return m.pointee.key == key }
-        if let cache = m.pointee.cache {
-            let c = cache + (i & m.pointee.cacheMask) &* 3
-            if c[0] & FormatConstants.maxPosition == position { return c[1] == key.high && c[2] == key.low }
-        }
+        if let cached = Self.cachedKey(slot: i, position: position, m) { return cached == key }
         guard let keyAt = m.pointee.keyAt else { preconditionFailure("SampleIndex.keyAt is not set: a tag match cannot be confirmed") }
         m.pointee.confirmingReads += 1
         let found = try keyAt(IndexEntry(rawValue: raw).position)
@@ -274,17 +253,12 @@ public final class SampleIndex {
         m.pointee.slot = i
         m.pointee.raw = raw
         m.pointee.key = key
-        if let cache = m.pointee.cache {
-            let c = cache + (i & m.pointee.cacheMask) &* 3
-            c[0] = raw
-            c[1] = key.high
-            c[2] = key.low
-        }
+        Self.cacheKey(key, slot: i, raw: raw, m)
     }
 
-    /// The slot holding `key`, or the empty slot where it would go. A bounded
-    /// lane throws `LaneOverflow` when the key's home or the probe run leaves
-    /// its slots.
+    /// The slot holding `key`, or the empty slot where it would go. (A
+    /// bounded lane throws `LaneOverflow` when the key's home or the probe run
+    /// leaves its slots.)
     @inline(__always)
     private func probe(_ key: UUIDBytes, tag: UInt64, _ m: UnsafeMutablePointer<Lane.State>) throws -> (slot: Int, found: Bool) {
         var i = home(tag)
@@ -320,12 +294,11 @@ public final class SampleIndex {
     /// The entry for `key`, if present. A tag match costs a read of the
     /// record it points at (`keyAt`), unless remembered.
     @inline(__always)
-    public func find(_ key: UUIDBytes) throws -> IndexEntry? { try find(key, in: main, mixedHash: key.mixedHash) }
+    public func find(_ key: UUIDBytes) throws -> IndexEntry? { try find(key, tag: tag(key), main.state) }
 
-    /// `find` on `lane`, given the key's `mixedHash`.
     @inline(__always)
-    public func find(_ key: UUIDBytes, in lane: Lane, mixedHash: UInt64) throws -> IndexEntry? {
-        let (i, found) = try probe(key, tag: tag(key, mixedHash: mixedHash), lane.state)
+    func find(_ key: UUIDBytes, tag: UInt64, _ m: UnsafeMutablePointer<Lane.State>) throws -> IndexEntry? {
+        let (i, found) = try probe(key, tag: tag, m)
         return found ? IndexEntry(rawValue: Self.raw(at: slotPointer(i))) : nil
     }
 
@@ -359,10 +332,7 @@ public final class SampleIndex {
         let position = raw & FormatConstants.maxPosition
         let m = main.state
         if m.pointee.slot == i && m.pointee.raw & FormatConstants.maxPosition == position { return m.pointee.key != key }
-        if let cache = m.pointee.cache {
-            let c = cache + (i & m.pointee.cacheMask) &* 3
-            if c[0] & FormatConstants.maxPosition == position { return c[1] != key.high || c[2] != key.low }
-        }
+        if let cached = Self.cachedKey(slot: i, position: position, m) { return cached != key }
         return false
     }
 
@@ -389,21 +359,17 @@ public final class SampleIndex {
     @discardableResult
     @inline(__always)
     public func set(_ key: UUIDBytes, _ entry: IndexEntry) throws -> IndexEntry? {
-        try set(key, entry, in: main, mixedHash: key.mixedHash)
+        try set(key, entry, tag: tag(key), main.state)
     }
 
-    /// `set` on `lane`, given the key's `mixedHash`.
-    @discardableResult
     @inline(__always)
-    public func set(_ key: UUIDBytes, _ entry: IndexEntry, in lane: Lane, mixedHash: UInt64) throws -> IndexEntry? {
+    func set(_ key: UUIDBytes, _ entry: IndexEntry, tag: UInt64, _ m: UnsafeMutablePointer<Lane.State>) throws -> IndexEntry? {
         precondition(entry.position.rawValue != 0, "position 0 holds no record (it marks empty index slots)")
-        let m = lane.state
         if m.pointee.limit == Int.max {
             if count >= threshold { grow() }
         } else if m.pointee.added >= m.pointee.budget {
-            throw LaneOverflow()
+            throw LaneOverflow() // a lane never grows the table
         }
-        let tag = tag(key, mixedHash: mixedHash)
         let (i, found) = try probe(key, tag: tag, m)
         let p = slotPointer(i)
         if found {
@@ -423,21 +389,19 @@ public final class SampleIndex {
     @discardableResult
     @inline(__always)
     public func update(_ key: UUIDBytes, _ transform: (IndexEntry) -> IndexEntry) throws -> IndexEntry? {
-        try update(key, in: main, mixedHash: key.mixedHash, transform)
+        try update(key, tag: tag(key), main.state, transform)
     }
 
-    /// `update` on `lane`, given the key's `mixedHash`.
-    @discardableResult
     @inline(__always)
-    public func update(_ key: UUIDBytes, in lane: Lane, mixedHash: UInt64, _ transform: (IndexEntry) -> IndexEntry) throws -> IndexEntry? {
-        let (i, found) = try probe(key, tag: tag(key, mixedHash: mixedHash), lane.state)
+    func update(_ key: UUIDBytes, tag: UInt64, _ m: UnsafeMutablePointer<Lane.State>, _ transform: (IndexEntry) -> IndexEntry) throws -> IndexEntry? {
+        let (i, found) = try probe(key, tag: tag, m)
         guard found else { return nil }
         let p = slotPointer(i)
         let old = IndexEntry(rawValue: Self.raw(at: p))
         let new = transform(old)
         precondition(new.position.rawValue != 0, "position 0 holds no record (it marks empty index slots)")
         Self.store(raw: new.rawValue, at: p)
-        remember(key, slot: i, raw: new.rawValue, lane.state)
+        remember(key, slot: i, raw: new.rawValue, m)
         return old
     }
 
@@ -448,16 +412,14 @@ public final class SampleIndex {
     /// so every remaining key stays reachable from its home and lookups never
     /// slow down with deletions. Keeps the table in (nearly) hash order.
     @discardableResult
-    public func remove(_ key: UUIDBytes) throws -> IndexEntry? { try remove(key, in: main, mixedHash: key.mixedHash) }
+    public func remove(_ key: UUIDBytes) throws -> IndexEntry? { try remove(key, tag: tag(key), main.state) }
 
-    /// `remove` on `lane`, given the key's `mixedHash`. A bounded lane first
-    /// finds where the probe run ends, so that one leaving its slots changes nothing.
-    @discardableResult
-    public func remove(_ key: UUIDBytes, in lane: Lane, mixedHash: UInt64) throws -> IndexEntry? {
-        let m = lane.state
-        let (start, found) = try probe(key, tag: tag(key, mixedHash: mixedHash), m)
+    func remove(_ key: UUIDBytes, tag: UInt64, _ m: UnsafeMutablePointer<Lane.State>) throws -> IndexEntry? {
+        let (start, found) = try probe(key, tag: tag, m)
         guard found else { return nil }
         if m.pointee.limit != Int.max {
+            // A bounded lane first finds where the probe run ends, so that one
+            // leaving its slots changes nothing.
             var i = start &+ 1
             while i < m.pointee.limit && Self.raw(at: slotPointer(i)) != 0 { i &+= 1 }
             if i == m.pointee.limit { throw LaneOverflow() }
@@ -518,63 +480,6 @@ public final class SampleIndex {
         let wanted = Self.capacity(for: expectedKeys)
         if wanted > capacity { rehash(toCapacity: wanted, populateInBackground: count == 0) }
     }
-
-    /// Turns the key cache on with `entries` (rounded up to a power of two)
-    /// position-checked UUIDs, or off with 0. Worth it while a hash range of
-    /// at most that many slots is filled (opening applies snapshots band by
-    /// band): a later tag match in the range is then confirmed from memory.
-    public func setKeyCache(entries: Int) { Self.setKeyCache(entries: entries, main.state) }
-
-    private static func setKeyCache(entries: Int, _ m: UnsafeMutablePointer<Lane.State>) {
-        m.pointee.cache?.deallocate()
-        m.pointee.cache = nil
-        m.pointee.cacheMask = 0
-        guard entries > 0 else { return }
-        var size = 1
-        while size < entries { size <<= 1 }
-        let cache = UnsafeMutablePointer<UInt64>.allocate(capacity: size * 3)
-        // Entry bits 0 match no slot (0 marks an empty one).
-        for k in 0..<size { cache[k * 3] = 0 }
-        m.pointee.cache = cache
-        m.pointee.cacheMask = size - 1
-    }
-
-    // MARK: Lanes
-
-    /// Slots in the table.
-    public var slotCount: Int { capacity }
-
-    /// Keys that can be added before the table grows (lanes share them).
-    public var roomBeforeGrowing: Int { max(0, threshold - count) }
-
-    /// The home slot of keys whose hash is `hash`: where a range of hashes
-    /// begins in the table (the home is monotone in the hash).
-    public func homeSlot(ofHash hash: UInt64) -> Int { home(hash >> 16) }
-
-    /// A lane for another thread that fills the keys homed in `slots` while
-    /// this one fills others: it touches no slot outside `slots`, adds at
-    /// most `budget` keys (so the table never needs to grow meanwhile),
-    /// confirms tag matches with `keyAt`, and keeps a key cache of
-    /// `cacheEntries` (see `setKeyCache`). Call `absorb` once its thread is done.
-    public func makeLane(slots: Range<Int>, budget: Int, keyAt: @escaping (LogPosition) throws -> UUIDBytes,
-                         cacheEntries: Int) -> Lane {
-        precondition(slots.lowerBound >= 0 && slots.upperBound <= capacity, "a lane's slots must be in the table")
-        let lane = Lane(Lane.State(keyAt: keyAt, start: slots.lowerBound, limit: slots.upperBound, budget: budget))
-        Self.setKeyCache(entries: cacheEntries, lane.state)
-        return lane
-    }
-
-    /// Counts what `lane` added (keys, confirming reads) into the index's
-    /// own counts. Call when no other thread uses the lane any more.
-    public func absorb(_ lane: Lane) {
-        table.pointee.count &+= lane.state.pointee.added
-        table.pointee.confirmingReads &+= lane.state.pointee.confirmingReads
-        lane.state.pointee.added = 0
-        lane.state.pointee.confirmingReads = 0
-    }
-
-    /// Slots one band of `bytes` of table covers.
-    public static func slots(inBytes bytes: Int) -> Int { bytes / slotSize }
 
     /// Calls `body` for every entry, in slot order (the UUIDs are in the
     /// records the entries point at).

@@ -7,7 +7,7 @@ public enum SegmentDamage: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .truncatedHeader(let n): "record header cut short (\(n) of \(FormatConstants.recordHeaderSize) bytes)"
+        case .truncatedHeader(let n): "record header cut short (\(n) of \(RecordFrame.headerSize) bytes)"
         case .truncatedPayload(let declared, let available): "record payload cut short (\(available) of \(declared) bytes)"
         case .impossibleLength(let n): "impossible record length \(n)"
         case .checksumMismatch(let stored, let computed):

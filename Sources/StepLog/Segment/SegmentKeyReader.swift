@@ -62,7 +62,7 @@ final class SegmentKeyReader {
             if segments[mid].basePosition <= p { lo = mid } else { hi = mid - 1 }
         }
         guard !segments.isEmpty, segments[lo].basePosition <= p else {
-            throw StepLogError.corruption(path: "", offset: Int64(p), reason: "no segment holds log position \(p)")
+            throw StepLogError.corruption(path: "", offset: Int64(p), kind: .noSegmentHolds(position: p))
         }
         last = lo
         return lo
@@ -71,19 +71,17 @@ final class SegmentKeyReader {
     func key(at position: LogPosition) throws -> UUIDBytes {
         let lo = try segmentIndex(position)
         let offset = Int(position.rawValue - segments[lo].basePosition)
-        let m = try mapping(lo, covering: offset + FormatConstants.recordHeaderSize + 16)
+        let m = try mapping(lo, covering: offset + RecordFrame.versionKeyBytes)
         return try Self.key(in: m, at: offset, path: segments[lo].path)
     }
 
     /// The UUID of the sample or tombstone record at `offset` of a segment's
     /// mapping (`path` names it in the error when no such record is there).
     static func key(in mapping: UnsafeRawBufferPointer, at offset: Int, path: String) throws -> UUIDBytes {
-        let end = offset + FormatConstants.recordHeaderSize + 16
-        let type = end <= mapping.count ? mapping.load(fromByteOffset: offset + 4, as: UInt8.self) : 0
-        guard type == RecordType.sampleUpsert.rawValue || type == RecordType.sampleDeleted.rawValue else {
-            throw StepLogError.corruption(path: path, offset: Int64(offset),
-                                          reason: "the index points at \(end > mapping.count ? "the end of the segment" : "a record of type \(type)"), not a sample or tombstone")
+        guard let (key, _) = RecordFrame.keyOfVersion(in: mapping, at: offset) else {
+            let found = offset + RecordFrame.versionKeyBytes <= mapping.count ? RecordFrame.declaredType(in: mapping, at: offset) : nil
+            throw StepLogError.corruption(path: path, offset: Int64(offset), kind: .indexPointsElsewhere(found: found, expected: .sampleOrTombstone))
         }
-        return UUIDBytes(loadingFrom: mapping, at: offset + FormatConstants.recordHeaderSize)
+        return key
     }
 }

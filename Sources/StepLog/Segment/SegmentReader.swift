@@ -64,10 +64,10 @@ public struct SegmentReader {
 
     public mutating func next() throws -> Item? {
         if stopped || offset >= fileSize { return nil }
-        var at = try ensure(FormatConstants.recordHeaderSize)
+        var at = try ensure(RecordFrame.headerSize)
         var decoded = RecordFrame.decode(window, at: at)
         if case .truncatedPayload(let declared, _) = decoded {
-            at = try ensure(FormatConstants.recordHeaderSize + declared)
+            at = try ensure(RecordFrame.size(payload: declared))
             decoded = RecordFrame.decode(window, at: at)
         }
         let here = offset
@@ -85,6 +85,35 @@ public struct SegmentReader {
         return .damage(offset: here, SegmentDamage(decoded)!)
     }
 
+    /// What `nextRecord` found.
+    public enum Step {
+        /// A record, decoded once: its view is valid until the next call.
+        case record(RecordView, offset: Int64, size: Int)
+        /// A record whose checksum matched but whose type the segment's
+        /// version does not define, or whose payload is not its type's shape:
+        /// never a torn write. Reading may go on after it.
+        case malformed(offset: Int64, PayloadProblem)
+        /// Where the bytes stop being a record (as `next` reports it).
+        case damage(offset: Int64, SegmentDamage)
+    }
+
+    /// The next record, decoded once for a segment of format `version`
+    /// (`RecordView.decode`), or nil at a clean end.
+    @inline(__always)
+    public mutating func nextRecord(version: UInt16) throws -> Step? {
+        switch try next() {
+        case nil:
+            return nil
+        case .record(let offset, let type, let payload, let size)?:
+            switch RecordView.decode(type: type, payload: payload, version: version) {
+            case .success(let view): return .record(view, offset: offset, size: size)
+            case .failure(let problem): return .malformed(offset: offset, problem)
+            }
+        case .damage(let offset, let damage)?:
+            return .damage(offset: offset, damage)
+        }
+    }
+
     /// Offset of the last non-zero byte in [from, to), or nil when all are zero.
     public static func lastNonZeroByte(in fd: FileDescriptor, from: Int64, to: Int64) throws -> Int64? {
         let chunk = 1 << 20
@@ -93,17 +122,7 @@ public struct SegmentReader {
         while end > from {
             let start = max(from, end - Int64(chunk))
             let n = try fd.read(into: buffer.base, count: Int(end - start), at: start)
-            let bytes = UnsafeRawBufferPointer(start: buffer.base, count: n)
-            // Eight bytes at a time, then the byte within.
-            var i = n
-            while i >= 8 {
-                if bytes.loadUnaligned(fromByteOffset: i - 8, as: UInt64.self) != 0 { break }
-                i -= 8
-            }
-            while i > 0 {
-                if bytes[i - 1] != 0 { return start + Int64(i - 1) }
-                i -= 1
-            }
+            if let i = RecordFrame.lastNonZeroByte(in: UnsafeRawBufferPointer(start: buffer.base, count: n)) { return start + Int64(i) }
             end = start
         }
         return nil

@@ -28,8 +28,10 @@ public struct SegmentSet {
 
     /// The first break in the live segments' chain: a missing sequence number,
     /// a segment that does not start where the previous one ends (or where
-    /// its reserved range ends), or one that outgrew its reserved range.
-    public static func firstBreak(in live: [SegmentInfo], directory: String) -> (index: Int, path: String, offset: Int64, reason: String)? {
+    /// its reserved range ends), or one that outgrew its reserved range;
+    /// with the file and offset to report it at.
+    public static func firstBreak(in live: [SegmentInfo], directory: String)
+        -> (index: Int, path: String, offset: Int64, problem: SegmentChainBreak)? {
         guard live.count > 1 else { return nil }
         for i in 1..<live.count {
             let a = live[i - 1], b = live[i]
@@ -46,27 +48,24 @@ public struct SegmentSet {
                    a.header.rangeEnd == b.basePosition, a.endPosition <= a.header.rangeEnd {
                     continue
                 }
-                return (i, b.path, 0, "segment \(b.name) follows positions reserved after segment \(b.header.reservedAfter), but the segment before it is \(a.name) (ending at position \(a.endPosition), next at \(a.nextBasePosition))")
+                return (i, b.path, 0, .afterReservation(name: b.name, reservedAfter: b.header.reservedAfter, previous: a.name,
+                                                        previousEnd: a.endPosition, previousNext: a.nextBasePosition))
             }
             if b.sequence != a.sequence + 1 {
                 let missing = SegmentName.fileName(sequence: a.sequence + 1)
-                return (i, Directory.join(directory, missing), 0,
-                        "segment \(missing) is missing (sequence jumps from \(a.sequence) to \(b.sequence))")
+                return (i, Directory.join(directory, missing), 0, .missing(name: missing, from: a.sequence, to: b.sequence))
             }
             if a.header.rangeEnd != 0, a.endPosition > a.header.rangeEnd {
-                return (i - 1, a.path, Int64(a.header.rangeEnd - a.basePosition),
-                        "segment ends at position \(a.endPosition), past the end of its reserved range (\(a.header.rangeEnd))")
+                return (i - 1, a.path, Int64(a.header.rangeEnd - a.basePosition), .pastReservedRange(end: a.endPosition, rangeEnd: a.header.rangeEnd))
             }
             // Each segment starts where the previous one ends, or where its
             // reserved range ends when it has one (version 2's range end).
             if a.header.rangeEnd != 0, b.basePosition != a.header.rangeEnd {
-                return (i, a.path, a.size, "segment reserved positions up to \(a.header.rangeEnd) but the next starts at \(b.basePosition)")
+                return (i, a.path, a.size, .reservedRangeMismatch(rangeEnd: a.header.rangeEnd, next: b.basePosition))
             }
             if b.basePosition != a.nextBasePosition {
-                let gap = Int64(b.basePosition) - Int64(a.endPosition)
-                return (i, a.path, a.size, gap > 0
-                    ? "segment ends at position \(a.endPosition) but the next starts at \(b.basePosition): \(gap) bytes are missing"
-                    : "segment ends at position \(a.endPosition), after the next one starts (\(b.basePosition))")
+                return (i, a.path, a.size, b.basePosition > a.endPosition ? .gap(end: a.endPosition, next: b.basePosition)
+                                                                          : .overlap(end: a.endPosition, next: b.basePosition))
             }
         }
         return nil

@@ -29,13 +29,12 @@ public enum SegmentTail {
         if segment.header.version == 1 {
             vouching = try firstRecord(in: fd, after: offset, fileSize: segment.size,
                                        candidate: { type, _ in RecordType.isDefined(type, inVersion: 1) }) { type, payload in
-                (try? LogRecord.decodeShape(type: type, payload: payload).get()) != nil
+                if case .success = RecordView.decode(type: type, payload: payload, version: 1) { return true }
+                return false
             }
         } else {
-            vouching = try firstRecord(in: fd, after: offset, fileSize: segment.size, candidate: { type, length in
-                type == RecordType.syncedThrough.rawValue && length == FormatConstants.syncedThroughPayloadSize
-            }) { _, payload in
-                UInt64(littleEndian: payload.loadUnaligned(as: UInt64.self)) > UInt64(offset)
+            vouching = try firstRecord(in: fd, after: offset, fileSize: segment.size, candidate: SyncedThroughPayload.mayBe) { type, payload in
+                (SyncedThroughPayload.claim(type: type, payload: payload) ?? 0) > UInt64(offset)
             }
         }
         if let vouching { return .corruption(vouchedBy: vouching) }
@@ -68,11 +67,10 @@ public enum SegmentTail {
             let bytes = buffer.bytes
             let limit = min(chunk, bytes.count, Int(candidatesEnd - start))
             for i in 0..<limit {
-                guard i + FormatConstants.recordHeaderSize <= bytes.count else { break }
-                let length = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt32.self)))
-                guard length <= FormatConstants.maxRecordPayload, admits(bytes[i + 4], length),
-                      start + Int64(i) + Int64(FormatConstants.recordHeaderSize + length) <= fileSize else { continue }
-                if i + FormatConstants.recordHeaderSize + length > bytes.count {
+                guard let (type, length) = RecordFrame.declared(in: bytes, at: i) else { break }
+                guard length <= FormatConstants.maxRecordPayload, admits(type, length),
+                      start + Int64(i) + Int64(RecordFrame.size(payload: length)) <= fileSize else { continue }
+                if i + RecordFrame.size(payload: length) > bytes.count {
                     // A large candidate straddling the chunk: read it on its own.
                     if try candidate(fd, at: start + Int64(i), length: length, accept: accept) { return start + Int64(i) }
                     continue
@@ -88,7 +86,7 @@ public enum SegmentTail {
 
     private static func candidate(_ fd: FileDescriptor, at offset: Int64, length: Int,
                                   accept: (UInt8, UnsafeRawBufferPointer) -> Bool) throws -> Bool {
-        let size = FormatConstants.recordHeaderSize + length
+        let size = RecordFrame.size(payload: length)
         let buffer = WriteBuffer(capacity: size)
         buffer.reserve(size)
         buffer.count = try fd.read(into: buffer.storage, count: size, at: offset)

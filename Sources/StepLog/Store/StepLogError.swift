@@ -13,9 +13,10 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
     case locked(path: String, pid: Int32?)
     /// The path exists but is not a StepLog store, or no store exists there.
     case notAStore(path: String, reason: String)
-    /// Damage that is not a torn tail: bad checksum, impossible length, bad
-    /// header, malformed payload, missing segment.
-    case corruption(path: String, offset: Int64, reason: String)
+    /// Damage that is not a torn tail, at `offset` of the file at `path`
+    /// (or at log position `offset` of the store at `path`, for damage found
+    /// by following the index): what was found is `kind`.
+    case corruption(path: String, offset: Int64, kind: CorruptionKind)
     /// A sample that cannot be stored (nil id, end before start, …).
     case invalidSample(id: String, reason: String)
     /// A write was attempted on a store opened read-only.
@@ -33,6 +34,69 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
     /// (only a store whose numbers were set by hand gets there).
     case sequencesExhausted(path: String)
 
+    /// What kind of damage a `.corruption` error found.
+    public enum CorruptionKind: Equatable, Sendable, CustomStringConvertible {
+        /// The bytes stop being a record: a bad checksum, an impossible
+        /// length, a record cut short (not the newest segment's unsynced tail).
+        case damage(SegmentDamage)
+        /// Such damage in bytes a sync made durable: the synced-through
+        /// record at offset `vouchedBy` claims them.
+        case damageInSyncedBytes(SegmentDamage, vouchedBy: Int64)
+        /// A record whose checksum matched but whose type the segment's
+        /// version does not define, or whose payload is not its type's shape.
+        case malformedRecord(PayloadProblem)
+        /// A segment header that cannot be read, or cannot be a live segment's.
+        case segmentHeader(SegmentHeader.Problem)
+        /// The live segments do not follow each other.
+        case chain(SegmentChainBreak)
+        /// The index names a log position no segment holds.
+        case noSegmentHolds(position: UInt64)
+        /// The index names a record that is not the sample version or
+        /// tombstone it says (`found`: the type code there; nil: past the end).
+        case indexPointsElsewhere(found: UInt8?, expected: IndexTarget)
+        /// An index snapshot's entries out of hash order.
+        case snapshotEntriesOutOfOrder
+        /// An index snapshot entry of the nil UUID, which no writer indexes.
+        case snapshotEntryNilUUID(entry: Int)
+        /// An index snapshot entry pointing inside its segment's header.
+        case snapshotEntryInHeader(entry: Int, offset: UInt64)
+
+        /// What an index entry is expected to point at.
+        public enum IndexTarget: Equatable, Sendable {
+            case sampleOrTombstone, sample, tombstone
+        }
+
+        public var description: String {
+            switch self {
+            case .damage(let damage):
+                return damage.description
+            case .damageInSyncedBytes(let damage, let vouchedBy):
+                return "\(damage), in bytes a sync made durable (synced-through record at \(vouchedBy))"
+            case .malformedRecord(let problem):
+                return problem.description
+            case .segmentHeader(let problem):
+                return problem.description
+            case .chain(let problem):
+                return problem.description
+            case .noSegmentHolds(let position):
+                return "no segment holds log position \(position)"
+            case .indexPointsElsewhere(let found, let expected):
+                let what = found.map { "a record of type \($0)" } ?? "the end of the segment"
+                switch expected {
+                case .sampleOrTombstone: return "the index points at \(what), not a sample or tombstone"
+                case .sample: return "the index points at \(what), not a sample"
+                case .tombstone: return "the index points at \(what), not a tombstone"
+                }
+            case .snapshotEntriesOutOfOrder:
+                return "snapshot entries are not in hash order"
+            case .snapshotEntryNilUUID(let entry):
+                return "snapshot entry \(entry) holds the nil UUID"
+            case .snapshotEntryInHeader(let entry, let offset):
+                return "snapshot entry \(entry) points at offset \(offset), inside the segment's header"
+            }
+        }
+    }
+
     public var description: String {
         switch self {
         case .io(let operation, let path, let code):
@@ -44,8 +108,8 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
             return "store is locked by another process (\(path))"
         case .notAStore(let path, let reason):
             return "\(path) is not a StepLog store: \(reason)"
-        case .corruption(let path, let offset, let reason):
-            return "corruption in \(path) at offset \(offset): \(reason)"
+        case .corruption(let path, let offset, let kind):
+            return "corruption in \(path) at offset \(offset): \(kind)"
         case .invalidSample(let id, let reason):
             return "invalid sample \(id): \(reason)"
         case .readOnly(let path):

@@ -25,7 +25,7 @@ extension StepLogStore {
                     summary.alreadyDeleted += 1
                     continue
                 }
-                let position = try append { TombstonePayload.appendRecord(key, deletedAt: at, to: $0) }
+                let position = try append { TombstonePayload.append(key, deletedAt: at, to: $0) }
                 try state.applyVersion(key, .tombstone(at: position))
                 summary.deleted += 1
             }
@@ -43,13 +43,10 @@ extension StepLogStore {
             var result: [StoredDeletion] = []
             result.reserveCapacity(min(limit, state.pendingDeletionCount))
             let start = max(state.deletionFloor, after ?? .zero)
-            try scan(from: start) { position, type, payload in
+            try scan(from: start) { position, record in
                 if let after, position <= after { return true }
-                guard type == RecordType.sampleDeleted.rawValue, TombstonePayload.isWellFormed(payload) else { return true }
-                let key = TombstonePayload.uuid(payload)
-                guard state.index.entry(key, at: position) != nil else { return true }
-                result.append(StoredDeletion(id: key.uuid, deletedAtMilliseconds: TombstonePayload.deletedAtMilliseconds(payload),
-                                             position: position))
+                guard case .sampleDeleted(let tombstone) = record, state.index.entry(tombstone.uuid, at: position) != nil else { return true }
+                result.append(StoredDeletion(id: tombstone.uuid.uuid, deletedAtMilliseconds: tombstone.deletedAtMilliseconds, position: position))
                 return result.count < limit
             }
             if after == nil, let first = result.first { state.deletionFloor = first.position }
@@ -90,13 +87,11 @@ extension StepLogStore {
     }
 
     func storedDeletion(at position: LogPosition) throws -> StoredDeletion {
-        try withRecord(at: position) { type, payload in
-            guard type == RecordType.sampleDeleted.rawValue, TombstonePayload.isWellFormed(payload) else {
-                throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue),
-                                              reason: "index points at a record of type \(type), not a tombstone")
+        try withRecord(at: position) { record in
+            guard case .sampleDeleted(let tombstone) = record else {
+                throw Self.indexPointsElsewhere(record, at: position, expected: .tombstone, directory: directory)
             }
-            return StoredDeletion(id: TombstonePayload.uuid(payload).uuid,
-                                  deletedAtMilliseconds: TombstonePayload.deletedAtMilliseconds(payload), position: position)
+            return StoredDeletion(id: tombstone.uuid.uuid, deletedAtMilliseconds: tombstone.deletedAtMilliseconds, position: position)
         }
     }
 
@@ -111,7 +106,7 @@ extension StepLogStore {
         }
         let key = SourceFamily.fingerprint(family)
         try locked {
-            let position = try append { LogRecord.sourceAnchor(family: key, anchor: anchor).append(to: $0) }
+            let position = try append { SourceAnchorPayload.append(family: key, anchor: anchor, to: $0) }
             state.anchors[key] = (anchor, position)
         }
     }

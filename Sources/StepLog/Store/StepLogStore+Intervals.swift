@@ -6,7 +6,7 @@ extension StepLogStore {
     public func recordIntervals<C: Collection>(_ intervals: C) throws where C.Element == SyncInterval {
         try locked {
             for interval in intervals {
-                let position = try append { LogRecord.intervalStatus(interval).append(to: $0) }
+                let position = try append { IntervalStatusPayload.append(interval, to: $0) }
                 state.intervals.apply(interval, at: position)
             }
         }
@@ -15,16 +15,16 @@ extension StepLogStore {
     /// Forgets every interval and layering range (the seeds' `clearAllIntervals`).
     public func clearIntervals(at date: Date = Date()) throws {
         try locked {
-            let position = try append { LogRecord.intervalsCleared(atMilliseconds: Milliseconds.from(date)).append(to: $0) }
-            try state.apply(.intervalsCleared(atMilliseconds: Milliseconds.from(date)), at: position)
+            _ = try append { IntervalsClearedPayload.append(atMilliseconds: Milliseconds.from(date), to: $0) }
+            state.intervals.clear()
         }
     }
 
     /// Records a range the layering sets out to cover.
     public func recordLayeringRange(_ range: LayeringRange) throws {
         try locked {
-            let position = try append { LogRecord.layeringRange(range).append(to: $0) }
-            try state.apply(.layeringRange(range), at: position)
+            let position = try append { LayeringRangePayload.append(range, to: $0) }
+            state.intervals.applyRange(range, at: position)
         }
     }
 
@@ -50,8 +50,8 @@ extension StepLogStore {
     /// Records a new high score for a day (the latest record per day wins).
     public func recordHighScore(_ score: DailyHighScore) throws {
         try locked {
-            let position = try append { LogRecord.dailyHighScore(score).append(to: $0) }
-            try state.apply(.dailyHighScore(score), at: position)
+            let position = try append { DailyHighScorePayload.append(score, to: $0) }
+            state.setHighScore(score, at: position)
         }
     }
 

@@ -22,8 +22,8 @@ extension StepLogStore {
                 list.append(SampleRejection(id: s.id, rejectedAtMilliseconds: at, reason: RejectionPayload.clipped(reason)))
             }
             guard !list.isEmpty else { return 0 }
-            let position = try append { RejectionPayload.appendRecord(list, to: $0) }
-            for r in list { state.rejections[UUIDBytes(r.id)] = (r, position) }
+            let position = try append { RejectionPayload.append(list, to: $0) }
+            state.recordRejections(list, at: position)
             return list.count
         }
     }

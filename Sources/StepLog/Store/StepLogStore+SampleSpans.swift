@@ -72,35 +72,33 @@ extension StepLogStore {
     /// The spans of every sample record in `files`; returns how many.
     private func scanRecordSpans(_ files: ArraySlice<SegmentInfo>, _ body: (SampleSpan) throws -> Void) throws -> Int {
         var records = 0
-        try forEachSampleRecord(in: files) { _, payload in
+        try forEachSampleRecord(in: files) { _, sample in
             records += 1
-            try body(SampleSpan(wellFormedPayload: payload))
+            try body(sample.span)
         }
         return records
     }
 
-    /// Every well-formed sample-upsert payload in `files`, in log order, with
-    /// its log position; damage or a malformed payload is a corruption error.
-    /// The one segment walk both span scans share.
+    /// Every sample version in `files`, in log order, with its log position;
+    /// damage or a malformed record is a corruption error. The one segment
+    /// walk both span scans share.
     private func forEachSampleRecord(in files: ArraySlice<SegmentInfo>,
-                                     _ body: (LogPosition, UnsafeRawBufferPointer) throws -> Void) throws {
+                                     _ body: (LogPosition, SamplePayload) throws -> Void) throws {
         for info in files {
             guard info.dataStart < info.size else { continue }
             let fd = try FileDescriptor.open(info.path, O_RDONLY)
             defer { fd.close() }
             fd.adviseSequential()
             var reader = SegmentReader(fd: fd, fileSize: info.size, from: info.dataStart)
-            while let item = try reader.next() {
-                switch item {
-                case .record(let offset, let type, let payload, _):
-                    guard type == RecordType.sampleUpsert.rawValue else { continue }
-                    guard SamplePayload.isWellFormed(payload) else {
-                        throw StepLogError.corruption(path: info.path, offset: offset,
-                                                      reason: SamplePayload.problem(payload).description)
-                    }
-                    try body(LogPosition(info.basePosition + UInt64(offset)), payload)
+            while let step = try reader.nextRecord(version: info.header.version) {
+                switch step {
+                case .record(let record, let offset, _):
+                    guard case .sampleUpsert(let sample) = record else { continue }
+                    try body(LogPosition(info.basePosition + UInt64(offset)), sample)
+                case .malformed(let offset, let problem):
+                    throw StepLogError.corruption(path: info.path, offset: offset, kind: .malformedRecord(problem))
                 case .damage(let offset, let damage):
-                    throw StepLogError.corruption(path: info.path, offset: offset, reason: damage.description)
+                    throw StepLogError.corruption(path: info.path, offset: offset, kind: .damage(damage))
                 }
             }
         }
@@ -134,9 +132,9 @@ extension StepLogStore {
     private func scanSpans(_ files: ArraySlice<SegmentInfo>, _ body: (SampleSpan) throws -> Void) throws {
         var queue = SpanQueue(index: state.index)
         defer { queue.deallocate() }
-        try forEachSampleRecord(in: files) { position, payload in
+        try forEachSampleRecord(in: files) { position, sample in
             if queue.isFull { try queue.emitOldest(body) }
-            queue.add(payload, at: position)
+            queue.add(sample, at: position)
         }
         while !queue.isEmpty { try queue.emitOldest(body) }
     }
@@ -173,10 +171,11 @@ private struct SpanQueue {
     var isFull: Bool { waiting == Self.depth }
     var isEmpty: Bool { waiting == 0 }
 
-    mutating func add(_ payload: UnsafeRawBufferPointer, at position: LogPosition) {
+    mutating func add(_ sample: SamplePayload, at position: LogPosition) {
+        let payload = sample.bytes
         if payload.count > slotSize { grow(to: payload.count) }
         let slot = (head + waiting) % Self.depth
-        let key = SamplePayload.uuid(payload)
+        let key = sample.uuid
         index.prefetch(key)
         (keys + slot).initialize(to: key)
         (positions + slot).initialize(to: position)
@@ -191,7 +190,7 @@ private struct SpanQueue {
         head = (head + 1) % Self.depth
         waiting -= 1
         guard index.entry(keys[slot], at: positions[slot]) != nil else { return }
-        try body(SampleSpan(wellFormedPayload: UnsafeRawBufferPointer(start: storage + slot * slotSize, count: lengths[slot])))
+        try body(SamplePayload(wellFormed: UnsafeRawBufferPointer(start: storage + slot * slotSize, count: lengths[slot])).span)
     }
 
     /// Larger slots for a larger payload (long source names), keeping the waiting ones.
@@ -205,28 +204,5 @@ private struct SpanQueue {
         storage.deallocate()
         storage = newStorage
         slotSize = newSize
-    }
-}
-
-extension SampleSpan {
-    /// The span of a sample-upsert payload that passed `SamplePayload.isWellFormed`.
-    @inline(__always)
-    init(wellFormedPayload payload: UnsafeRawBufferPointer) {
-        let bundleAt = FormatConstants.samplePayloadFixedSize
-        let bundleLength = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.bundleLengthOffset, as: UInt16.self)))
-        var device: UnsafeRawBufferPointer?
-        if payload[SamplePayload.flagsOffset] & FormatConstants.sampleFlagHasDeviceName != 0 {
-            let deviceAt = bundleAt + bundleLength
-            let deviceLength = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: deviceAt, as: UInt16.self)))
-            device = UnsafeRawBufferPointer(rebasing: payload[(deviceAt + 2)..<(deviceAt + 2 + deviceLength)])
-        }
-        self.init(
-            id: UUIDBytes(loadingFrom: payload, at: 0),
-            origin: SamplePayload.origin(payload),
-            startMilliseconds: Int64(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.startOffset, as: Int64.self)),
-            endMilliseconds: Int64(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.endOffset, as: Int64.self)),
-            count: UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: SamplePayload.countOffset, as: UInt32.self)),
-            sourceBundleId: UnsafeRawBufferPointer(rebasing: payload[bundleAt..<(bundleAt + bundleLength)]),
-            sourceDeviceName: device)
     }
 }

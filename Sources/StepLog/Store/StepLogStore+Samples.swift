@@ -26,14 +26,13 @@ extension StepLogStore {
                 // this UUID's (the index keeps only a tag) and compares contents.
                 let found = try index.find(key) { entry -> StoredVersion? in
                     if entry.isTombstone { return try sampleKey(at: entry.position) == key ? .deleted : nil }
-                    return try withRecord(at: entry.position) { type, payload -> StoredVersion? in
-                        guard type == RecordType.sampleUpsert.rawValue, SamplePayload.isWellFormed(payload) else {
-                            throw StepLogError.corruption(path: directory, offset: Int64(entry.position.rawValue),
-                                                          reason: "index points at a record of type \(type), not a sample or tombstone")
+                    return try withRecord(at: entry.position) { record -> StoredVersion? in
+                        guard case .sampleUpsert(let stored) = record else {
+                            throw Self.indexPointsElsewhere(record, at: entry.position, expected: .sampleOrTombstone, directory: directory)
                         }
-                        guard SamplePayload.uuid(payload) == key else { return nil }
-                        guard SamplePayload.hasSameContent(payload, as: s) else { return .changed }
-                        return SamplePayload.origin(payload) == s.origin ? .same : .relabeled
+                        guard stored.uuid == key else { return nil }
+                        guard stored.hasSameContent(as: s) else { return .changed }
+                        return stored.origin == s.origin ? .same : .relabeled
                     }
                 }
                 if let (existing, stored) = found {
@@ -52,8 +51,8 @@ extension StepLogStore {
                 } else {
                     summary.inserted += 1
                 }
-                let position = try append { SamplePayload.appendRecord(s, fetchedAt: fetched, synced: synced, to: $0) }
-                try state.applySampleVersion(key, position: position, synced: synced)
+                let position = try append { SamplePayload.append(s, fetchedAt: fetched, synced: synced, to: $0) }
+                try state.applyVersion(key, IndexEntry(position: position, synced: synced))
             }
             return summary
         }
@@ -69,17 +68,24 @@ extension StepLogStore {
     func sampleKey(at position: LogPosition) throws -> UUIDBytes {
         if let (_, info) = segment(containing: position) {
             let offset = Int(position.rawValue - info.basePosition)
-            let end = offset + FormatConstants.recordHeaderSize + 16
+            let end = offset + RecordFrame.versionKeyBytes
             if end <= Int(info.size) {
                 return try SegmentKeyReader.key(in: readers.mapping(for: info, covering: end), at: offset, path: info.path)
             }
         }
-        return try withRecord(at: position) { type, payload in
-            if type == RecordType.sampleUpsert.rawValue, SamplePayload.isWellFormed(payload) { return SamplePayload.uuid(payload) }
-            if type == RecordType.sampleDeleted.rawValue, TombstonePayload.isWellFormed(payload) { return TombstonePayload.uuid(payload) }
-            throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue),
-                                          reason: "index points at a record of type \(type), not a sample or tombstone")
+        return try withRecord(at: position) { record in
+            switch record {
+            case .sampleUpsert(let sample): return sample.uuid
+            case .sampleDeleted(let tombstone): return tombstone.uuid
+            default: throw Self.indexPointsElsewhere(record, at: position, expected: .sampleOrTombstone, directory: directory)
+            }
         }
+    }
+
+    /// The error for an index entry that points at `record`, which is not what it should be.
+    static func indexPointsElsewhere(_ record: RecordView, at position: LogPosition, expected: StepLogError.CorruptionKind.IndexTarget,
+                                     directory: String) -> StepLogError {
+        .corruption(path: directory, offset: Int64(position.rawValue), kind: .indexPointsElsewhere(found: record.type.rawValue, expected: expected))
     }
 
     /// `upsert` for any collection of samples.
@@ -98,24 +104,17 @@ extension StepLogStore {
     }
 
     func storedSample(at position: LogPosition, synced: Bool) throws -> StoredSample {
-        try withRecord(at: position) { type, payload in
-            guard type == RecordType.sampleUpsert.rawValue else {
-                throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue),
-                                              reason: "index points at a record of type \(type), not a sample")
+        try withRecord(at: position) { record in
+            guard case .sampleUpsert(let sample) = record else {
+                throw Self.indexPointsElsewhere(record, at: position, expected: .sample, directory: directory)
             }
-            return try Self.storedSample(payload, at: position, synced: synced, directory: directory)
+            return Self.storedSample(sample, at: position, synced: synced)
         }
     }
 
-    static func storedSample(_ payload: UnsafeRawBufferPointer, at position: LogPosition, synced: Bool,
-                             directory: String) throws -> StoredSample {
-        switch SamplePayload.decode(payload) {
-        case .success(let r):
-            return StoredSample(sample: r.sample, fetchedAtMilliseconds: r.fetchedAtMilliseconds,
-                                isSynced: synced, position: position)
-        case .failure(let problem):
-            throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue), reason: problem.description)
-        }
+    static func storedSample(_ sample: SamplePayload, at position: LogPosition, synced: Bool) -> StoredSample {
+        let r = sample.record
+        return StoredSample(sample: r.sample, fetchedAtMilliseconds: r.fetchedAtMilliseconds, isSynced: synced, position: position)
     }
 
     /// Up to `limit` unsynced samples in log order (the order they were
@@ -132,13 +131,13 @@ extension StepLogStore {
             var result: [StoredSample] = []
             result.reserveCapacity(min(limit, state.unsyncedCount))
             let start = max(state.unsyncedFloor, after ?? .zero)
-            try scan(from: start) { position, type, payload in
+            try scan(from: start) { position, record in
                 if let after, position <= after { return true }
-                guard type == RecordType.sampleUpsert.rawValue else { return true }
-                let key = SamplePayload.uuid(payload)
+                guard case .sampleUpsert(let sample) = record else { return true }
+                let key = sample.uuid
                 guard let entry = state.index.entry(key, at: position), !entry.isSynced,
                       !(try state.isRejected(key, versionAt: position)) else { return true }
-                result.append(try Self.storedSample(payload, at: position, synced: false, directory: directory))
+                result.append(Self.storedSample(sample, at: position, synced: false))
                 return result.count < limit
             }
             if after == nil, let first = result.first { state.unsyncedFloor = first.position }
@@ -177,7 +176,7 @@ extension StepLogStore {
         var from = 0
         while from < ids.count {
             let chunk = ids[from..<min(ids.count, from + AcknowledgedPayload.maxCount)]
-            _ = try append { AcknowledgedPayload.appendRecord(chunk.map(\.0), to: $0) }
+            _ = try append { AcknowledgedPayload.append(chunk.map(\.0), to: $0) }
             for (id, position) in chunk { try state.applyAcknowledged(id, versionAt: position) }
             from += chunk.count
         }
@@ -192,10 +191,10 @@ extension StepLogStore {
     /// Calls `body` with the current version of every live sample, in log order.
     public func forEachSample(_ body: (StoredSample) throws -> Void) throws {
         try locked {
-            try scan(from: .zero) { position, type, payload in
-                guard type == RecordType.sampleUpsert.rawValue else { return true }
-                guard let entry = state.index.entry(SamplePayload.uuid(payload), at: position) else { return true }
-                try body(try Self.storedSample(payload, at: position, synced: entry.isSynced, directory: directory))
+            try scan(from: .zero) { position, record in
+                guard case .sampleUpsert(let sample) = record,
+                      let entry = state.index.entry(sample.uuid, at: position) else { return true }
+                try body(Self.storedSample(sample, at: position, synced: entry.isSynced))
                 return true
             }
         }

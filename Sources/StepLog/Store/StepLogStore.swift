@@ -36,8 +36,8 @@ public final class StepLogStore: @unchecked Sendable {
     var failure: StepLogError?
     var isClosed = false
     let scratch = WriteBuffer(capacity: 4096)
-    /// Runs compactions in the background (docs/FORMAT.md, "Compaction").
-    let compactor = BackgroundCompactor()
+    /// Runs compactions in the background (docs/IMPL.md, "Compaction").
+    let scheduler = CompactionScheduler()
     /// Syncs on a thread of its own for `syncInBackground`.
     let syncer = BackgroundSyncer()
 
@@ -92,8 +92,8 @@ public final class StepLogStore: @unchecked Sendable {
         // Only now may a compaction start on its thread: it takes the index's
         // lookups as they are set above (started before, it raced that write).
         if writer != nil {
-            compactor.consider(self)
-            compactor.watchForRequests(self)
+            scheduler.consider(self)
+            scheduler.watchForRequests(self)
         }
     }
 
@@ -118,7 +118,7 @@ public final class StepLogStore: @unchecked Sendable {
     /// `padSyncsToSector`, the bytes are first padded to a sector boundary.
     public func sync() throws {
         try locked { try syncLocked() }
-        compactor.noticeRequest(self)
+        scheduler.noticeRequest(self)
     }
 
     func syncLocked() throws {
@@ -142,7 +142,7 @@ public final class StepLogStore: @unchecked Sendable {
 
     /// Syncs and closes the store, releasing the lock. Later calls throw `.closed`.
     public func close() throws {
-        compactor.stop() // outside the mutex: the compaction takes it to finish
+        scheduler.stop() // outside the mutex: the compaction takes it to finish
         try locked {
             guard !isClosed else { return }
             syncer.drain()
@@ -285,7 +285,7 @@ public final class StepLogStore: @unchecked Sendable {
         segments.append(next.info)
         syncer.noteDurable(next.endPosition)
         sealed(old.info)
-        compactor.consider(self)
+        scheduler.consider(self)
         return next
     }
 
@@ -313,19 +313,25 @@ public final class StepLogStore: @unchecked Sendable {
     }
 
     /// Reads the record at `position` (from the file or from records not yet
-    /// written out), checks its checksum, and passes its type and payload to
+    /// written out), checks its checksum, decodes it once, and passes it to
     /// `body`. Damage found here is corruption, never returned as data.
-    func withRecord<T>(at position: LogPosition, _ body: (UInt8, UnsafeRawBufferPointer) throws -> T) throws -> T {
+    func withRecord<T>(at position: LogPosition, _ body: (RecordView) throws -> T) throws -> T {
         guard let (i, info) = segment(containing: position) else {
-            throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue), reason: "no segment holds log position \(position.rawValue)")
+            throw StepLogError.corruption(path: directory, offset: Int64(position.rawValue), kind: .noSegmentHolds(position: position.rawValue))
         }
         let offset = Int64(position.rawValue - info.basePosition)
+        func decoded(_ type: UInt8, _ payload: UnsafeRawBufferPointer) throws -> T {
+            switch RecordView.decode(type: type, payload: payload, version: info.header.version) {
+            case .success(let record): return try body(record)
+            case .failure(let problem): throw StepLogError.corruption(path: info.path, offset: offset, kind: .malformedRecord(problem))
+            }
+        }
         if i == segments.count - 1, let w = writer, offset >= w.info.size {
             let at = Int(offset - w.info.size)
             guard case .record(let type, let payload, _) = RecordFrame.decode(w.pending.bytes, at: at) else {
                 preconditionFailure("pending record at \(position) does not decode")
             }
-            return try body(type, payload)
+            return try decoded(type, payload)
         }
         let fd = (i == segments.count - 1 && writer != nil) ? writer!.fd : try readers.descriptor(for: info)
         var want = Int(min(512, info.size - offset))
@@ -333,22 +339,21 @@ public final class StepLogStore: @unchecked Sendable {
             scratch.removeAll()
             scratch.reserve(want)
             scratch.count = try fd.read(into: scratch.storage, count: want, at: offset)
-            let decoded = RecordFrame.decode(scratch.bytes, at: 0)
-            if case .record(let type, let payload, _) = decoded { return try body(type, payload) }
-            if case .truncatedPayload(let declared, _) = decoded,
-               Int64(FormatConstants.recordHeaderSize + declared) <= info.size - offset,
-               want < FormatConstants.recordHeaderSize + declared {
-                want = FormatConstants.recordHeaderSize + declared
+            let frame = RecordFrame.decode(scratch.bytes, at: 0)
+            if case .record(let type, let payload, _) = frame { return try decoded(type, payload) }
+            if case .truncatedPayload(let declared, _) = frame,
+               Int64(RecordFrame.size(payload: declared)) <= info.size - offset, want < RecordFrame.size(payload: declared) {
+                want = RecordFrame.size(payload: declared)
                 continue
             }
-            throw StepLogError.corruption(path: info.path, offset: offset, reason: SegmentDamage(decoded)!.description)
+            throw StepLogError.corruption(path: info.path, offset: offset, kind: .damage(SegmentDamage(frame)!))
         }
     }
 
     /// Visits records in log order from `start` (a record position, or zero
-    /// for the beginning) to the end, writing pending records out first.
-    /// `body` returns false to stop.
-    func scan(from start: LogPosition, _ body: (LogPosition, UInt8, UnsafeRawBufferPointer) throws -> Bool) throws {
+    /// for the beginning) to the end, each decoded once, writing pending
+    /// records out first. `body` returns false to stop.
+    func scan(from start: LogPosition, _ body: (LogPosition, RecordView) throws -> Bool) throws {
         if let w = writer, failure == nil { do { try w.flush() } catch { throw fail(error) } }
         var first = 0
         var startOffset: Int64 = 0
@@ -365,12 +370,14 @@ public final class StepLogStore: @unchecked Sendable {
             defer { fd.close() }
             fd.adviseSequential()
             var reader = SegmentReader(fd: fd, fileSize: info.size, from: from)
-            while let item = try reader.next() {
-                switch item {
-                case .record(let offset, let type, let payload, _):
-                    if try !body(LogPosition(info.basePosition + UInt64(offset)), type, payload) { return }
+            while let step = try reader.nextRecord(version: info.header.version) {
+                switch step {
+                case .record(let record, let offset, _):
+                    if try !body(LogPosition(info.basePosition + UInt64(offset)), record) { return }
+                case .malformed(let offset, let problem):
+                    throw StepLogError.corruption(path: info.path, offset: offset, kind: .malformedRecord(problem))
                 case .damage(let offset, let damage):
-                    throw StepLogError.corruption(path: info.path, offset: offset, reason: damage.description)
+                    throw StepLogError.corruption(path: info.path, offset: offset, kind: .damage(damage))
                 }
             }
         }

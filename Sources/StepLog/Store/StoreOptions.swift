@@ -15,15 +15,15 @@ public struct StoreOptions: Sendable {
     public var writeBufferSize = 1 << 20
     /// Zero-filled, synced space the writer keeps ahead of its write offset in
     /// the newest segment (never past `segmentSize`). Appends then never change
-    /// the file's size or block map, so `sync` flushes data only: about half
-    /// the latency of an append that grows the file (PostgreSQL zero-fills WAL
-    /// segments for the same reason). 0 turns it off.
+    /// the file's size or block map, so `sync` flushes data only, without a
+    /// journal commit (PostgreSQL zero-fills WAL segments for the same
+    /// reason). 0 turns it off.
     public var preallocationSize = 8 << 20
     /// Pad the log to a 512-byte sector boundary before each `sync()`, so that
     /// no later write shares a sector with bytes already acknowledged: on a
     /// disk without powersafe overwrite, a torn write can then damage only
     /// unacknowledged bytes (docs/FORMAT.md, "What is assumed of the disk").
-    /// Costs about 260 bytes a sync.
+    /// Costs half a sector a sync on average.
     public var padSyncsToSector = true
     /// Create the directory when it does not exist (writers only).
     public var createIfMissing = true

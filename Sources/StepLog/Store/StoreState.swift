@@ -1,8 +1,10 @@
 import Foundation
 
 /// Everything the log means, in memory: the sample index with its counters,
-/// the intervals, the daily high scores, the source anchors. Built by applying
-/// records in log order; the one place that says what each record type does.
+/// the intervals, the daily high scores, the source anchors, the rejections.
+/// Built by applying records in log order: `replay` is the one place that
+/// says what each record type does (a `RecordView` handler), and the writers
+/// change the state through the same methods it calls.
 ///
 /// The index holds every UUID that is live or has a pending deletion; an
 /// acknowledged deletion removes the UUID.
@@ -18,12 +20,28 @@ public final class StoreState {
         get { counters.pointee.pendingDeletions }
         set { counters.pointee.pendingDeletions = newValue }
     }
-    /// The two counters every sample version changes. The state's own are
-    /// behind a pointer it owns: as stored properties of the class, each
-    /// access paid a dynamic exclusivity check, a fifth of opening's CPU at
-    /// 100M samples. A thread filling a lane of the index keeps its own
-    /// (changes to add with `absorb`).
-    struct Counters { var unsynced = 0, pendingDeletions = 0 }
+    /// The two counters every sample version changes, kept behind a pointer
+    /// the state owns: as stored properties of the class, each access paid a
+    /// dynamic exclusivity check. (A thread filling a lane of the index keeps
+    /// its own: `StoreState+Lanes.swift`.)
+    struct Counters {
+        var unsynced = 0, pendingDeletions = 0
+
+        /// `new` replaced `old` (nil: the UUID was absent) as a UUID's entry.
+        @inline(__always)
+        mutating func replace(_ old: IndexEntry?, with new: IndexEntry) {
+            if let old { remove(old) }
+            if new.isUnsyncedLive { unsynced += 1 }
+            if new.isTombstone { pendingDeletions += 1 }
+        }
+
+        /// `old` left the index.
+        @inline(__always)
+        mutating func remove(_ old: IndexEntry) {
+            if old.isUnsyncedLive { unsynced -= 1 }
+            if old.isTombstone { pendingDeletions -= 1 }
+        }
+    }
     let counters: UnsafeMutablePointer<Counters> = {
         let p = UnsafeMutablePointer<Counters>.allocate(capacity: 1)
         p.initialize(to: Counters())
@@ -60,44 +78,60 @@ public final class StoreState {
     public var sampleCount: Int { index.count - pendingDeletionCount }
     public var syncedCount: Int { sampleCount - unsyncedCount }
 
-    /// Sample versions and tombstones read by replay but not yet applied:
-    /// replay prefetches each one's index slot and applies them in groups, so
-    /// the cache misses overlap. Any other record, and `finishReplay`, applies
+    // MARK: Replay
+
+    /// Sample versions and tombstones replayed but not yet applied: replay
+    /// prefetches each one's index slot and applies them in groups, so the
+    /// cache misses overlap. Any other record, and `finishReplay`, applies
     /// them first.
     private var queuedKeys: [UUIDBytes] = []
     private var queuedEntries: [IndexEntry] = []
     static let replayGroup = 32
 
-    /// Applies one checksummed record found at `position` during replay.
-    /// Returns a problem when the type is undefined or the payload does not
-    /// have its type's shape (corruption). Call `finishReplay` after the last record.
+    /// Applies one record found at `position`, in log order: what each record
+    /// type means. Call `finishReplay` after the last record.
     @inline(__always)
-    public func replay(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) throws -> PayloadProblem? {
-        if rawType == RecordType.sampleUpsert.rawValue {
-            guard SamplePayload.isWellFormed(payload) else {
-                return SamplePayload.problem(payload)
-            }
-            try queue(SamplePayload.uuid(payload), IndexEntry(position: position,
-                                                          synced: SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0))
-            return nil
+    public func replay(_ record: RecordView, at position: LogPosition) throws {
+        switch record {
+        case .sampleUpsert(let sample):
+            try queue(sample.uuid, IndexEntry(version: sample, at: position))
+        case .sampleDeleted(let tombstone):
+            try queue(tombstone.uuid, .tombstone(at: position))
+        case .samplesAcknowledged(let ids):
+            try applyQueued()
+            try applyAcknowledged(ids)
+        case .intervalStatus(let p):
+            try applyQueued()
+            intervals.apply(p.interval, at: position)
+        case .intervalsCleared:
+            try applyQueued()
+            intervals.clear()
+        case .layeringRange(let p):
+            try applyQueued()
+            intervals.applyRange(p.range, at: position)
+        case .dailyHighScore(let p):
+            try applyQueued()
+            setHighScore(p.score, at: position)
+        case .sourceAnchor(let p):
+            try applyQueued()
+            anchors[p.family] = (Array(p.anchor), position)
+        case .samplesRejected(let p):
+            try applyQueued()
+            recordRejections(p.rejections, at: position)
+        case .syncedThrough, .padding:
+            break // they say what is durable, not what the log means
         }
-        if rawType == RecordType.sampleDeleted.rawValue {
-            guard TombstonePayload.isWellFormed(payload) else { return TombstonePayload.problem(payload) }
-            try queue(TombstonePayload.uuid(payload), .tombstone(at: position))
+    }
+
+    /// Decodes and applies one checksummed record (`replay`); returns the
+    /// problem when it is not a record of its type.
+    public func replay(type: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) throws -> PayloadProblem? {
+        switch RecordView.decode(type: type, payload: payload) {
+        case .success(let record):
+            try replay(record, at: position)
             return nil
-        }
-        try applyQueued()
-        if rawType == RecordType.samplesAcknowledged.rawValue {
-            guard let n = AcknowledgedPayload.count(payload) else { return AcknowledgedPayload.problem(payload) }
-            try applyAcknowledged(payload, count: n)
-            return nil
-        }
-        switch LogRecord.decode(type: rawType, payload: payload) {
         case .failure(let problem):
             return problem
-        case .success(let record):
-            try apply(record, at: position)
-            return nil
         }
     }
 
@@ -122,78 +156,26 @@ public final class StoreState {
         for i in 0..<queuedKeys.count { try applyVersion(queuedKeys[i], queuedEntries[i]) }
     }
 
-    /// Applies every UUID of a well-formed `samplesAcknowledged` payload, a
-    /// group at a time with their slots prefetched.
-    func applyAcknowledged(_ payload: UnsafeRawBufferPointer, count n: Int) throws {
+    /// Applies every UUID of a `samplesAcknowledged` record, a group at a
+    /// time with their slots prefetched.
+    func applyAcknowledged(_ ids: AcknowledgedPayload) throws {
         var i = 0
-        while i < n {
-            let end = min(n, i + Self.replayGroup)
-            for j in i..<end { index.prefetch(AcknowledgedPayload.uuid(payload, j)) }
-            for j in i..<end { try applyAcknowledged(AcknowledgedPayload.uuid(payload, j)) }
+        while i < ids.count {
+            let end = min(ids.count, i + Self.replayGroup)
+            for j in i..<end { index.prefetch(ids.uuid(j)) }
+            for j in i..<end { try applyAcknowledged(ids.uuid(j)) }
             i = end
         }
     }
 
-    /// Applies a decoded record (the slow path, for everything but samples).
-    public func apply(_ record: LogRecord, at position: LogPosition) throws {
-        switch record {
-        case .sampleUpsert(let r):
-            try applyVersion(UUIDBytes(r.sample.id), IndexEntry(position: position, synced: r.isSynced))
-        case .samplesAcknowledged(let ids):
-            for id in ids { try applyAcknowledged(UUIDBytes(id)) }
-        case .sampleDeleted(let id, _):
-            try applyVersion(UUIDBytes(id), .tombstone(at: position))
-        case .intervalStatus(let interval):
-            intervals.apply(interval, at: position)
-        case .intervalsCleared:
-            intervals.clear()
-        case .layeringRange(let range):
-            intervals.applyRange(range, at: position)
-        case .dailyHighScore(let score):
-            highScores[score.day] = score
-            highScorePositions[score.day] = position
-        case .sourceAnchor(let family, let anchor):
-            anchors[family] = (anchor, position)
-        case .samplesRejected(let list):
-            for r in list { rejections[UUIDBytes(r.id)] = (r, position) }
-        case .syncedThrough, .padding:
-            break // they say what is durable, not what the log means
-        }
-    }
+    // MARK: What records do (replay and the writers)
 
     /// Makes `entry` (a sample version or a tombstone) the current version of
     /// `id`, keeping the counters: the hot path of replay and upsert.
     @inline(__always)
     func applyVersion(_ id: UUIDBytes, _ entry: IndexEntry) throws {
-        try applyVersion(id, entry, in: index.ownLane, mixedHash: id.mixedHash, counting: counters)
-    }
-
-    /// `applyVersion` on a lane of the index, given the UUID's `mixedHash`, counting into `c`.
-    @inline(__always)
-    func applyVersion(_ id: UUIDBytes, _ entry: IndexEntry, in lane: SampleIndex.Lane, mixedHash: UInt64,
-                      counting c: UnsafeMutablePointer<Counters>) throws {
-        let old = try index.set(id, entry, in: lane, mixedHash: mixedHash)
-        var unsynced = c.pointee.unsynced, pending = c.pointee.pendingDeletions
-        if let old {
-            if old.isUnsyncedLive { unsynced -= 1 }
-            if old.isTombstone { pending -= 1 }
-        }
-        if entry.isUnsyncedLive { unsynced += 1 }
-        if entry.isTombstone { pending += 1 }
-        c.pointee.unsynced = unsynced
-        c.pointee.pendingDeletions = pending
-    }
-
-    /// Adds what a lane's thread counted (`applyVersion(_:_:in:counting:)`).
-    func absorb(_ c: Counters) {
-        counters.pointee.unsynced += c.unsynced
-        counters.pointee.pendingDeletions += c.pendingDeletions
-    }
-
-    /// A sample version (`applyVersion` of a non-tombstone).
-    @inline(__always)
-    func applySampleVersion(_ id: UUIDBytes, position: LogPosition, synced: Bool) throws {
-        try applyVersion(id, IndexEntry(position: position, synced: synced))
+        let old = try index.set(id, entry)
+        counters.pointee.replace(old, with: entry)
     }
 
     /// Acknowledges the current version of `id` (one UUID of a
@@ -201,35 +183,48 @@ public final class StoreState {
     /// tombstone is done and the UUID leaves the index. Absent: nothing.
     @inline(__always)
     func applyAcknowledged(_ id: UUIDBytes) throws {
-        try applyAcknowledged(id, in: index.ownLane, mixedHash: id.mixedHash, counting: counters)
-    }
-
-    /// `applyAcknowledged` on a lane of the index, given the UUID's `mixedHash`, counting into `c`.
-    @inline(__always)
-    func applyAcknowledged(_ id: UUIDBytes, in lane: SampleIndex.Lane, mixedHash: UInt64,
-                           counting c: UnsafeMutablePointer<Counters>) throws {
-        guard let entry = try index.find(id, in: lane, mixedHash: mixedHash) else { return }
-        try acknowledge(id, entry, in: lane, mixedHash: mixedHash, counting: c)
+        guard let entry = try index.find(id) else { return }
+        try acknowledge(id, entry)
     }
 
     /// `applyAcknowledged` of the version of `id` at `position` (read by the
     /// caller), which needs no read to confirm the index's entry.
     func applyAcknowledged(_ id: UUIDBytes, versionAt position: LogPosition) throws {
         guard let entry = index.entry(id, at: position) else { return }
-        try acknowledge(id, entry, in: index.ownLane, mixedHash: id.mixedHash, counting: counters)
+        try acknowledge(id, entry)
     }
 
     @inline(__always)
-    private func acknowledge(_ id: UUIDBytes, _ entry: IndexEntry, in lane: SampleIndex.Lane, mixedHash: UInt64,
-                             counting c: UnsafeMutablePointer<Counters>) throws {
-        if entry.isTombstone {
-            try index.remove(id, in: lane, mixedHash: mixedHash)
-            c.pointee.pendingDeletions -= 1
-        } else if !entry.isSynced {
-            try index.update(id, in: lane, mixedHash: mixedHash) { $0.withSynced(true) }
-            c.pointee.unsynced -= 1
+    private func acknowledge(_ id: UUIDBytes, _ entry: IndexEntry) throws {
+        switch entry.acknowledgement {
+        case .removal:
+            try index.remove(id)
+            counters.pointee.pendingDeletions -= 1
+        case .syncing:
+            try index.update(id) { $0.withSynced(true) }
+            counters.pointee.unsynced -= 1
+        case .none:
+            break
         }
     }
+
+    /// Removes `id` whatever its state (a snapshot entry saying the UUID is
+    /// absent after its segment).
+    func applyRemoved(_ id: UUIDBytes) throws {
+        guard let old = try index.remove(id) else { return }
+        counters.pointee.remove(old)
+    }
+
+    func setHighScore(_ score: DailyHighScore, at position: LogPosition) {
+        highScores[score.day] = score
+        highScorePositions[score.day] = position
+    }
+
+    func recordRejections(_ list: [SampleRejection], at position: LogPosition) {
+        for r in list { rejections[UUIDBytes(r.id)] = (r, position) }
+    }
+
+    // MARK: Rejections
 
     /// True when the rejection recorded at `position` for `id` is the latest
     /// for it and still applies: the sample's current version is live,
@@ -248,66 +243,27 @@ public final class StoreState {
         return try versionPosition < r.position && isRejectionCurrent(id, recordedAt: r.position)
     }
 
-    /// The size a `samplesRejected` payload has once the entries that no
-    /// longer apply are left out (what compaction writes).
-    func liveRejectionPayloadSize(_ payload: UnsafeRawBufferPointer, at position: LogPosition) throws -> Int {
-        guard case .success(let list) = RejectionPayload.decode(payload) else { return 0 }
-        return try list.filter { try isRejectionCurrent(UUIDBytes($0.id), recordedAt: position) }
-            .reduce(4) { $0 + 16 + 8 + 2 + RejectionPayload.clipped($1.reason).utf8.count }
-    }
-
     /// Live samples whose current version is rejected.
     func rejectedCount() throws -> Int {
         try rejections.reduce(0) { $0 + (try isRejectionCurrent($1.key, recordedAt: $1.value.position) ? 1 : 0) }
     }
-
-    /// Removes `id` whatever its state (a snapshot entry saying the UUID is
-    /// absent after its segment).
-    func applyRemoved(_ id: UUIDBytes) throws {
-        try applyRemoved(id, in: index.ownLane, mixedHash: id.mixedHash, counting: counters)
-    }
-
-    /// `applyRemoved` on a lane of the index, given the UUID's `mixedHash`, counting into `c`.
-    func applyRemoved(_ id: UUIDBytes, in lane: SampleIndex.Lane, mixedHash: UInt64, counting c: UnsafeMutablePointer<Counters>) throws {
-        guard let old = try index.remove(id, in: lane, mixedHash: mixedHash) else { return }
-        if old.isUnsyncedLive { c.pointee.unsynced -= 1 }
-        if old.isTombstone { c.pointee.pendingDeletions -= 1 }
-    }
 }
 
-extension StoreState {
-    /// True when the record at `position` still means something: the current
-    /// version of a sample, a pending tombstone, the latest status of a current
-    /// interval, a current layering range, the latest high score of a day, the
-    /// latest anchor of a source family, a rejection that still applies (a
-    /// `samplesRejected` record is live when one of its entries is). Everything else (older versions,
-    /// acknowledgements, acknowledged tombstones, superseded statuses, clears,
-    /// synced-through and padding records) is dead: what compaction drops and
-    /// `steplog stats` counts as dead bytes.
-    public func isLive(type rawType: UInt8, payload: UnsafeRawBufferPointer, at position: LogPosition) throws -> Bool {
-        switch RecordType(rawValue: rawType) {
-        case .sampleUpsert:
-            return SamplePayload.isWellFormed(payload) && index.entry(SamplePayload.uuid(payload), at: position) != nil
-        case .sampleDeleted:
-            return TombstonePayload.isWellFormed(payload) && index.entry(TombstonePayload.uuid(payload), at: position) != nil
-        case .intervalStatus:
-            guard payload.count >= 16 else { return false }
-            return intervals.entry(id: UUIDBytes(loadingFrom: payload, at: 0).uuid)?.position == position
-        case .layeringRange:
-            return intervals.rangePositions.contains(position)
-        case .dailyHighScore:
-            guard payload.count >= 4 else { return false }
-            let day = UInt32(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt32.self))
-            return highScorePositions[day] == position
-        case .sourceAnchor:
-            guard payload.count >= 8 else { return false }
-            let family = UInt64(littleEndian: payload.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
-            return anchors[family]?.position == position
-        case .samplesRejected:
-            guard case .success(let list) = RejectionPayload.decode(payload) else { return false }
-            return try list.contains { try isRejectionCurrent(UUIDBytes($0.id), recordedAt: position) }
-        case .samplesAcknowledged, .intervalsCleared, .syncedThrough, .padding, nil:
-            return false
-        }
+extension IndexEntry {
+    /// The index entry of the sample version `sample`, found at `position`.
+    @inline(__always)
+    init(version sample: SamplePayload, at position: LogPosition) {
+        self.init(position: position, synced: sample.isSynced)
+    }
+
+    /// What acknowledging this entry does.
+    enum Acknowledgement { case removal, syncing, none }
+
+    /// A tombstone's acknowledgement removes the UUID; a live unsynced
+    /// version's makes it synced; a synced one's does nothing.
+    @inline(__always)
+    var acknowledgement: Acknowledgement {
+        if isTombstone { return .removal }
+        return isSynced ? .none : .syncing
     }
 }

@@ -69,9 +69,8 @@ public struct UploadSummary: Sendable, Equatable {
 /// not sent again until their content changes.
 public final class APISyncService {
     public static let defaultBatchSize = 1_000
-    /// Requests kept in flight. On PostgreSQL more overlap the server's CPU with the database's
-    /// (1,000-sample batches, one user, alternating: 2 in flight 93,000-101,000 samples/s, 3
-    /// 112,000-117,000, 4 119,000-135,000); on the embedded backend 1, 2 and 4 were alike.
+    /// Requests kept in flight. On PostgreSQL more overlap the server's CPU with the database's;
+    /// on the embedded backend the number matters little (figures: PERFORMANCE.md).
     public static let defaultInFlight = 4
 
     let store: StepLogStore

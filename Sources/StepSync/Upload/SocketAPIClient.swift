@@ -9,10 +9,10 @@ import StepLog
 /// they wait for the least busy one.
 ///
 /// Why it exists beside `LiveAPIClient`: on Linux, FoundationNetworking's
-/// URLSession keeps a core busy while a request is out (measured here: 3.3 s
-/// of CPU for two requests that each waited 2 s). On a two-core machine that
-/// core is the server's, and uploads reached only ~78% of what the server can
-/// take. This client waits in poll(2) and spends microseconds per request.
+/// URLSession keeps a core busy while a request is out, waiting. On a
+/// two-core machine that core is the server's, and uploads fell well short
+/// of what the server can take. This client waits in poll(2) and spends
+/// microseconds per request.
 /// `https://` still goes through URLSession (TLS).
 public final class SocketAPIClient: APIClient, @unchecked Sendable {
     public let baseURL: String

@@ -15,8 +15,7 @@ import Foundation
 /// A key's later entries (a new version, an acknowledgement) must confirm
 /// that the slot with their tag is theirs. Each band keeps a key cache (the
 /// UUID beside each slot it set), so that is a load from cache rather than
-/// from the segment's mapping: at 100M samples those loads were a third of
-/// opening (page faults over 8 GB of mappings).
+/// a page fault in the segment's mapping.
 ///
 /// With `parallelEntries` or more entries, two threads apply the bands: one
 /// the lower half of the hash range, the other the upper, each in a lane of
@@ -130,7 +129,7 @@ struct SnapshotBandApplier {
         // entries out of hash order would otherwise be skipped or applied twice.
         if let k = snapshots.indices.first(where: { lower.entries[$0] != job.start[$0] }) {
             throw StepLogError.corruption(path: snapshotPath(k), offset: Int64(FormatConstants.snapshotHeaderSize),
-                                          reason: "snapshot entries are not in hash order")
+                                          kind: .snapshotEntriesOutOfOrder)
         }
         try apply(until: bands, from: &upper, readers: upperReaders, bands: bands, width: width,
                   lane: index.ownLane, counting: state.counters)
@@ -185,7 +184,6 @@ struct SnapshotBandApplier {
     /// entry, which was not applied.
     func apply(until end: Int, from cursor: inout Cursor, readers: [SnapshotEntryReader], bands: Int, width: UInt64,
                lane: SampleIndex.Lane, counting counts: UnsafeMutablePointer<StoreState.Counters>) throws {
-        let size = FormatConstants.snapshotEntrySize
         let distance = Self.prefetchDistance
         let index = state.index
         // Each entry's hash, computed once, when its slot is prefetched
@@ -209,46 +207,43 @@ struct SnapshotBandApplier {
                     let entries = reader.window
                     let first = reader.windowStart, last = reader.windowEnd
                     for j in i..<min(last, i &+ distance) {
-                        let key = UUIDBytes(loadingFrom: entries, at: (j &- first) &* size)
+                        let key = SegmentSnapshot.SampleEntry.uuid(in: entries, index: j &- first)
                         hashes[j & (ringSize - 1)] = key.mixedHash
                         index.prefetch(key, mixedHash: hashes[j & (ringSize - 1)])
                     }
                     while i < last {
-                        let at = (i &- first) &* size
-                        let key = UUIDBytes(loadingFrom: entries, at: at)
+                        let entry = SegmentSnapshot.SampleEntry(loadingFrom: entries, index: i &- first)
+                        let key = entry.uuid
                         let hash = hashes[i & (ringSize - 1)]
                         if !lastBand && hash >= bandEnd { break bandLoop }
                         if i &+ distance < last {
-                            let ahead = UUIDBytes(loadingFrom: entries, at: at &+ distance &* size)
+                            let ahead = SegmentSnapshot.SampleEntry.uuid(in: entries, index: i &+ distance &- first)
                             let aheadHash = ahead.mixedHash
                             hashes[(i &+ distance) & (ringSize - 1)] = aheadHash
                             index.prefetch(ahead, mixedHash: aheadHash)
                         }
-                        let flags = entries[at &+ 20]
                         if key.isNil {
                             // No writer indexes the nil UUID: a snapshot holding it
                             // was not written by this engine (found by fuzzing: it
                             // trapped in the index). One line, not a crash.
-                            throw StepLogError.corruption(path: snapshotPath(k), offset: Int64(FormatConstants.snapshotHeaderSize + i * size),
-                                                          reason: "snapshot entry \(i) holds the nil UUID")
+                            throw StepLogError.corruption(path: snapshotPath(k), offset: SegmentSnapshot.fileOffset(ofEntry: i),
+                                                          kind: .snapshotEntryNilUUID(entry: i))
                         }
-                        if flags & FormatConstants.snapshotEntryHasVersion != 0 {
-                            let offset = UInt64(UInt32(littleEndian: entries.loadUnaligned(fromByteOffset: at &+ 16, as: UInt32.self)))
+                        if entry.hasVersion {
+                            let offset = UInt64(entry.offset)
                             if offset < UInt64(FormatConstants.segmentHeaderSizeV1) {
                                 // No record starts inside a segment's header; at offset 0 of
                                 // the first segment the position would be 0, the index's empty
                                 // slot (found by fuzzing: it trapped in the index).
-                                throw StepLogError.corruption(
-                                    path: snapshotPath(k), offset: Int64(FormatConstants.snapshotHeaderSize + i * size),
-                                    reason: "snapshot entry \(i) points at offset \(offset), inside the segment's header")
+                                throw StepLogError.corruption(path: snapshotPath(k), offset: SegmentSnapshot.fileOffset(ofEntry: i),
+                                                              kind: .snapshotEntryInHeader(entry: i, offset: offset))
                             }
-                            try state.applyVersion(key, IndexEntry(position: LogPosition(base + offset),
-                                                                   synced: flags & FormatConstants.snapshotEntrySynced != 0,
-                                                                   tombstone: flags & FormatConstants.snapshotEntryTombstone != 0),
+                            try state.applyVersion(key, IndexEntry(position: LogPosition(base + offset), synced: entry.isSynced,
+                                                                   tombstone: entry.isTombstone),
                                                    in: lane, mixedHash: hash, counting: counts)
-                        } else if flags & FormatConstants.snapshotEntryRemoved != 0 {
+                        } else if entry.isRemoved {
                             try state.applyRemoved(key, in: lane, mixedHash: hash, counting: counts)
-                        } else if flags & FormatConstants.snapshotEntrySynced != 0 {
+                        } else if entry.isSynced {
                             try state.applyAcknowledged(key, in: lane, mixedHash: hash, counting: counts)
                         }
                         i &+= 1

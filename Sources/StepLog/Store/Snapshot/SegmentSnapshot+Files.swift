@@ -11,7 +11,7 @@ extension SegmentSnapshot {
         let count = Int(max(0, size - from))
         var bytes = [UInt8](repeating: 0, count: count)
         let n = try bytes.withUnsafeMutableBytes { try fd.read(into: $0.baseAddress!, count: count, at: from) }
-        return CRC32C.mask(bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<n])) })
+        return bytes.withUnsafeBytes { tailChecksum(of: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
     }
 
     // MARK: Files
@@ -60,9 +60,8 @@ extension SegmentSnapshot {
     }
 
     /// Reads the snapshot file of `segment` through once, through a read-only
-    /// mapping (no copy, and no buffer to fault in: at 100M samples a 4 MiB
-    /// buffer a snapshot and the copies into it were a tenth of opening's
-    /// CPU), and checks it, without decoding its entries.
+    /// mapping (no copy, and no buffer to fault in), and checks it, without
+    /// decoding its entries.
     public static func check(for segment: SegmentInfo, directory: String) -> Result<Checked, Problem> {
         let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence))
         guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return .failure(Problem("cannot read the snapshot")) }
@@ -92,13 +91,8 @@ extension SegmentSnapshot {
         case .failure(let p): return .failure(p)
         case .success(let h): header = h
         }
-        let bodySize = size - headerSize
+        if let problem = checkBody(UnsafeRawBufferPointer(rebasing: file[headerSize...]), of: header) { return .failure(problem) }
         let entryBytes = header.sampleCount * FormatConstants.snapshotEntrySize
-        guard entryBytes <= bodySize else { return .failure(Problem("snapshot ends inside its sample entries")) }
-        let crc = CRC32C.extend(0, UnsafeRawBufferPointer(rebasing: file[headerSize...]))
-        guard CRC32C.unmask(header.bodyChecksum) == crc else {
-            return .failure(Problem("snapshot body checksum mismatch (damaged or truncated)"))
-        }
         let others = Array(file[(headerSize + entryBytes)...])
         let otherRecords: [OtherRecord]
         switch others.withUnsafeBytes({ parseOthers($0, after: 0, count: header.otherCount) }) {
@@ -119,28 +113,27 @@ extension SegmentSnapshot {
     /// What a snapshot file's header says (nil when there is no readable
     /// header). Opening sizes the index from its `keysAfter`.
     public static func header(sequence: UInt64, directory: String) -> Header? {
-        let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
-        guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return nil }
-        defer { fd.close() }
-        var bytes = [UInt8](repeating: 0, count: FormatConstants.snapshotHeaderSize)
-        guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }),
-              n == bytes.count, case .success(let header) = bytes.withUnsafeBytes({ decodeHeader($0) }) else { return nil }
+        guard let bytes = headerBytes(sequence: sequence, directory: directory),
+              case .success(let header) = bytes.withUnsafeBytes({ decodeHeader($0) }) else { return nil }
         return header
     }
 
     /// The version in a snapshot file's header when the header is whole (its
     /// magic and checksum good), whatever the version; nil otherwise.
     public static func fileVersion(sequence: UInt64, directory: String) -> UInt16? {
+        headerBytes(sequence: sequence, directory: directory)?.withUnsafeBytes { headerVersion($0) }
+    }
+
+    /// The first `snapshotHeaderSize` bytes of the snapshot file of segment
+    /// `sequence`, or nil when it has fewer or cannot be read.
+    private static func headerBytes(sequence: UInt64, directory: String) -> [UInt8]? {
         let path = Directory.join(directory, SegmentName.snapshotFileName(sequence: sequence))
         guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { return nil }
         defer { fd.close() }
         var bytes = [UInt8](repeating: 0, count: FormatConstants.snapshotHeaderSize)
         guard let n = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0.baseAddress!, count: $0.count, at: 0) }),
-              n == bytes.count, Array(bytes[0..<8]) == FormatConstants.snapshotMagic else { return nil }
-        let checked = FormatConstants.snapshotHeaderSize - 4
-        let stored = bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: checked, as: UInt32.self)) }
-        guard CRC32C.unmask(stored) == CRC32C.checksum(Array(bytes[0..<checked])) else { return nil }
-        return UInt16(bytes[8]) | UInt16(bytes[9]) << 8
+              n == bytes.count else { return nil }
+        return bytes
     }
 
     /// Reads and checks the snapshot file of `segment` against it (as

@@ -84,7 +84,7 @@ final class CompactionOutput {
         let capacity = Int64(segmentSize - FormatConstants.dataStartV2)
         let records = max(0, recordBytes)
         let segments = UInt64(2 * ((records + capacity - 1) / capacity) + 2)
-        let closing = UInt64(FormatConstants.paddingSector + FormatConstants.recordHeaderSize - 1) + UInt64(SegmentWriter.syncedThroughRecordSize)
+        let closing = UInt64(FormatConstants.paddingSector + RecordFrame.headerSize - 1) + UInt64(SyncedThroughPayload.frameSize)
         return (segments, segments * UInt64(FormatConstants.dataStartV2) + UInt64(records) + closing)
     }
 
@@ -106,8 +106,8 @@ final class CompactionOutput {
         current = Segment(header: header, temporaryPath: temporary, finalPath: final, size: Int64(bytes.count))
     }
 
-    /// Appends one framed record (its bytes as they go to disk), and notes it
-    /// for the output's snapshot.
+    /// Appends one framed record (its bytes as they go to disk), and notes
+    /// what it puts in the output's snapshot, read back from those bytes.
     func append(_ frame: UnsafeRawBufferPointer) throws {
         let c = current!
         if c.size + Int64(buffer.count + frame.count) > segmentSize && c.size + Int64(buffer.count) > c.header.dataStart {
@@ -115,19 +115,20 @@ final class CompactionOutput {
         }
         if writeSnapshots {
             let offset = UInt32(current!.size + Int64(buffer.count))
-            let type = frame[4]
-            let payload = UnsafeRawBufferPointer(rebasing: frame[FormatConstants.recordHeaderSize...])
-            if type == RecordType.sampleUpsert.rawValue {
-                var flags = FormatConstants.snapshotEntryHasVersion
-                if SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0 { flags |= FormatConstants.snapshotEntrySynced }
-                snapshotSamples.append(SegmentSnapshot.SampleEntry(uuid: SamplePayload.uuid(payload), offset: offset, flags: flags))
+            guard case .record(let type, let payload, _) = RecordFrame.decode(frame, at: 0),
+                  case .success(let record) = RecordView.decode(type: type, payload: payload) else {
+                preconditionFailure("compaction framed a record that does not decode")
+            }
+            switch SegmentSnapshot.Contribution.of(record) {
+            case .version(let uuid, let flags):
+                snapshotSamples.append(SegmentSnapshot.SampleEntry(uuid: uuid, offset: offset, flags: flags))
                 samplesWritten += 1
-            } else if type == RecordType.sampleDeleted.rawValue {
-                snapshotSamples.append(SegmentSnapshot.SampleEntry(uuid: TombstonePayload.uuid(payload), offset: offset,
-                                                                   flags: FormatConstants.snapshotEntryHasVersion | FormatConstants.snapshotEntryTombstone))
-                samplesWritten += 1
-            } else if type != RecordType.syncedThrough.rawValue && type != RecordType.padding.rawValue {
+            case .acknowledgements:
+                preconditionFailure("compaction copies no acknowledgement (it is folded into the versions)")
+            case .verbatim:
                 snapshotOthers.append(SegmentSnapshot.OtherRecord(offset: offset, type: type, payload: Array(payload)))
+            case .nothing:
+                break
             }
         }
         buffer.append(frame)
@@ -200,19 +201,21 @@ final class CompactionOutput {
         // garble its sector — which then holds only the record, never the
         // output's data (the crash checker's strict model found that).
         let frame = WriteBuffer(capacity: 1024)
-        let sector = Int64(FormatConstants.paddingSector)
         var end = current!.size + Int64(buffer.count)
-        var gap = (sector - end % sector) % sector
-        if gap > 0 && gap < Int64(FormatConstants.recordHeaderSize) { gap += sector }
-        if end + gap + SegmentWriter.syncedThroughRecordSize > segmentSize {
+        var gap = PaddingPayload.frameSize(aligning: end)
+        if end + gap + Int64(SyncedThroughPayload.frameSize) > segmentSize {
             try roll() // a new output starts at its data start, on a sector boundary
             end = current!.size + Int64(buffer.count)
             gap = 0
         }
-        if gap > 0 { LogRecord.padding(length: Int(gap) - FormatConstants.recordHeaderSize).append(to: frame) }
-        LogRecord.syncedThrough(offset: UInt64(end + gap)).append(to: frame)
+        if gap > 0 {
+            PaddingPayload.append(frameSize: gap, to: frame)
+            try append(frame.bytes)
+            frame.removeAll()
+        }
+        SyncedThroughPayload.append(offset: UInt64(end + gap), to: frame)
         try append(frame.bytes)
-        syncMarkBytes = Int64(frame.count)
+        syncMarkBytes = gap + Int64(frame.count)
         syncMarkRecords = gap > 0 ? 2 : 1
         let last = try seal(last: true)
         try waitForBackground()

@@ -68,7 +68,7 @@ struct StoreOpener {
                 // At most one key per smallest keyed record (a tombstone) so
                 // far: a damaged or forged count must not size the index
                 // (one past Int.max trapped here; found by fuzzing).
-                let most = UInt64(bytesSoFar / Int64(FormatConstants.recordHeaderSize + FormatConstants.tombstonePayloadSize))
+                let most = UInt64(bytesSoFar / Int64(TombstonePayload.frameSize))
                 expectedKeys = Int(min(header.keysAfter, most))
             } else {
                 expectedKeys += Int(segment.size / 80)
@@ -80,11 +80,10 @@ struct StoreOpener {
             for i in segments.indices { segments[i].size = dataEnds[i] }
             withoutSnapshot = replayed.map { (segments[$0.index], $0.keysAfter) }
         }
-        if case .damaged(let i, let offset, let reason, let mayBeTorn) = outcome {
+        if case .damaged(let i, let offset, let kind) = outcome {
             let fd = try FileDescriptor.open(segments[i].path, O_RDONLY)
             defer { fd.close() }
-            switch try damaged(segments[i], fd: fd, offset: offset, reason: reason, mayBeTorn: mayBeTorn,
-                               isNewest: i == segments.count - 1, report: &report) {
+            switch try damaged(segments[i], fd: fd, offset: offset, kind: kind, isNewest: i == segments.count - 1, report: &report) {
             case .tornTail:
                 segments[i].size = offset
             case .salvaged:
@@ -173,29 +172,8 @@ struct StoreOpener {
             let size = try fd.size()
             switch try SegmentHeader.read(fd) {
             case .success(let header):
-                guard header.sequence == entry.sequence else {
-                    throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerSequenceOffset),
-                                                  reason: "header says sequence \(header.sequence) but the file is named for \(entry.sequence)")
-                }
-                // No writer goes past maxSequence, and no segment could follow
-                // the last number (a writer's open trapped on one; found by fuzzing).
-                guard header.sequence <= FormatConstants.maxSequence else {
-                    throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerSequenceOffset),
-                                                  reason: "sequence \(header.sequence) is the last there is: no segment can follow it")
-                }
-                // A writer continues a version 1 store in a new segment: none can
-                // follow this one (a writer made the next, which no open accepted;
-                // found by fuzzing), so readers refuse it as writers must.
-                guard header.version == FormatConstants.formatVersion || header.sequence < FormatConstants.maxSequence else {
-                    throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerSequenceOffset),
-                                                  reason: "version 1 segment numbered \(header.sequence): no segment can follow it")
-                }
-                // The index holds 46-bit positions: a store past them (64 TiB of
-                // history) cannot be opened by this version.
-                if header.basePosition > FormatConstants.maxPosition || UInt64(size) > FormatConstants.maxPosition - header.basePosition
-                    || header.rangeEnd > FormatConstants.maxPosition {
-                    throw StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerBasePositionOffset),
-                                                  reason: "log positions reach past 2^46 (64 TiB), the most this version can index")
+                if let problem = header.problem(fileSequence: entry.sequence, fileSize: size) {
+                    throw StepLogError.corruption(path: path, offset: problem.offset, kind: .segmentHeader(problem))
                 }
                 result.append(SegmentInfo(header: header, path: path, size: size))
             case .failure(let problem):
@@ -210,7 +188,7 @@ struct StoreOpener {
                     report.incompleteSegmentRemoved = entry.name
                     continue
                 }
-                throw StepLogError.corruption(path: path, offset: 0, reason: problem.description)
+                throw StepLogError.corruption(path: path, offset: problem.offset, kind: .segmentHeader(problem))
             }
         }
         return result
@@ -238,11 +216,11 @@ struct StoreOpener {
     private func checkSequence(_ segments: inout [SegmentInfo], report: inout OpenReport) throws {
         guard let problem = SegmentSet.firstBreak(in: segments, directory: directory) else { return }
         let i = problem.index
-        guard options.salvage else { throw StepLogError.corruption(path: problem.path, offset: problem.offset, reason: problem.reason) }
+        guard options.salvage else { throw StepLogError.corruption(path: problem.path, offset: problem.offset, kind: .chain(problem.problem)) }
         // Keep the segments before the break; set aside the rest.
         let dropped = Array(segments[i...])
-        let setAside = try setAside(from: nil, segments: dropped)
-        report.salvage = OpenReport.Salvage(segment: problem.path, offset: problem.offset, reason: problem.reason,
+        let setAside = try self.setAside(from: nil, segments: dropped)
+        report.salvage = OpenReport.Salvage(segment: problem.path, offset: problem.offset, reason: problem.problem.description,
                                             bytesDropped: dropped.reduce(0) { $0 + $1.size },
                                             segmentsDropped: dropped.count, setAsidePath: setAside)
         segments.removeSubrange(i...)
@@ -253,101 +231,5 @@ struct StoreOpener {
             }
             try Directory.sync(directory)
         }
-    }
-
-    // MARK: Replay
-
-    private enum ReplayOutcome { case tornTail(Int64), salvaged(Int64) }
-
-    private func damaged(_ segment: SegmentInfo, fd: FileDescriptor, offset: Int64, reason: String, mayBeTorn: Bool,
-                         isNewest: Bool, report: inout OpenReport) throws -> ReplayOutcome {
-        let verdict = try SegmentTail.classify(segment, fd: fd, damageAt: offset, isNewest: isNewest, checksummed: !mayBeTorn)
-        if case .unsyncedTail(let garbageEnd) = verdict {
-            // Zero-filled space after the unsynced bytes was never data.
-            if !options.readOnly {
-                let writable = try FileDescriptor.open(segment.path, O_RDWR)
-                defer { writable.close() }
-                try writable.truncate(to: offset)
-                try writable.sync()
-            }
-            report.tornTail = OpenReport.TornTail(segment: segment.path, offset: offset, bytesDropped: garbageEnd - offset)
-            return .tornTail(offset)
-        }
-        guard options.salvage else {
-            if case .corruption(let vouchedBy?) = verdict, segment.header.version != 1 {
-                throw StepLogError.corruption(path: segment.path, offset: offset,
-                                              reason: "\(reason), in bytes a sync made durable (synced-through record at \(vouchedBy))")
-            }
-            throw StepLogError.corruption(path: segment.path, offset: offset, reason: reason)
-        }
-        let later = try laterSegments(than: segment)
-        let setAside = try setAside(from: (segment, offset), segments: later)
-        if !options.readOnly {
-            let writable = try FileDescriptor.open(segment.path, O_RDWR)
-            defer { writable.close() }
-            try writable.truncate(to: offset)
-            try writable.sync()
-            try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: segment.sequence)))
-            for s in later {
-                try Directory.remove(Directory.join(directory, SegmentName.snapshotFileName(sequence: s.sequence)))
-                try Directory.remove(s.path)
-            }
-            try Directory.sync(directory)
-        }
-        report.salvage = OpenReport.Salvage(segment: segment.path, offset: offset, reason: reason,
-                                            bytesDropped: segment.size - offset + later.reduce(0) { $0 + $1.size },
-                                            segmentsDropped: later.count, setAsidePath: setAside)
-        return .salvaged(offset)
-    }
-
-    private func laterSegments(than segment: SegmentInfo) throws -> [SegmentInfo] {
-        // Re-read the listing so the set-aside is exactly what is on disk.
-        var result: [SegmentInfo] = []
-        for name in try Directory.names(in: directory) {
-            guard let sequence = SegmentName.sequence(of: name), sequence > segment.sequence else { continue }
-            let path = Directory.join(directory, name)
-            let fd = try FileDescriptor.open(path, O_RDONLY)
-            defer { fd.close() }
-            result.append(SegmentInfo(header: SegmentHeader(sequence: sequence, basePosition: 0), path: path, size: try fd.size()))
-        }
-        return result.sorted { $0.sequence < $1.sequence }
-    }
-
-    /// Copies what salvage drops into one file next to the store
-    /// (`<store>.salvage-<sequence>-<offset>.bin`): the damaged segment's bytes
-    /// from the damage on, then each later segment whole. Returns its path, or
-    /// nil for read-only opens (which write nothing).
-    private func setAside(from start: (segment: SegmentInfo, offset: Int64)?, segments: [SegmentInfo]) throws -> String? {
-        guard !options.readOnly else { return nil }
-        let first = start?.segment ?? segments.first
-        guard let first else { return nil }
-        let trimmed = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
-        var path = "\(trimmed).salvage-\(first.sequence)-\(start?.offset ?? 0).bin"
-        var n = 1
-        while Directory.kind(of: path) != nil { path = "\(trimmed).salvage-\(first.sequence)-\(start?.offset ?? 0)-\(n).bin"; n += 1 }
-        let out = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL)
-        defer { out.close() }
-        var written: Int64 = 0
-        let buffer = WriteBuffer(capacity: 1 << 20)
-        func copy(_ s: SegmentInfo, from offset: Int64) throws {
-            let fd = try FileDescriptor.open(s.path, O_RDONLY)
-            defer { fd.close() }
-            var at = offset
-            while at < s.size {
-                buffer.removeAll()
-                buffer.reserve(1 << 20)
-                let n = try fd.read(into: buffer.storage, count: Int(min(Int64(1 << 20), s.size - at)), at: at)
-                if n == 0 { break }
-                buffer.count = n
-                try out.write(buffer.bytes, at: written)
-                written += Int64(n)
-                at += Int64(n)
-            }
-        }
-        if let start { try copy(start.segment, from: start.offset) }
-        for s in segments { try copy(s, from: 0) }
-        try out.sync()
-        try Directory.sync(Directory.parentPath(of: path))
-        return path
     }
 }

@@ -29,43 +29,23 @@ extension SegmentSnapshot {
             eventFlags.append(flags)
         }
         var others: [OtherRecord] = []
-        let version = segment.header.version
         var reader = SegmentReader(fd: fd, fileSize: segment.size, from: segment.dataStart)
-        while let item = try reader.next() {
-            switch item {
+        while let step = try reader.nextRecord(version: segment.header.version) {
+            switch step {
             case .damage(let offset, let damage):
-                throw StepLogError.corruption(path: segment.path, offset: offset, reason: damage.description)
-            case .record(let offset, let type, let payload, _):
-                guard RecordType.isDefined(type, inVersion: version) else {
-                    throw StepLogError.corruption(path: segment.path, offset: offset, reason: undefinedTypeReason(type, version: version))
-                }
-                if type == RecordType.sampleUpsert.rawValue {
-                    guard SamplePayload.isWellFormed(payload) else {
-                        throw StepLogError.corruption(path: segment.path, offset: offset, reason: SamplePayload.problem(payload).description)
-                    }
-                    var flags = FormatConstants.snapshotEntryHasVersion
-                    if SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0 { flags |= FormatConstants.snapshotEntrySynced }
-                    event(SamplePayload.uuid(payload), UInt32(offset), flags)
-                } else if type == RecordType.sampleDeleted.rawValue {
-                    guard TombstonePayload.isWellFormed(payload) else {
-                        throw StepLogError.corruption(path: segment.path, offset: offset, reason: TombstonePayload.problem(payload).description)
-                    }
-                    event(TombstonePayload.uuid(payload), UInt32(offset),
-                          FormatConstants.snapshotEntryHasVersion | FormatConstants.snapshotEntryTombstone)
-                } else if type == RecordType.samplesAcknowledged.rawValue {
-                    guard let n = AcknowledgedPayload.count(payload) else {
-                        throw StepLogError.corruption(path: segment.path, offset: offset, reason: AcknowledgedPayload.problem(payload).description)
-                    }
-                    for i in 0..<n { event(AcknowledgedPayload.uuid(payload, i), 0, FormatConstants.snapshotEntrySynced) }
-                } else {
-                    if case .failure(let problem) = LogRecord.decode(type: type, payload: payload) {
-                        throw StepLogError.corruption(path: segment.path, offset: offset, reason: problem.description)
-                    }
-                    // Synced-through and padding records say what was durable, not
-                    // what the log means: a snapshot does not carry them.
-                    if type != RecordType.syncedThrough.rawValue && type != RecordType.padding.rawValue {
-                        others.append(OtherRecord(offset: UInt32(offset), type: type, payload: Array(payload)))
-                    }
+                throw StepLogError.corruption(path: segment.path, offset: offset, kind: .damage(damage))
+            case .malformed(let offset, let problem):
+                throw StepLogError.corruption(path: segment.path, offset: offset, kind: .malformedRecord(problem))
+            case .record(let record, let offset, _):
+                switch Contribution.of(record) {
+                case .version(let uuid, let flags):
+                    event(uuid, UInt32(offset), flags)
+                case .acknowledgements(let ids):
+                    for i in 0..<ids.count { event(ids.uuid(i), 0, FormatConstants.snapshotEntrySynced) }
+                case .verbatim:
+                    others.append(OtherRecord(offset: UInt32(offset), type: record.type.rawValue, payload: Array(record.payload)))
+                case .nothing:
+                    break
                 }
             }
         }
@@ -90,25 +70,49 @@ extension SegmentSnapshot {
                                samples: samples, others: others)
     }
 
-    /// The reason a record of `type` cannot be in a segment of `version`.
-    static func undefinedTypeReason(_ type: UInt8, version: UInt16) -> String {
-        RecordType(rawValue: type) == nil ? "unknown record type \(type)"
-            : "record type \(type) is not defined in format version \(version)"
+    /// What one record puts in its segment's snapshot: a `RecordView`
+    /// handler, shared by snapshots built from a segment and those of
+    /// compaction's outputs, which are collected as the outputs are written.
+    enum Contribution {
+        /// An event of a sample: a version or tombstone, with the entry flags it sets.
+        case version(UUIDBytes, flags: UInt8)
+        /// The acknowledgement of each UUID (an event with the synced flag alone).
+        case acknowledgements(AcknowledgedPayload)
+        /// A record the snapshot carries as it is (it touches no sample).
+        case verbatim
+        /// Nothing: the record says what was durable, not what the log means.
+        case nothing
+
+        static func of(_ record: RecordView) -> Contribution {
+            switch record {
+            case .sampleUpsert(let sample):
+                return .version(sample.uuid, flags: FormatConstants.snapshotEntryHasVersion
+                                    | (sample.isSynced ? FormatConstants.snapshotEntrySynced : 0))
+            case .sampleDeleted(let tombstone):
+                return .version(tombstone.uuid, flags: FormatConstants.snapshotEntryHasVersion | FormatConstants.snapshotEntryTombstone)
+            case .samplesAcknowledged(let ids):
+                return .acknowledgements(ids)
+            case .intervalStatus, .intervalsCleared, .layeringRange, .dailyHighScore, .sourceAnchor, .samplesRejected:
+                return .verbatim
+            case .syncedThrough, .padding:
+                return .nothing
+            }
+        }
     }
 
     /// The order that puts `entries` in snapshot order (the index's hash,
     /// then the UUID), as indices.
     public static func hashOrder(_ entries: [SampleEntry]) -> [UInt32] {
-        // The uuids read in place: compaction sorts 800,000 entries an output
-        // segment, and a copy of their uuids was 13 MB of its memory peak.
+        // The uuids read in place: a copy of them would be a large part of
+        // compaction's memory (it sorts a whole output segment's entries).
         bucketOrder(hashes: entries.map(\.uuid.mixedHash), uuids: entries.lazy.map(\.uuid))
     }
 
     /// A stable sort by (hash, uuid), as indices: equal keys keep their input
     /// order. The hashes are uniform, so a counting sort by their top bits
     /// (about four items a bucket) and an insertion sort within each bucket
-    /// do it in linear time: a comparison sort was a seventh of a
-    /// compaction's CPU and most of a snapshot build's.
+    /// do it in linear time, where a comparison sort would dominate a
+    /// snapshot build.
     static func bucketOrder<UUIDs: RandomAccessCollection>(hashes: [UInt64], uuids: UUIDs) -> [UInt32]
     where UUIDs.Element == UUIDBytes, UUIDs.Index == Int {
         let n = hashes.count

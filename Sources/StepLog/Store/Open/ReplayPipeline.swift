@@ -31,9 +31,10 @@ struct ReplayPipeline {
         /// sealed segments that were read record by record (no usable snapshot),
         /// with the index's size after each.
         case clean(dataEnds: [Int64], replayed: [(index: Int, keysAfter: Int)])
-        /// Damage in `segments[segmentIndex]` at `offset`; `mayBeTorn` is false
-        /// for a checksummed record with a malformed payload.
-        case damaged(segmentIndex: Int, offset: Int64, reason: String, mayBeTorn: Bool)
+        /// Damage in `segments[segmentIndex]` at `offset`: `.damage` where the
+        /// bytes stop being records (which may be an unsynced tail), anything
+        /// else in a record whose checksum matched (never a torn write).
+        case damaged(segmentIndex: Int, offset: Int64, kind: StepLogError.CorruptionKind)
     }
 
     /// Records per chunk handed from the reader to the applier, and the most
@@ -47,8 +48,8 @@ struct ReplayPipeline {
 
     /// What the reader thread hands the applier, in log order.
     enum Item: Sendable {
-        case chunk(Chunk)
-        case damage(segmentIndex: Int, offset: Int64, reason: String, mayBeTorn: Bool)
+        case chunk(ReplayChunk)
+        case damage(segmentIndex: Int, offset: Int64, kind: StepLogError.CorruptionKind)
         case snapshotIgnored(String, String)
         case failed(Error)
         case finished
@@ -71,7 +72,7 @@ struct ReplayPipeline {
         // Consecutive segments read from snapshots wait here, and are applied
         // together (see applySnapshots) when a segment without one, damage,
         // or the end arrives. The reader meanwhile maps and checks the next.
-        var pending: [Chunk] = []
+        var pending: [ReplayChunk] = []
         func applyPending() throws -> Outcome? {
             defer { pending.removeAll() }
             guard !pending.isEmpty else { return nil }
@@ -81,8 +82,7 @@ struct ReplayPipeline {
             }
             queue.cancel()
             report.segmentsFromSnapshots += problem.run
-            return .damaged(segmentIndex: pending[problem.run].segmentIndex, offset: problem.offset,
-                            reason: problem.reason, mayBeTorn: false)
+            return .damaged(segmentIndex: pending[problem.run].segmentIndex, offset: problem.offset, kind: .malformedRecord(problem.problem))
         }
         // take() is nil only once the queue is cancelled, which this thread
         // does only on its way out.
@@ -100,19 +100,18 @@ struct ReplayPipeline {
                     queue.cancel()
                     report.records += problem.applied
                     report.bytesReplayed += problem.offset
-                    return .damaged(segmentIndex: chunk.segmentIndex, offset: problem.offset,
-                                    reason: problem.reason, mayBeTorn: false)
+                    return .damaged(segmentIndex: chunk.segmentIndex, offset: problem.offset, kind: .malformedRecord(problem.problem))
                 }
-                report.records += chunk.kinds.count
+                report.records += chunk.count
                 if let end = chunk.dataEnd {
                     report.bytesReplayed += end
                     dataEnds[chunk.segmentIndex] = end
                     if chunk.segmentIndex < segments.count - 1 { replayed.append((chunk.segmentIndex, state.index.count)) }
                 }
-            case .damage(let segmentIndex, let offset, let reason, let mayBeTorn):
+            case .damage(let segmentIndex, let offset, let kind):
                 if let damaged = try applyPending() { return damaged }
                 report.bytesReplayed += offset
-                return .damaged(segmentIndex: segmentIndex, offset: offset, reason: reason, mayBeTorn: mayBeTorn)
+                return .damaged(segmentIndex: segmentIndex, offset: offset, kind: kind)
             case .failed(let error):
                 throw error
             case .snapshotIgnored(let name, let reason):
@@ -156,7 +155,7 @@ struct ReplayPipeline {
                 if let check = checked[index] {
                     switch check {
                     case .success(let snapshot):
-                        var chunk = Chunk(segmentIndex: index, reserving: 0)
+                        var chunk = ReplayChunk(segmentIndex: index, reserving: 0)
                         chunk.snapshot = snapshot
                         chunk.dataEnd = segment.size
                         // Checked; the applier collects consecutive snapshots and
@@ -173,49 +172,26 @@ struct ReplayPipeline {
                 var reader = SegmentReader(fd: fd, fileSize: segment.size, from: segment.dataStart)
                 // No more records than the segment can hold (a small store's
                 // replay would otherwise reserve ~400 KB per chunk).
-                let most = Int((segment.size - segment.dataStart) / Int64(FormatConstants.recordHeaderSize)) + 1
+                let most = Int((segment.size - segment.dataStart) / Int64(RecordFrame.headerSize)) + 1
                 let reserve = min(chunkRecords, max(0, most))
-                var chunk = Chunk(segmentIndex: index, reserving: reserve)
+                var chunk = ReplayChunk(segmentIndex: index, reserving: reserve)
                 let base = segment.basePosition
                 let version = segment.header.version
-                // A checksummed record that is not what its type says: never a torn write.
-                func malformed(_ offset: Int64, _ reason: String) {
-                    guard queue.put(.chunk(chunk)) else { return }
-                    _ = queue.put(.damage(segmentIndex: index, offset: offset, reason: reason, mayBeTorn: false))
-                }
-                while let item = try reader.next() {
-                    switch item {
-                    case .record(let offset, let type, let payload, _):
-                        if type == RecordType.sampleUpsert.rawValue {
-                            guard SamplePayload.isWellFormed(payload) else {
-                                return malformed(offset, SamplePayload.problem(payload).description)
-                            }
-                            chunk.kinds.append(type)
-                            chunk.keys.append(SamplePayload.uuid(payload))
-                            chunk.entries.append(IndexEntry(position: LogPosition(base + UInt64(offset)),
-                                                            synced: SamplePayload.flags(payload) & FormatConstants.sampleFlagSynced != 0))
-                        } else if !RecordType.isDefined(type, inVersion: version) {
-                            return malformed(offset, SegmentSnapshot.undefinedTypeReason(type, version: version))
-                        } else if type == RecordType.sampleDeleted.rawValue {
-                            guard TombstonePayload.isWellFormed(payload) else {
-                                return malformed(offset, TombstonePayload.problem(payload).description)
-                            }
-                            chunk.kinds.append(type)
-                            chunk.keys.append(TombstonePayload.uuid(payload))
-                            chunk.entries.append(.tombstone(at: LogPosition(base + UInt64(offset))))
-                        } else {
-                            chunk.kinds.append(type)
-                            chunk.others.append(Chunk.Other(type: type, payload: Array(payload), offset: offset,
-                                                            position: LogPosition(base + UInt64(offset))))
-                            chunk.payloadBytes += payload.count
-                        }
-                        if chunk.kinds.count == chunkRecords || chunk.payloadBytes >= chunkPayloadBytes {
+                while let step = try reader.nextRecord(version: version) {
+                    switch step {
+                    case .record(let record, let offset, _):
+                        chunk.add(record, offset: offset, position: LogPosition(base + UInt64(offset)))
+                        if chunk.count == chunkRecords || chunk.payloadBytes >= chunkPayloadBytes {
                             guard queue.put(.chunk(chunk)) else { return }
-                            chunk = Chunk(segmentIndex: index, reserving: reserve)
+                            chunk = ReplayChunk(segmentIndex: index, reserving: reserve)
                         }
+                    case .malformed(let offset, let problem):
+                        guard queue.put(.chunk(chunk)) else { return }
+                        _ = queue.put(.damage(segmentIndex: index, offset: offset, kind: .malformedRecord(problem)))
+                        return
                     case .damage(let offset, let damage):
                         guard queue.put(.chunk(chunk)) else { return }
-                        _ = queue.put(.damage(segmentIndex: index, offset: offset, reason: damage.description, mayBeTorn: true))
+                        _ = queue.put(.damage(segmentIndex: index, offset: offset, kind: .damage(damage)))
                         return
                     }
                 }
@@ -231,8 +207,7 @@ struct ReplayPipeline {
     /// Checks the snapshot of every sealed segment in `snapshots`, by segment
     /// index. Each check reads its file through and computes its checksum;
     /// the applier waits for them all (it applies a run of snapshots band by
-    /// band), so with `onTwoThreads` two threads share them, a third of
-    /// opening 100M samples otherwise.
+    /// band), so with `onTwoThreads` two threads share them.
     private static func checkSnapshots(_ segments: [SegmentInfo], _ snapshots: Set<Int>, directory: String,
                                        onTwoThreads: Bool) -> [Int: Result<SegmentSnapshot.Checked, SegmentSnapshot.Problem>] {
         let wanted = snapshots.filter { $0 < segments.count - 1 }.sorted()
@@ -258,10 +233,9 @@ struct ReplayPipeline {
 
     // MARK: Applying thread
 
-    /// Bytes of index one band covers (see `SnapshotBandApplier`). With its
-    /// key cache (twice the band's bytes, rounded up to a power of two) and
-    /// two threads, 0.5 and 1 MiB took 2.3–2.4 s of CPU to open 100M samples,
-    /// 2 MiB 3.3–3.6 s. (Without the cache, 0.5–8 MiB had measured alike.)
+    /// Bytes of index one band covers (see `SnapshotBandApplier`): with its
+    /// key cache (twice the band's bytes, rounded up to a power of two), a
+    /// band and its cache stay in the CPU's caches.
     static let defaultBandBytes = 1 << 20
     /// Most snapshots applied together (a 10 GB store has ~160 segments).
     static let longestSnapshotRun = 256
@@ -274,8 +248,8 @@ struct ReplayPipeline {
     /// the snapshots up to and including it are applied (as a sequential
     /// replay stopping there would have) and the problem is returned.
     private func applySnapshots(_ run: [SegmentSnapshot.Checked], to state: StoreState, report: inout OpenReport) throws
-        -> (run: Int, offset: Int64, reason: String)? {
-        var failure: (run: Int, offset: Int64, reason: String)?
+        -> (run: Int, offset: Int64, problem: PayloadProblem)? {
+        var failure: (run: Int, offset: Int64, problem: PayloadProblem)?
         othersLoop: for (k, snapshot) in run.enumerated() {
             let base = snapshot.header.basePosition
             for other in snapshot.others {
@@ -283,7 +257,7 @@ struct ReplayPipeline {
                     try state.replay(type: other.type, payload: $0, at: LogPosition(base + UInt64(other.offset)))
                 }
                 if let problem {
-                    failure = (k, Int64(other.offset), problem.description)
+                    failure = (k, Int64(other.offset), problem)
                     break othersLoop
                 }
             }
@@ -298,16 +272,16 @@ struct ReplayPipeline {
         return failure
     }
 
-    /// Applies a chunk in order. Returns the first record whose payload does
-    /// not have its type's shape (and how many records came before it).
-    private func apply(_ chunk: Chunk, to state: StoreState) throws -> (offset: Int64, reason: String, applied: Int)? {
+    /// Applies a chunk in order. Returns the first record that is not a
+    /// record of its type (and how many records came before it).
+    private func apply(_ chunk: ReplayChunk, to state: StoreState) throws -> (offset: Int64, problem: PayloadProblem, applied: Int)? {
         let keys = chunk.keys
         let distance = Self.prefetchDistance
         for i in 0..<min(distance, keys.count) { state.index.prefetch(keys[i]) }
         var sample = 0
         var other = 0
-        for (n, kind) in chunk.kinds.enumerated() {
-            if kind == RecordType.sampleUpsert.rawValue || kind == RecordType.sampleDeleted.rawValue {
+        for (n, isVersion) in chunk.isVersion.enumerated() {
+            if isVersion {
                 if sample + distance < keys.count { state.index.prefetch(keys[sample + distance]) }
                 try state.applyVersion(keys[sample], chunk.entries[sample])
                 sample += 1
@@ -315,7 +289,7 @@ struct ReplayPipeline {
                 let record = chunk.others[other]
                 other += 1
                 let problem = try record.payload.withUnsafeBytes { try state.replay(type: record.type, payload: $0, at: record.position) }
-                if let problem { return (record.offset, problem.description, n) }
+                if let problem { return (record.offset, problem, n) }
             }
         }
         try state.finishReplay()

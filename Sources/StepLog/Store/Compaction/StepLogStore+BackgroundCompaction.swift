@@ -8,7 +8,7 @@ import Darwin
 extension StepLogStore {
     /// Compacts every sealed segment while the store stays in use: other
     /// threads keep upserting, syncing and reading throughout, and wait on
-    /// the store's mutex only for short moments (docs/FORMAT.md, "Compaction
+    /// the store's mutex only for short moments (docs/IMPL.md, "Compaction
     /// in the background"):
     ///
     /// 1. **Reserve** (mutex): the writer's segment *k* is sealed and the
@@ -73,14 +73,15 @@ extension StepLogStore {
         let last = plan.inputs.last!
         var before = StoreFigures()
         var output: CompactionOutput?
+        let executor = CompactionExecutor(store: self)
         do {
             let out = try CompactionOutput(
                 directory: directory, firstSequence: last.sequence + 1, basePosition: last.endPosition,
                 compactedThrough: last.sequence, segmentSize: options.segmentSize, writeSnapshots: options.writeSnapshots,
                 reserved: (plan.lastSequence, plan.writerBase), onSegmentWritten: { n in try stop?(.outputWritten(n)) })
             output = out
-            report.bytesRead = try copyLive(plan.inputs, to: out, before: &before, judging: { body in locked(body) }, group: 256,
-                                            checkpoint: { try checkStopping() }, progress: progress)
+            report.bytesRead = try executor.copyLive(plan.inputs, to: out, before: &before, judging: { body in locked(body) }, group: 256,
+                                                     checkpoint: { try checkStopping() }, progress: progress)
             outputs = try out.finish()
         } catch {
             // Nothing committed: the temporary outputs go (the next open would remove them too).
@@ -88,10 +89,10 @@ extension StepLogStore {
             throw error
         }
         report.before = before
-        report.after = Self.figuresAfter(outputs, output: output!, before: before)
+        report.after = CompactionExecutor.figuresAfter(outputs, output: output!, before: before)
         // 3. Commit (a failure while renaming may or may not have committed: the next open decides).
         let live: [SegmentInfo]
-        do { live = try commit(outputs, rangeEnd: plan.writerBase, stop: stop) } catch { throw locked { fail(error) } }
+        do { live = try executor.commit(outputs, rangeEnd: plan.writerBase, stop: stop) } catch { throw locked { fail(error) } }
 
         // 4-5. Rebuild and switch; from the commit on, an error fails the store.
         do {
@@ -100,7 +101,7 @@ extension StepLogStore {
             throw locked { fail(error) }
         }
         // 6. Retire.
-        try removeInputs(plan.inputs, stop: stop)
+        try executor.removeInputs(plan.inputs, stop: stop)
         report.seconds = Date().timeIntervalSince(started)
         return report
     }
@@ -112,7 +113,7 @@ extension StepLogStore {
     }
 
     private func checkStopping() throws {
-        if compactor.isStopping { throw StepLogError.compactionAbandoned(path: directory, reason: "the store is closing") }
+        if scheduler.isStopping { throw StepLogError.compactionAbandoned(path: directory, reason: "the store is closing") }
     }
 
     /// Replays the committed outputs, then the writer's segments (in rounds
@@ -136,8 +137,8 @@ extension StepLogStore {
         var openReport = OpenReport()
         let keys = locked { state.index.count }
         let outcome = try pipeline.run(into: fresh, expectedKeys: keys, report: &openReport)
-        if case .damaged(let i, let offset, let reason, _) = outcome {
-            throw StepLogError.corruption(path: live[i].path, offset: offset, reason: reason)
+        if case .damaged(let i, let offset, let kind) = outcome {
+            throw StepLogError.corruption(path: live[i].path, offset: offset, kind: kind)
         }
         try fresh.finishReplay()
 
@@ -187,41 +188,19 @@ extension StepLogStore {
             let fd = try FileDescriptor.open(info.path, O_RDONLY)
             defer { fd.close() }
             var reader = SegmentReader(fd: fd, fileSize: info.size, from: from, windowSize: 1 << 20)
-            while let item = try reader.next() {
-                switch item {
-                case .record(let offset, let type, let payload, _):
-                    if let problem = try state.replay(type: type, payload: payload, at: LogPosition(info.basePosition + UInt64(offset))) {
-                        throw StepLogError.corruption(path: info.path, offset: offset, reason: problem.description)
-                    }
+            while let step = try reader.nextRecord(version: info.header.version) {
+                switch step {
+                case .record(let record, let offset, _):
+                    try state.replay(record, at: LogPosition(info.basePosition + UInt64(offset)))
+                case .malformed(let offset, let problem):
+                    throw StepLogError.corruption(path: info.path, offset: offset, kind: .malformedRecord(problem))
                 case .damage(let offset, let damage):
-                    throw StepLogError.corruption(path: info.path, offset: offset, reason: damage.description)
+                    throw StepLogError.corruption(path: info.path, offset: offset, kind: .damage(damage))
                 }
             }
             bytes += info.size - from
             cursor = LogPosition(info.endPosition)
         }
         return bytes
-    }
-
-    /// Dead bytes of the store, estimated: its bytes less headers, less what
-    /// the live samples and pending tombstones take, sized from up to 64
-    /// current versions read at index slots (hash order: an unbiased pick).
-    /// Call with the mutex held.
-    func estimatedDeadBytes() -> (dead: Int64, total: Int64) {
-        let total = totalBytes()
-        let headers = segments.reduce(Int64(0)) { $0 + $1.dataStart }
-        struct Enough: Error {}
-        var sampled = 0
-        var sampledBytes = 0
-        try? state.index.forEach { entry in
-            guard !entry.isTombstone else { return }
-            sampledBytes += try withRecord(at: entry.position) { _, payload in FormatConstants.recordHeaderSize + payload.count }
-            sampled += 1
-            if sampled == 64 { throw Enough() }
-        }
-        let mean = sampled > 0 ? Double(sampledBytes) / Double(sampled) : 0
-        let tombstone = FormatConstants.recordHeaderSize + FormatConstants.tombstonePayloadSize
-        let live = Int64(mean * Double(state.sampleCount)) + Int64(state.pendingDeletionCount * tombstone)
-        return (max(0, total - headers - live), total)
     }
 }

@@ -64,7 +64,7 @@ public final class SnapshotEntryReader: @unchecked Sendable {
             guard read == 16 else {
                 throw StepLogError.io(operation: "read (snapshot shorter than when checked)", path: fd.path, errno: EIO)
             }
-            if uuid.withUnsafeBytes({ UUIDBytes(loadingFrom: $0, at: 0) }).mixedHash < hash { low = middle + 1 } else { high = middle }
+            if uuid.withUnsafeBytes({ SegmentSnapshot.SampleEntry.uuid(in: $0, index: 0) }).mixedHash < hash { low = middle + 1 } else { high = middle }
         }
         return low
     }

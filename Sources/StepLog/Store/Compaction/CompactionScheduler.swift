@@ -6,15 +6,16 @@ import Darwin
 #endif
 
 /// Starts a store's compactions in the background and runs one at a time on
-/// its own low-priority thread (`StepLogStore.compactInBackground`):
-/// - on its own, when the store's estimated dead bytes pass the thresholds in
-///   `StoreOptions` (checked on open and each time a segment is sealed);
+/// its own low-priority thread (`StepLogStore.compactInBackground`; Pebble's
+/// compaction scheduler):
+/// - on its own, when `CompactionPicker` says the dead bytes call for one
+///   (asked on open and each time a segment is sealed);
 /// - on request, when another process (`steplog compact` on a store this
 ///   process holds locked) left a `COMPACT-REQUEST` file: looked for every
 ///   half second on a timer, whether the writer is busy or idle (and at each
 ///   `sync()`), taken (the file removed) when the compaction starts, answered
 ///   in `COMPACT-RESULT`.
-final class BackgroundCompactor: @unchecked Sendable {
+final class CompactionScheduler: @unchecked Sendable {
     /// Asks the writer holding a store to compact it (any content).
     static let requestFileName = "COMPACT-REQUEST"
     /// The answer: one line, `ok <bytes before> <bytes after> <seconds>` or `failed <message>`.
@@ -39,10 +40,7 @@ final class BackgroundCompactor: @unchecked Sendable {
     /// Starts a compaction when the dead bytes call for one. Called with the
     /// store's mutex held (or during its init).
     func consider(_ store: StepLogStore) {
-        let options = store.options
-        guard options.compactionDeadBytes > 0, store.writer != nil, !isRunning, !isStopping else { return }
-        let (dead, total) = store.estimatedDeadBytes()
-        guard dead >= options.compactionDeadBytes, Double(dead) >= options.compactionDeadFraction * Double(total) else { return }
+        guard store.writer != nil, !isRunning, !isStopping, CompactionPicker.isDue(store) else { return }
         start(store, answering: false)
     }
 
@@ -163,24 +161,24 @@ extension StepLogStore {
     /// The file another process creates in a store's directory to ask the
     /// writer holding it to compact (the writer looks every half second,
     /// busy or idle, and removes it when it starts).
-    public static let compactionRequestFileName = BackgroundCompactor.requestFileName
+    public static let compactionRequestFileName = CompactionScheduler.requestFileName
     /// The writer's answer: `ok <bytes before> <bytes after> <seconds>` or `failed <message>`.
-    public static let compactionResultFileName = BackgroundCompactor.resultFileName
+    public static let compactionResultFileName = CompactionScheduler.resultFileName
 
     /// Starts compacting in the background now (on a low-priority thread),
     /// whatever the dead bytes; false when one is already running.
     @discardableResult
-    public func startBackgroundCompaction() -> Bool { compactor.startNow(self) }
+    public func startBackgroundCompaction() -> Bool { scheduler.startNow(self) }
 
     /// What the last background compaction that finished did.
-    public var backgroundCompactionReport: CompactionReport? { compactor.lastReport }
+    public var backgroundCompactionReport: CompactionReport? { scheduler.lastReport }
 
     /// The error of the last background compaction that failed (nil once one succeeds).
-    public var backgroundCompactionError: Error? { compactor.lastError }
+    public var backgroundCompactionError: Error? { scheduler.lastError }
 
     /// Waits for a compaction running in the background to end.
-    public func waitForBackgroundCompaction() { compactor.wait() }
+    public func waitForBackgroundCompaction() { scheduler.wait() }
 
     /// Compactions this store object finished in the background.
-    public var backgroundCompactions: Int { compactor.finishedCount }
+    public var backgroundCompactions: Int { scheduler.finishedCount }
 }

@@ -11,6 +11,9 @@ max_expensive_reads in all (beyond: 503), both answered with Retry-After. The wo
 between which it stops (ClientGone) once its client has gone: each share has a flag in memory shared
 with the pool, set when the request's connection closes, so an abandoned read holds its share, a
 process and the database for at most a chunk.
+
+A reading process ends when the server that started it does, however it ends: a server killed with
+SIGKILL has no chance to stop its pool, so each reading process watches for its parent to change.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import threading
+import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -31,6 +36,7 @@ from .errors import ApiError
 RETRY_AFTER_S = 1
 LARGE_PAGE = 10_000  # GET /steps pages of more samples than this are expensive reads
 READER_NICENESS = 10
+PARENT_CHECK_S = 0.5  # how often a reading process looks whether its server is still there
 
 
 class ClientGone(Exception):
@@ -109,8 +115,16 @@ def _start(data: Path, database: Optional[str], gone: Any) -> None:
     from .storage import open_storage
 
     os.nice(READER_NICENESS)
+    threading.Thread(target=_exit_with_server, args=(os.getppid(),), name="exit-with-server", daemon=True).start()
     _store = open_storage(data, database, pool_size=1, check=False)
     _gone = gone
+
+
+def _exit_with_server(server: int) -> None:
+    """Ends this process once its server is gone (it is then re-parented, so its parent id changes)."""
+    while os.getppid() == server:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 def _run(work: Callable[..., bytes], slot: int, user: str, *arguments: Any) -> bytes:

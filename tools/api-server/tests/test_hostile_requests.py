@@ -248,6 +248,25 @@ def test_a_read_stops_soon_after_its_client_goes(single):
     assert stopped_after < whole / 2, (stopped_after, whole)
 
 
+def descendants(pid: int) -> list[int]:
+    listed = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    children = [int(child) for child in listed.split()]
+    return children + [grandchild for child in children for grandchild in descendants(child)]
+
+
+def test_the_reading_processes_end_with_a_killed_server(single):
+    """A server killed with SIGKILL cannot stop its pool: its reading processes (and the pool's
+    resource tracker) end by themselves instead of living on, each holding a database connection."""
+    single.post(make_samples(10))
+    assert single.session.get(single.url + "/steps/daily", params={"from": "2024-01-01", "to": "2024-01-31",
+                                                                   "priority": "x"}, timeout=60).status_code == 200
+    processes = descendants(single.proc.pid)
+    assert len(processes) >= 2, processes  # a reading process and the resource tracker
+    single.kill()
+    wait_until(lambda: all(not Path(f"/proc/{pid}").exists() for pid in processes),
+               "the reading processes of a killed server to end", timeout=10)
+
+
 # -- 5. the smaller points ---------------------------------------------------------------------------
 
 

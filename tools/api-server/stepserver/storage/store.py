@@ -116,7 +116,7 @@ class Store:
             stored = {row[0]: row[1:] for row in tx.rows(
                 f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns "
                 f"FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}", (user, *parameters))}
-            fresh, changed, spans = [], [], []
+            fresh, changed, spans, written = [], [], [], []
             for position, sample in enumerate(unique.values()):
                 row = (user, sample.id, base + position, sample.start_date, sample.end_date, sample.start_ns,
                        sample.end_ns, sample.count, sample.bundle, sample.device, received_at)
@@ -129,6 +129,7 @@ class Store:
                 else:
                     continue
                 spans.append((sample.start_ns, sample.end_ns))
+                written.append(sample)
             if fresh:
                 tx.insert("samples", SAMPLE_COLUMNS, sorted(fresh, key=lambda row: row[1]))  # in id order, as locked
             if changed:
@@ -138,7 +139,7 @@ class Store:
                 tx.run_many("UPDATE samples SET seq = ?, start_date = ?, end_date = ?, start_ns = ?, end_ns = ?, count = ?, "
                             "source_bundle_id = ?, source_device_name = ?, received_at = ? WHERE user_name = ? AND id = ?",
                             [(*row[2:], user, row[1]) for row in changed])
-            self._recompute_days(tx, user, spans)
+            self._recompute_days(tx, user, spans, written, (base, base + SEQ_PER_REQUEST))
             return len(fresh) + len(changed)
 
         return self.database.write(work)
@@ -229,21 +230,30 @@ class Store:
             if first is not None:
                 self._recompute_days(tx, name, [(first, last)], lock=False)
 
-    def _recompute_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], lock: bool = True) -> None:
-        """Rewrites the user's daily_totals of every UTC day a span touches, from the live samples."""
+    def _recompute_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], written: list[ValidSample] = (),
+                        own: Optional[tuple[int, int]] = None, lock: bool = True) -> None:
+        """Rewrites the user's daily_totals of every UTC day a span touches, from the live samples: the
+        write's own new versions (`written`, whose rows have their seq in the range `own`) as they are
+        in memory, every other live sample of those days as stored."""
         runs = daily_totals.touched_days(spans)
         if lock:
             tx.lock_days(user, runs)
-        for first, last in runs:
-            for low in range(first, last + 1, 31):  # a month a read: bounded memory for a long history
-                high = min(last, low + 30)
-                samples = _overlapping(tx, user, low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS)
-                tx.run("DELETE FROM daily_totals WHERE user_name = ? AND day >= ? AND day <= ?",
-                       (user, daily_totals.day_text(low), daily_totals.day_text(high)))
-                rows = daily_totals.day_rows(samples, low, high)
-                if rows:
-                    tx.insert("daily_totals", "user_name, day, source_bundle_id, source_device_name, merged, raw, "
-                              "merged_quarters, raw_quarters", [(user, *row) for row in rows])
+        mine = [(sample.start_ns // _NS_PER_MS, sample.end_ns // _NS_PER_MS, sample.count, sample.bundle, sample.device)
+                for sample in written]
+        chunks = [(low, min(last, low + 30)) for first, last in runs for low in range(first, last + 1, 31)]
+        for low, high in chunks:  # a month a read: bounded memory for a long history
+            begin, end = low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS
+            samples = _overlapping(tx, user, begin, end, own)
+            if len(chunks) == 1:
+                samples += mine
+            else:
+                samples += [sample for sample in mine if _overlaps(sample, begin // _NS_PER_MS, end // _NS_PER_MS)]
+            tx.run("DELETE FROM daily_totals WHERE user_name = ? AND day >= ? AND day <= ?",
+                   (user, daily_totals.day_text(low), daily_totals.day_text(high)))
+            rows = daily_totals.day_rows(samples, low, high)
+            if rows:
+                tx.insert("daily_totals", "user_name, day, source_bundle_id, source_device_name, merged, raw, "
+                          "merged_quarters, raw_quarters", [(user, *row) for row in rows])
 
     # -- tokens -------------------------------------------------------------------------------------
 
@@ -273,13 +283,22 @@ class Store:
         return self.database.read(lambda tx: tuple(tx.rows("SELECT count(DISTINCT user_name), count(*) FROM samples")[0]))
 
 
-def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int) -> list[tuple]:
+def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int, other_than: Optional[tuple[int, int]] = None) -> list[tuple]:
     """(start_ms, end_ms, count, bundle, device) of the user's live samples overlapping [start_ns, end_ns)
-    (an instantaneous one: starting in it). The index on start bounds the scan on both sides. Each
-    source's two names are kept once, however many samples carry them."""
+    (an instantaneous one: starting in it), but for those whose seq lies in the range `other_than` (a
+    write's own). The index on start bounds the scan on both sides. Each source's two names are kept
+    once, however many samples carry them."""
     sources: dict[tuple, tuple] = {}
+    sql = ("SELECT start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
+           "WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND (start_ns >= ? OR end_ns > ?)")
+    parameters: tuple = (user, start_ns - _LOOKBACK_NS, end_ns, start_ns, start_ns)
+    if other_than is not None:
+        sql += " AND (seq < ? OR seq >= ?)"
+        parameters += other_than
     return [(start // _NS_PER_MS, end // _NS_PER_MS, count, *sources.setdefault((bundle, device), (bundle, device)))
-            for start, end, count, bundle, device in tx.each(
-                "SELECT start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
-                "WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND (start_ns >= ? OR end_ns > ?)",
-                (user, start_ns - _LOOKBACK_NS, end_ns, start_ns, start_ns))]
+            for start, end, count, bundle, device in tx.each(sql, parameters)]
+
+
+def _overlaps(sample: tuple, begin_ms: int, end_ms: int) -> bool:
+    """Whether a (start_ms, end_ms, …) sample overlaps [begin_ms, end_ms) (an instantaneous one: starts in it)."""
+    return sample[0] < end_ms and (sample[1] > begin_ms or begin_ms <= sample[0])

@@ -13,6 +13,7 @@ is merged from the samples (routes/daily.py).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from datetime import date
 from typing import Iterable, Optional
 from zoneinfo import ZoneInfo
@@ -44,6 +45,16 @@ def touched_days(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         days.add(first)
         if last != first:
             days.update(range(first + 1, last + 1))
+    return runs_of(days)
+
+
+def days_of(start_ms: int, end_ms: int) -> range:
+    """The UTC days a sample [start_ms, end_ms) overlaps (an instantaneous one: its start's)."""
+    return range(start_ms // DAY_MS, max(start_ms, end_ms - 1) // DAY_MS + 1)
+
+
+def runs_of(days: Iterable[int]) -> list[tuple[int, int]]:
+    """Days as runs (first, last) of consecutive ones, in order."""
     runs: list[list[int]] = []
     for day in sorted(days):
         if runs and day == runs[-1][1] + 1:
@@ -51,6 +62,21 @@ def touched_days(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             runs.append([day, day])
     return [(first, last) for first, last in runs]
+
+
+def rows_by_day(samples: list[tuple[int, int, int, str, Optional[str]]]) -> dict[str, list[tuple]]:
+    """day_rows of every UTC day the samples (start_ms, end_ms, count, bundle, device) overlap, merged
+    from them alone, by day (its text). A sample's days are consecutive, so it lies in one run of them."""
+    runs = runs_of({day for start, end, *_ in samples for day in days_of(start, end)})
+    groups: list[list[tuple]] = [[] for _ in runs]
+    firsts = [first for first, _ in runs]
+    for sample in samples:
+        groups[bisect_right(firsts, sample[0] // DAY_MS) - 1].append(sample)
+    by_day: dict[str, list[tuple]] = {}
+    for (first, last), group in zip(runs, groups):
+        for row in day_rows(group, first, last):
+            by_day.setdefault(row[0], []).append(row)
+    return by_day
 
 
 def day_rows(samples: Iterable[tuple[int, int, int, str, Optional[str]]], first: int, last: int) -> list[tuple]:

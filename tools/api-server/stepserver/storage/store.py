@@ -108,6 +108,12 @@ class Store:
         unique = dict(zip((sample.id for sample in samples), samples))  # a repeated id: last content, first place
         if not unique:
             return 0
+        # The batch's daily totals as if no other sample lay on its days, merged before the transaction
+        # (outside the database's write lock and the days' locks); _rewrite_days merges again the days
+        # on which it finds other live samples.
+        batch = {sample.id: (sample.start_ns // _NS_PER_MS, sample.end_ns // _NS_PER_MS, sample.count, sample.bundle,
+                             sample.device) for sample in unique.values()}
+        batch_rows = daily_totals.rows_by_day(list(batch.values()))
 
         def work(tx: Transaction) -> int:
             tx.lock_user(user, alone=False)
@@ -116,7 +122,7 @@ class Store:
             stored = {row[0]: row[1:] for row in tx.rows(
                 f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns "
                 f"FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}", (user, *parameters))}
-            fresh, changed, spans, written = [], [], [], []
+            fresh, changed, spans = [], [], []
             for position, sample in enumerate(unique.values()):
                 row = (user, sample.id, base + position, sample.start_date, sample.end_date, sample.start_ns,
                        sample.end_ns, sample.count, sample.bundle, sample.device, received_at)
@@ -129,7 +135,6 @@ class Store:
                 else:
                     continue
                 spans.append((sample.start_ns, sample.end_ns))
-                written.append(sample)
             if fresh:
                 tx.insert("samples", SAMPLE_COLUMNS, sorted(fresh, key=lambda row: row[1]))  # in id order, as locked
             if changed:
@@ -139,7 +144,7 @@ class Store:
                 tx.run_many("UPDATE samples SET seq = ?, start_date = ?, end_date = ?, start_ns = ?, end_ns = ?, count = ?, "
                             "source_bundle_id = ?, source_device_name = ?, received_at = ? WHERE user_name = ? AND id = ?",
                             [(*row[2:], user, row[1]) for row in changed])
-            self._recompute_days(tx, user, spans, written, (base, base + SEQ_PER_REQUEST))
+            self._rewrite_days(tx, user, spans, batch, batch_rows)
             return len(fresh) + len(changed)
 
         return self.database.write(work)
@@ -164,7 +169,7 @@ class Store:
             tx.insert("deletions", "user_name, seq, id, received_at",
                       [(user, base + position, sample_id, received_at) for position, (sample_id, _, _) in enumerate(live)])
             tx.run_many("DELETE FROM samples WHERE user_name = ? AND id = ?", [(user, sample_id) for sample_id, _, _ in live])
-            self._recompute_days(tx, user, [(start, end) for _, start, end in live])
+            self._rewrite_days(tx, user, [(start, end) for _, start, end in live])
             return len(live)
 
         return self.database.write(work)
@@ -228,29 +233,32 @@ class Store:
             tx.run("DELETE FROM daily_totals WHERE user_name = ?", (name,))
             first, last = tx.rows("SELECT min(start_ns), max(end_ns) FROM samples WHERE user_name = ?", (name,))[0]
             if first is not None:
-                self._recompute_days(tx, name, [(first, last)], lock=False)
+                self._rewrite_days(tx, name, [(first, last)], lock=False)
 
-    def _recompute_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], written: list[ValidSample] = (),
-                        own: Optional[tuple[int, int]] = None, lock: bool = True) -> None:
-        """Rewrites the user's daily_totals of every UTC day a span touches, from the live samples: the
-        write's own new versions (`written`, whose rows have their seq in the range `own`) as they are
-        in memory, every other live sample of those days as stored."""
+    def _rewrite_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], batch: Optional[dict] = None,
+                      batch_rows: Optional[dict] = None, lock: bool = True) -> None:
+        """Rewrites the user's daily_totals of every UTC day a span touches from the live samples of those
+        days: a save's own (`batch`, id -> (start_ms, end_ms, count, bundle, device), live as given;
+        `batch_rows`, their rows merged alone, daily_totals.rows_by_day) and every other one, read here.
+        A day on which no other live sample lies takes the batch's rows as they are; the others are
+        merged from both."""
+        batch, batch_rows = batch or {}, batch_rows or {}
         runs = daily_totals.touched_days(spans)
         if lock:
             tx.lock_days(user, runs)
-        mine = [(sample.start_ns // _NS_PER_MS, sample.end_ns // _NS_PER_MS, sample.count, sample.bundle, sample.device)
-                for sample in written]
-        chunks = [(low, min(last, low + 30)) for first, last in runs for low in range(first, last + 1, 31)]
-        for low, high in chunks:  # a month a read: bounded memory for a long history
-            begin, end = low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS
-            samples = _overlapping(tx, user, begin, end, own)
-            if len(chunks) == 1:
-                samples += mine
-            else:
-                samples += [sample for sample in mine if _overlaps(sample, begin // _NS_PER_MS, end // _NS_PER_MS)]
+        for low, high in [(low, min(last, low + 30)) for first, last in runs for low in range(first, last + 1, 31)]:
+            # A month a read: bounded memory for a long history.
+            others = [sample[1:] for sample in _overlapping(tx, user, low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS,
+                                                            with_id=True) if sample[0] not in batch]
+            crowded = {day for start, end, *_ in others for day in daily_totals.days_of(start, end) if low <= day <= high}
+            rows = [row for day in range(low, high + 1) if day not in crowded
+                    for row in batch_rows.get(daily_totals.day_text(day), ())]
+            for first, last in daily_totals.runs_of(crowded):
+                begin, end = first * daily_totals.DAY_MS, (last + 1) * daily_totals.DAY_MS
+                rows += daily_totals.day_rows(others + [sample for sample in batch.values() if _overlaps(sample, begin, end)],
+                                              first, last)
             tx.run("DELETE FROM daily_totals WHERE user_name = ? AND day >= ? AND day <= ?",
                    (user, daily_totals.day_text(low), daily_totals.day_text(high)))
-            rows = daily_totals.day_rows(samples, low, high)
             if rows:
                 tx.insert("daily_totals", "user_name, day, source_bundle_id, source_device_name, merged, raw, "
                           "merged_quarters, raw_quarters", [(user, *row) for row in rows])
@@ -283,20 +291,19 @@ class Store:
         return self.database.read(lambda tx: tuple(tx.rows("SELECT count(DISTINCT user_name), count(*) FROM samples")[0]))
 
 
-def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int, other_than: Optional[tuple[int, int]] = None) -> list[tuple]:
+def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int, with_id: bool = False) -> list[tuple]:
     """(start_ms, end_ms, count, bundle, device) of the user's live samples overlapping [start_ns, end_ns)
-    (an instantaneous one: starting in it), but for those whose seq lies in the range `other_than` (a
-    write's own). The index on start bounds the scan on both sides. Each source's two names are kept
-    once, however many samples carry them."""
+    (an instantaneous one: starting in it), each after its id when `with_id`. The index on start
+    bounds the scan on both sides. Each source's two names are kept once, however many samples carry them."""
     sources: dict[tuple, tuple] = {}
-    sql = ("SELECT start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
-           "WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND (start_ns >= ? OR end_ns > ?)")
-    parameters: tuple = (user, start_ns - _LOOKBACK_NS, end_ns, start_ns, start_ns)
-    if other_than is not None:
-        sql += " AND (seq < ? OR seq >= ?)"
-        parameters += other_than
+    rows = tx.each(f"SELECT {'id, ' if with_id else ''}start_ns, end_ns, count, source_bundle_id, source_device_name "
+                   "FROM samples WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND (start_ns >= ? OR end_ns > ?)",
+                   (user, start_ns - _LOOKBACK_NS, end_ns, start_ns, start_ns))
+    if with_id:
+        return [(sample_id, start // _NS_PER_MS, end // _NS_PER_MS, count, *sources.setdefault((bundle, device), (bundle, device)))
+                for sample_id, start, end, count, bundle, device in rows]
     return [(start // _NS_PER_MS, end // _NS_PER_MS, count, *sources.setdefault((bundle, device), (bundle, device)))
-            for start, end, count, bundle, device in tx.each(sql, parameters)]
+            for start, end, count, bundle, device in rows]
 
 
 def _overlaps(sample: tuple, begin_ms: int, end_ms: int) -> bool:

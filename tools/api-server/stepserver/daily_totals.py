@@ -36,21 +36,20 @@ def day_text(day: int) -> str:
     return date.fromordinal(day + _EPOCH_ORDINAL).isoformat()
 
 
-def touched_days(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Runs (first, last) of the UTC days (days since 1970) that samples spanning [start_ns, end_ns)
-    overlap (an instantaneous sample: its start's day)."""
+def touched_days(spans: Iterable[tuple]) -> list[tuple[int, int]]:
+    """Runs (first, last) of the UTC days (days since 1970) that samples (start_ms, end_ms, …) overlap."""
+    return runs_of(days_touched(spans))
+
+
+def days_touched(spans: Iterable[tuple]) -> set[int]:
+    """The UTC days that samples (start_ms, end_ms, …) overlap (an instantaneous one: its start's day)."""
     days: set[int] = set()
-    for start, end in spans:
-        first, last = start // DAY_NS, max(start, end - 1) // DAY_NS
+    for span in spans:
+        first, last = span[0] // DAY_MS, max(span[0], span[1] - 1) // DAY_MS
         days.add(first)
         if last != first:
             days.update(range(first + 1, last + 1))
-    return runs_of(days)
-
-
-def days_of(start_ms: int, end_ms: int) -> range:
-    """The UTC days a sample [start_ms, end_ms) overlaps (an instantaneous one: its start's)."""
-    return range(start_ms // DAY_MS, max(start_ms, end_ms - 1) // DAY_MS + 1)
+    return days
 
 
 def runs_of(days: Iterable[int]) -> list[tuple[int, int]]:
@@ -67,7 +66,7 @@ def runs_of(days: Iterable[int]) -> list[tuple[int, int]]:
 def rows_by_day(samples: list[tuple[int, int, int, str, Optional[str]]]) -> dict[str, list[tuple]]:
     """day_rows of every UTC day the samples (start_ms, end_ms, count, bundle, device) overlap, merged
     from them alone, by day (its text). A sample's days are consecutive, so it lies in one run of them."""
-    runs = runs_of({day for start, end, *_ in samples for day in days_of(start, end)})
+    runs = touched_days(samples)
     groups: list[list[tuple]] = [[] for _ in runs]
     firsts = [first for first, _ in runs]
     for sample in samples:

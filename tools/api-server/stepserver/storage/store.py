@@ -131,10 +131,10 @@ class Store:
                     fresh.append(row)
                 elif before[:5] != (sample.start_date, sample.end_date, sample.count, sample.bundle, sample.device):
                     changed.append(row)
-                    spans.append(before[5:])
+                    spans.append((before[5] // _NS_PER_MS, before[6] // _NS_PER_MS))
                 else:
                     continue
-                spans.append((sample.start_ns, sample.end_ns))
+                spans.append(batch[sample.id])
             if fresh:
                 tx.insert("samples", SAMPLE_COLUMNS, sorted(fresh, key=lambda row: row[1]))  # in id order, as locked
             if changed:
@@ -144,7 +144,7 @@ class Store:
                 tx.run_many("UPDATE samples SET seq = ?, start_date = ?, end_date = ?, start_ns = ?, end_ns = ?, count = ?, "
                             "source_bundle_id = ?, source_device_name = ?, received_at = ? WHERE user_name = ? AND id = ?",
                             [(*row[2:], user, row[1]) for row in changed])
-            self._rewrite_days(tx, user, spans, batch, batch_rows)
+            self._rewrite_days(tx, user, spans, batch, batch_rows, (base, base + SEQ_PER_REQUEST))
             return len(fresh) + len(changed)
 
         return self.database.write(work)
@@ -169,7 +169,7 @@ class Store:
             tx.insert("deletions", "user_name, seq, id, received_at",
                       [(user, base + position, sample_id, received_at) for position, (sample_id, _, _) in enumerate(live)])
             tx.run_many("DELETE FROM samples WHERE user_name = ? AND id = ?", [(user, sample_id) for sample_id, _, _ in live])
-            self._rewrite_days(tx, user, [(start, end) for _, start, end in live])
+            self._rewrite_days(tx, user, [(start // _NS_PER_MS, end // _NS_PER_MS) for _, start, end in live])
             return len(live)
 
         return self.database.write(work)
@@ -233,15 +233,15 @@ class Store:
             tx.run("DELETE FROM daily_totals WHERE user_name = ?", (name,))
             first, last = tx.rows("SELECT min(start_ns), max(end_ns) FROM samples WHERE user_name = ?", (name,))[0]
             if first is not None:
-                self._rewrite_days(tx, name, [(first, last)], lock=False)
+                self._rewrite_days(tx, name, [(first // _NS_PER_MS, last // _NS_PER_MS)], lock=False)
 
     def _rewrite_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], batch: Optional[dict] = None,
-                      batch_rows: Optional[dict] = None, lock: bool = True) -> None:
-        """Rewrites the user's daily_totals of every UTC day a span touches from the live samples of those
-        days: a save's own (`batch`, id -> (start_ms, end_ms, count, bundle, device), live as given;
-        `batch_rows`, their rows merged alone, daily_totals.rows_by_day) and every other one, read here.
-        A day on which no other live sample lies takes the batch's rows as they are; the others are
-        merged from both."""
+                      batch_rows: Optional[dict] = None, own: Optional[tuple[int, int]] = None, lock: bool = True) -> None:
+        """Rewrites the user's daily_totals of every UTC day a span (start_ms, end_ms) touches from the
+        live samples of those days: a save's own (`batch`, id -> (start_ms, end_ms, count, bundle, device),
+        live as given; `batch_rows`, their rows merged alone, daily_totals.rows_by_day; the rows it
+        wrote have their seq in the range `own`) and every other one, read here. A day on which no other
+        live sample lies takes the batch's rows as they are; the others are merged from both."""
         batch, batch_rows = batch or {}, batch_rows or {}
         runs = daily_totals.touched_days(spans)
         if lock:
@@ -249,8 +249,8 @@ class Store:
         for low, high in [(low, min(last, low + 30)) for first, last in runs for low in range(first, last + 1, 31)]:
             # A month a read: bounded memory for a long history.
             others = [sample[1:] for sample in _overlapping(tx, user, low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS,
-                                                            with_id=True) if sample[0] not in batch]
-            crowded = {day for start, end, *_ in others for day in daily_totals.days_of(start, end) if low <= day <= high}
+                                                            with_id=True, other_than=own) if sample[0] not in batch]
+            crowded = {day for day in daily_totals.days_touched(others) if low <= day <= high}
             rows = [row for day in range(low, high + 1) if day not in crowded
                     for row in batch_rows.get(daily_totals.day_text(day), ())]
             for first, last in daily_totals.runs_of(crowded):
@@ -291,14 +291,20 @@ class Store:
         return self.database.read(lambda tx: tuple(tx.rows("SELECT count(DISTINCT user_name), count(*) FROM samples")[0]))
 
 
-def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int, with_id: bool = False) -> list[tuple]:
+def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int, with_id: bool = False,
+                 other_than: Optional[tuple[int, int]] = None) -> list[tuple]:
     """(start_ms, end_ms, count, bundle, device) of the user's live samples overlapping [start_ns, end_ns)
-    (an instantaneous one: starting in it), each after its id when `with_id`. The index on start
-    bounds the scan on both sides. Each source's two names are kept once, however many samples carry them."""
+    (an instantaneous one: starting in it), each after its id when `with_id`, but for those whose seq
+    lies in the range `other_than` (a write's own). The index on start bounds the scan on both sides.
+    Each source's two names are kept once, however many samples carry them."""
     sources: dict[tuple, tuple] = {}
-    rows = tx.each(f"SELECT {'id, ' if with_id else ''}start_ns, end_ns, count, source_bundle_id, source_device_name "
-                   "FROM samples WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND (start_ns >= ? OR end_ns > ?)",
-                   (user, start_ns - _LOOKBACK_NS, end_ns, start_ns, start_ns))
+    sql = (f"SELECT {'id, ' if with_id else ''}start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
+           "WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND (start_ns >= ? OR end_ns > ?)")
+    parameters: tuple = (user, start_ns - _LOOKBACK_NS, end_ns, start_ns, start_ns)
+    if other_than is not None:
+        sql += " AND (seq < ? OR seq >= ?)"
+        parameters += other_than
+    rows = tx.each(sql, parameters)
     if with_id:
         return [(sample_id, start // _NS_PER_MS, end // _NS_PER_MS, count, *sources.setdefault((bundle, device), (bundle, device)))
                 for sample_id, start, end, count, bundle, device in rows]

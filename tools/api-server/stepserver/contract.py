@@ -18,7 +18,7 @@ import json
 import re
 import urllib.parse
 from datetime import datetime, timedelta, timezone
-from typing import Annotated, NamedTuple, Optional, Union
+from typing import Annotated, Optional, Union
 
 import msgspec
 
@@ -158,8 +158,9 @@ class ErrorAnswer(msgspec.Struct):
     requestId: Optional[str] = None
 
 
-class ValidSample(NamedTuple):
-    """A sample that passed every check, with its instants (ns since 1970 UTC): what storage keeps."""
+class ValidSample(msgspec.Struct, gc=False):
+    """A sample that passed every check, with its instants (ns since 1970 UTC): what storage keeps
+    (made in C, as the wire types are)."""
 
     id: str
     start_date: str

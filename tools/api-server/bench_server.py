@@ -5,12 +5,13 @@
          order, as `stepsync upload` sends them), each request committed before its 200, beside two
          bare peers on the same schema and settings (SQLite: WAL, synchronous=FULL; PostgreSQL: a
          cluster on a temporary directory, fsync on):
-         - the same transactions: every statement the server's store runs for each batch, with the
-           same rows, recorded in process before the clock starts (the store's save on a scratch
-           database) and replayed by a bare loop (sqlite3: one connection, BEGIN IMMEDIATE … COMMIT;
-           psycopg: 4 connections, the COPYs as COPYs). The server's own overhead (HTTP, the parse,
-           the merge of the daily totals, Python around the statements) is what the ratio measures:
-           the issue's peer, and the one the >= 60% target is read against.
+         - the same transactions: every statement and lock the server's store runs for each batch,
+           with the same values, recorded in process before the clock starts (the store's save on a
+           scratch database) and made again by a bare loop through the dialect's transaction
+           (sqlite3: one connection, BEGIN IMMEDIATE … COMMIT; psycopg: 4 connections, the same
+           pipelining and COPYs). The server's own overhead (HTTP, the parse, the merge of the daily
+           totals, Python around the statements) is what the ratio measures: the issue's peer, and
+           the one the >= 60% target is read against.
          - inserts only: the samples alone (sqlite3: INSERT … ON CONFLICT DO UPDATE; psycopg: COPY),
            no daily totals, no look-up of the ids: what a store without those would cost.
          The server: SQLite with 1 request and with 4 in flight, PostgreSQL with 4 in flight (alone and
@@ -50,7 +51,8 @@ sys.path.insert(0, str(HERE / "tests"))
 from postgres_cluster import PostgresCluster  # noqa: E402
 from stepserver.contract import instant_ns, parse_samples  # noqa: E402
 from stepserver.storage import open_storage  # noqa: E402
-from stepserver.storage.sqlite import SqliteDatabase  # noqa: E402
+from stepserver.storage.postgres import in_transaction  # noqa: E402
+from stepserver.storage.sqlite import SqliteDatabase, SqliteTransaction  # noqa: E402
 from stepserver.storage.store import SAMPLE_COLUMNS, Store  # noqa: E402
 
 BATCH = 1000
@@ -220,61 +222,33 @@ def bare_postgres(database: str, batches: list[list[tuple]], in_flight: int) -> 
 
 
 class Recorder:
-    """A connection (sqlite3) or cursor (psycopg) that notes every statement run through it, with its
-    parameters or rows, before running it: ("execute", sql, parameters), ("executemany", sql, rows) or
-    ("copy", sql, rows)."""
+    """A store.Transaction that notes each call (method name and arguments) before making it."""
 
-    def __init__(self, inner, statements: list) -> None:
-        self.inner = inner
-        self.statements = statements
+    def __init__(self, tx, calls: list) -> None:
+        self.tx = tx
+        self.calls = calls
 
-    def execute(self, sql, parameters=()):
-        self.statements.append(("execute", sql, parameters))
-        return self.inner.execute(sql, parameters)
+    def __getattr__(self, name: str):
+        method = getattr(self.tx, name)
 
-    def executemany(self, sql, rows):
-        rows = list(rows)
-        self.statements.append(("executemany", sql, rows))
-        return self.inner.executemany(sql, rows)
+        def call(*arguments, **keywords):
+            self.calls.append((name, arguments, keywords))
+            return method(*arguments, **keywords)
 
-    def copy(self, sql):
-        rows: list = []
-        self.statements.append(("copy", sql, rows))
-        recorder = self
-
-        class Copy:
-            def __enter__(self):
-                self.manager = recorder.inner.copy(sql)
-                self.copy = self.manager.__enter__()
-                return self
-
-            def write_row(self, row):
-                rows.append(row)
-                self.copy.write_row(row)
-
-            def __exit__(self, *exception):
-                return self.manager.__exit__(*exception)
-
-        return Copy()
+        return call
 
 
 def recorded_transactions(bodies: list[bytes], directory: Path, database: Optional[str]) -> list[list[tuple]]:
-    """The statements of the store's transaction for each body, in order, as the server runs them
-    (parse_samples, then Store.save), on a scratch database of the dialect."""
+    """The calls of the store's transaction for each body, in order (parse_samples, then Store.save, as
+    the server runs them), on a scratch database of the dialect: each a statement or a lock with its
+    values, ready to be made again on another database."""
     store = open_storage(directory, database, pool=False)
     inner = store.database
     transactions: list[list[tuple]] = []
 
     def write(work):
-        statements: list = []
-        transactions.append(statements)
-        if database:
-            from stepserver.storage.postgres import PostgresTransaction
-
-            return type(inner).write(inner, lambda tx: work(PostgresTransaction(Recorder(tx.cursor, statements))))
-        from stepserver.storage.sqlite import SqliteTransaction
-
-        return type(inner).write(inner, lambda tx: work(SqliteTransaction(Recorder(tx.connection, statements))))
+        transactions.append([])
+        return type(inner).write(inner, lambda tx: work(Recorder(tx, transactions[-1])))
 
     inner.write = write
     for body in bodies:
@@ -283,17 +257,22 @@ def recorded_transactions(bodies: list[bytes], directory: Path, database: Option
     return transactions
 
 
+def replayed(tx, calls: list[tuple]) -> None:
+    """The recorded calls made on `tx`, every answer read."""
+    for name, arguments, keywords in calls:
+        answer = getattr(tx, name)(*arguments, **keywords)
+        if name == "each":
+            list(answer)
+
+
 def replay_sqlite(directory: Path, transactions: list[list[tuple]]) -> float:
-    """The same transactions: the server's statements for each batch, replayed with their rows."""
+    """The same transactions: the server's statements for each batch, made again with their values
+    through the dialect's transaction (SqliteTransaction) on one connection, BEGIN IMMEDIATE … COMMIT."""
     database, connection = sqlite_connection(directory)
     began = time.perf_counter()
-    for statements in transactions:
+    for calls in transactions:
         connection.execute("BEGIN IMMEDIATE")
-        for kind, sql, values in statements:
-            if kind == "execute":
-                connection.execute(sql, values).fetchall()
-            else:
-                connection.executemany(sql, values)
+        replayed(SqliteTransaction(connection), calls)
         connection.execute("COMMIT")
     elapsed = time.perf_counter() - began
     database.close()
@@ -301,27 +280,16 @@ def replay_sqlite(directory: Path, transactions: list[list[tuple]]) -> float:
 
 
 def replay_postgres(database: str, transactions: list[list[tuple]], in_flight: int) -> float:
-    """The same transactions on PostgreSQL: `in_flight` connections, each replaying its share."""
+    """The same transactions on PostgreSQL: `in_flight` connections, each making its share of them again
+    through the dialect's transaction (postgres.in_transaction: the same pipelining, the same COPYs)."""
     import psycopg
 
     open_storage(Path("."), database, pool=False).close()  # the server's schema
 
     def lane(k: int) -> None:
         with psycopg.connect(database) as connection:
-            cursor = connection.cursor()
-            for statements in transactions[k::in_flight]:
-                with connection.transaction():
-                    for kind, sql, values in statements:
-                        if kind == "execute":
-                            cursor.execute(sql, values)
-                            if cursor.description is not None:
-                                cursor.fetchall()
-                        elif kind == "executemany":
-                            cursor.executemany(sql, values)
-                        else:
-                            with cursor.copy(sql) as copy:
-                                for row in values:
-                                    copy.write_row(row)
+            for calls in transactions[k::in_flight]:
+                in_transaction(connection, lambda tx: replayed(tx, calls))
 
     return len(transactions) * BATCH / in_lanes(lane, in_flight)
 

@@ -67,6 +67,11 @@ class SqliteTransaction:
             values = ", ".join([f"({', '.join('?' * width)})"] * len(chunk))
             self.connection.execute(f"INSERT INTO {table} ({columns}) VALUES {values}", list(chain.from_iterable(chunk)))
 
+    def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:
+        self.connection.execute(f"DELETE FROM {table} WHERE {where}", parameters)
+        if rows:
+            self.insert(table, columns, rows)
+
     def lock_user(self, user: str, alone: bool) -> None:
         """Nothing more: BEGIN IMMEDIATE took the database's write lock."""
 

@@ -55,6 +55,9 @@ class Transaction(Protocol):
         """Rows of `columns` into `table`, the dialect's way for many rows (SQLite executemany,
         PostgreSQL COPY)."""
 
+    def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:
+        """Deletes the rows of `table` matching `where` and inserts `rows` in their place."""
+
     def lock_user(self, user: str, alone: bool) -> None:
         """The user's lock to the end of the transaction: `alone` (DELETE /steps) excludes every other
         write of the user; otherwise shared with them."""
@@ -257,11 +260,10 @@ class Store:
                 begin, end = first * daily_totals.DAY_MS, (last + 1) * daily_totals.DAY_MS
                 rows += daily_totals.day_rows(others + [sample for sample in batch.values() if _overlaps(sample, begin, end)],
                                               first, last)
-            tx.run("DELETE FROM daily_totals WHERE user_name = ? AND day >= ? AND day <= ?",
-                   (user, daily_totals.day_text(low), daily_totals.day_text(high)))
-            if rows:
-                tx.insert("daily_totals", "user_name, day, source_bundle_id, source_device_name, merged, raw, "
-                          "merged_quarters, raw_quarters", [(user, *row) for row in rows])
+            tx.replace("daily_totals", "user_name = ? AND day >= ? AND day <= ?",
+                       (user, daily_totals.day_text(low), daily_totals.day_text(high)),
+                       "user_name, day, source_bundle_id, source_device_name, merged, raw, merged_quarters, raw_quarters",
+                       [(user, *row) for row in rows])
 
     # -- tokens -------------------------------------------------------------------------------------
 

@@ -3,8 +3,10 @@ of GET /steps/daily made from them.
 
 Per user, UTC day and source: the merged and raw steps of the merge of docs/TOTALS.md section 4 with
 the default priority, and the same cut at every UTC quarter hour of the day (two lists of 96
-integers). A write recomputes the UTC days it touched from the live samples, in its own transaction
-(storage/store.py), so every reader finds them current: no cache, no invalidation. A local day in any
+integers). A write rewrites the UTC days it touched from the live samples, in its own transaction
+(storage/store.py), so every reader finds them current: no cache, no invalidation. Its own samples are
+merged from memory (before the transaction, as if alone on their days: rows_by_day); only the days on
+which the transaction finds other live samples are merged again with them. A local day in any
 zone whose days start on a quarter hour is a run of whole quarter hours, and since a piece of a
 sample holds F(b) - F(a) with F floored cumulatively, summing the quarters of a local day gives
 exactly the merge of that day. Any other priority, or a day that does not start on a quarter hour,

@@ -52,7 +52,7 @@ class Transaction(Protocol):
         """SQL saying that `column` is one of `values`, and its parameters."""
 
     def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
-        """Rows of `columns` into `table`, the dialect's way for many rows (SQLite executemany,
+        """Rows of `columns` into `table`, the dialect's way for many rows (SQLite multi-row INSERTs,
         PostgreSQL COPY)."""
 
     def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:

@@ -20,6 +20,9 @@
          sources (loaded by POST), on both backends: the first answer after the load, again, and the
          first after a restart, each the median of 3 queries of a different year.
 
+Beside each figure: the CPU a request of the measured process (the server and its workers; for a
+peer, the bench's own process), which other load on the machine changes less than samples/s.
+
 Usage: .venv/bin/python bench_server.py [post|daily ...] [--requests 200] [--rounds 3] [--daily-samples 3000000]
 Figures on stdout, progress on stderr; the load average (uptime) beside each figure.
 """
@@ -132,6 +135,27 @@ class Server:
             self.process.send_signal(signal.SIGTERM)
             self.process.wait(timeout=60)
         self.process.stderr.close()
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system) a process and its children (--workers) used so far (Linux /proc)."""
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    total = 0
+    for process in [pid, *map(int, children)]:
+        try:
+            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def with_cpu(run, requests: int, pid: Optional[int] = None) -> tuple[float, float]:
+    """run()'s samples/s and the CPU milliseconds a request of the process `pid` (default: this one)."""
+    clock = (lambda: process_cpu(pid)) if pid else time.process_time
+    before = clock()
+    rate = run()
+    return rate, (clock() - before) / requests * 1000
 
 
 def in_lanes(lane, count: int) -> float:
@@ -307,28 +331,32 @@ def post_section(arguments: argparse.Namespace, work: Path, cluster: PostgresClu
         f"{sum(len(statements) for statements in postgres_transactions) / len(bodies):.1f} on PostgreSQL")
     figures: dict[str, list[float]] = {}
 
-    def note(name: str, value: float) -> None:
-        figures.setdefault(name, []).append(value)
-        log(f"  {name}: {value:,.0f} samples/s ({load()})")
+    cpu: dict[str, list[float]] = {}
 
+    def note(name: str, measured: tuple[float, float]) -> None:
+        figures.setdefault(name, []).append(measured[0])
+        cpu.setdefault(name, []).append(measured[1])
+        log(f"  {name}: {measured[0]:,.0f} samples/s, {measured[1]:.1f} ms of CPU a request ({load()})")
+
+    def served(server: Server, in_flight: int) -> tuple[float, float]:
+        measured = with_cpu(lambda: post_all(server.port, bodies, in_flight), len(bodies), server.process.pid)
+        server.stop()
+        return measured
+
+    requests = len(bodies)
     for round_ in range(arguments.rounds):
-        note(SAME_SQLITE, replay_sqlite(work / f"replay-{round_}", sqlite_transactions))
-        note(INSERTS_SQLITE, bare_sqlite(work / f"bare-{round_}", batches))
+        note(SAME_SQLITE, with_cpu(lambda: replay_sqlite(work / f"replay-{round_}", sqlite_transactions), requests))
+        note(INSERTS_SQLITE, with_cpu(lambda: bare_sqlite(work / f"bare-{round_}", batches), requests))
         for in_flight in (1, 4):
-            server = Server("--data", str(work / f"sqlite-{round_}-{in_flight}"))
-            note(f"server, SQLite, {in_flight} in flight", post_all(server.port, bodies, in_flight))
-            server.stop()
-        note(SAME_POSTGRES, replay_postgres(cluster.new_database(), postgres_transactions, 4))
-        note(INSERTS_POSTGRES, bare_postgres(cluster.new_database(), batches, 4))
-        server = Server("--database", cluster.new_database())
-        note("server, PostgreSQL, 4 in flight", post_all(server.port, bodies, 4))
-        server.stop()
-        server = Server("--database", cluster.new_database(), "--workers", "2")
-        note("server, PostgreSQL, 4 in flight, --workers 2", post_all(server.port, bodies, 4))
-        server.stop()
+            note(f"server, SQLite, {in_flight} in flight", served(Server("--data", str(work / f"sqlite-{round_}-{in_flight}")), in_flight))
+        note(SAME_POSTGRES, with_cpu(lambda: replay_postgres(cluster.new_database(), postgres_transactions, 4), requests))
+        note(INSERTS_POSTGRES, with_cpu(lambda: bare_postgres(cluster.new_database(), batches, 4), requests))
+        note("server, PostgreSQL, 4 in flight", served(Server("--database", cluster.new_database()), 4))
+        note("server, PostgreSQL, 4 in flight, --workers 2", served(Server("--database", cluster.new_database(), "--workers", "2"), 4))
     median = {name: statistics.median(values) for name, values in figures.items()}
     for name, values in figures.items():
-        print(f"post: {name}: median {median[name]:,.0f} samples/s (rounds: {', '.join(f'{v:,.0f}' for v in values)})")
+        print(f"post: {name}: median {median[name]:,.0f} samples/s (rounds: {', '.join(f'{v:,.0f}' for v in values)}); "
+              f"CPU a request {statistics.median(cpu[name]):.1f} ms")
     for in_flight in (1, 4):
         name = f"server, SQLite, {in_flight} in flight"
         print(f"post: {name} at {median[name] / median[SAME_SQLITE]:.0%} of {SAME_SQLITE} (target >= 60%); "
@@ -336,6 +364,10 @@ def post_section(arguments: argparse.Namespace, work: Path, cluster: PostgresClu
     for name in ("server, PostgreSQL, 4 in flight", "server, PostgreSQL, 4 in flight, --workers 2"):
         print(f"post: {name} at {median[name] / median[SAME_POSTGRES]:.0%} of {SAME_POSTGRES} (target >= 60%, and "
               f">= 150,000 samples/s); at {median[name] / median[INSERTS_POSTGRES]:.0%} of {INSERTS_POSTGRES}")
+    for in_flight in (1, 4):  # SQLite: all the work in the measured process, for the server and the peer alike
+        name = f"server, SQLite, {in_flight} in flight"
+        print(f"post: CPU a request, {SAME_SQLITE} / {name}: {statistics.median(cpu[SAME_SQLITE]) / statistics.median(cpu[name]):.0%} "
+              "(the ratio without the machine's other load)")
     print(f"post: {load()} at the end")
 
 

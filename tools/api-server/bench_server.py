@@ -2,17 +2,26 @@
 """The server's benchmarks (tools/bench server, tools/bench daily), each beside a peer in the same run.
 
   post   POST /steps of 1,000 new samples a request (mock-like days of an iPhone and a Watch, in time
-         order, as `stepsync upload` sends them), each request committed before its 200:
-         - SQLite: the server, one request at a time and 4 in flight, beside a bare sqlite3 loop doing
-           the same 1,000-row transactions (INSERT … ON CONFLICT DO UPDATE, BEGIN IMMEDIATE … COMMIT) on
-           a file with the same schema and settings (WAL, synchronous=FULL), its rows built before the
-           clock starts;
-         - PostgreSQL (a cluster on a temporary directory, fsync on): the server with 4 requests in
-           flight, beside bare psycopg, 4 connections each COPYing its batches (one transaction a batch).
-         Rounds alternate the server and its peer; every round starts from an empty database.
+         order, as `stepsync upload` sends them), each request committed before its 200, beside two
+         bare peers on the same schema and settings (SQLite: WAL, synchronous=FULL; PostgreSQL: a
+         cluster on a temporary directory, fsync on):
+         - the same transactions: every statement and lock the server's store runs for each batch,
+           with the same values, recorded in process before the clock starts (the store's save on a
+           scratch database) and made again by a bare loop through the dialect's transaction
+           (sqlite3: one connection, BEGIN IMMEDIATE … COMMIT; psycopg: 4 connections, the same
+           pipelining and COPYs). The server's own overhead (HTTP, the parse, the merge of the daily
+           totals, Python around the statements) is what the ratio measures: the issue's peer, and
+           the one the >= 60% target is read against.
+         - inserts only: the samples alone (sqlite3: INSERT … ON CONFLICT DO UPDATE; psycopg: COPY),
+           no daily totals, no look-up of the ids: what a store without those would cost.
+         The server: SQLite with 1 request and with 4 in flight, PostgreSQL with 4 in flight (alone and
+         with --workers 2). Rounds alternate the server and its peers; each starts on an empty database.
   daily  GET /steps/daily for a year (Europe/Paris, by source) over a user holding N samples from three
          sources (loaded by POST), on both backends: the first answer after the load, again, and the
          first after a restart, each the median of 3 queries of a different year.
+
+Beside each figure: the CPU a request of the measured process (the server and its workers; for a
+peer, the bench's own process), which other load on the machine changes less than samples/s.
 
 Usage: .venv/bin/python bench_server.py [post|daily ...] [--requests 200] [--rounds 3] [--daily-samples 3000000]
 Figures on stdout, progress on stderr; the load average (uptime) beside each figure.
@@ -36,15 +45,18 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "tests"))
 
 from postgres_cluster import PostgresCluster  # noqa: E402
-from stepserver.contract import instant_ns  # noqa: E402
+from stepserver.contract import instant_ns, parse_samples  # noqa: E402
 from stepserver.storage import open_storage  # noqa: E402
-from stepserver.storage.store import SAMPLE_COLUMNS  # noqa: E402
+from stepserver.storage.postgres import in_transaction  # noqa: E402
+from stepserver.storage.sqlite import SqliteDatabase, SqliteTransaction  # noqa: E402
+from stepserver.storage.store import SAMPLE_COLUMNS, Store  # noqa: E402
 
 BATCH = 1000
 RECEIVED = "2026-11-27T12:00:00Z"
@@ -125,6 +137,27 @@ class Server:
         self.process.stderr.close()
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system) a process and its children (--workers) used so far (Linux /proc)."""
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    total = 0
+    for process in [pid, *map(int, children)]:
+        try:
+            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def with_cpu(run, requests: int, pid: Optional[int] = None) -> tuple[float, float]:
+    """run()'s samples/s and the CPU milliseconds a request of the process `pid` (default: this one)."""
+    clock = (lambda: process_cpu(pid)) if pid else time.process_time
+    before = clock()
+    rate = run()
+    return rate, (clock() - before) / requests * 1000
+
+
 def in_lanes(lane, count: int) -> float:
     """Runs lane(0) .. lane(count - 1) on threads at once; the seconds until all are done."""
     threads = [threading.Thread(target=lane, args=(k,)) for k in range(count)]
@@ -169,22 +202,35 @@ UPSERT = (f"INSERT INTO samples ({SAMPLE_COLUMNS}) VALUES ({', '.join('?' * 11)}
           "source_device_name = excluded.source_device_name, received_at = excluded.received_at")
 
 
+SAME_SQLITE = "bare sqlite3, the same transactions"
+INSERTS_SQLITE = "bare sqlite3, inserts only"
+SAME_POSTGRES = "bare psycopg, the same transactions, 4 connections"
+INSERTS_POSTGRES = "bare psycopg COPY, inserts only, 4 connections"
+
+
+def sqlite_connection(directory: Path) -> tuple[SqliteDatabase, sqlite3.Connection]:
+    """A connection with the server's settings (WAL, synchronous=FULL, its cache and checkpoints) on a
+    new file with its schema."""
+    database = SqliteDatabase(directory)
+    database.open(check=False)
+    return database, database._connect()
+
+
 def bare_sqlite(directory: Path, batches: list[list[tuple]]) -> float:
-    open_storage(directory, None).close()  # the server's schema
-    connection = sqlite3.connect(directory / "stepsync.sqlite", isolation_level=None)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=FULL")
+    """Inserts only: each batch's rows by one INSERT … ON CONFLICT DO UPDATE, one transaction a batch."""
+    database, connection = sqlite_connection(directory)
     began = time.perf_counter()
     for rows in batches:
         connection.execute("BEGIN IMMEDIATE")
         connection.executemany(UPSERT, rows)
         connection.execute("COMMIT")
     elapsed = time.perf_counter() - began
-    connection.close()
+    database.close()
     return len(batches) * BATCH / elapsed
 
 
 def bare_postgres(database: str, batches: list[list[tuple]], in_flight: int) -> float:
+    """Inserts only: each batch's rows by one COPY, one transaction a batch, `in_flight` connections."""
     import psycopg
 
     open_storage(Path("."), database, pool=False).close()  # the server's schema
@@ -199,39 +245,129 @@ def bare_postgres(database: str, batches: list[list[tuple]], in_flight: int) -> 
     return len(batches) * BATCH / in_lanes(lane, in_flight)
 
 
+class Recorder:
+    """A store.Transaction that notes each call (method name and arguments) before making it."""
+
+    def __init__(self, tx, calls: list) -> None:
+        self.tx = tx
+        self.calls = calls
+
+    def __getattr__(self, name: str):
+        method = getattr(self.tx, name)
+
+        def call(*arguments, **keywords):
+            self.calls.append((name, arguments, keywords))
+            return method(*arguments, **keywords)
+
+        return call
+
+
+def recorded_transactions(bodies: list[bytes], directory: Path, database: Optional[str]) -> list[list[tuple]]:
+    """The calls of the store's transaction for each body, in order (parse_samples, then Store.save, as
+    the server runs them), on a scratch database of the dialect: each a statement or a lock with its
+    values, ready to be made again on another database."""
+    store = open_storage(directory, database, pool=False)
+    inner = store.database
+    transactions: list[list[tuple]] = []
+
+    def write(work):
+        transactions.append([])
+        return type(inner).write(inner, lambda tx: work(Recorder(tx, transactions[-1])))
+
+    inner.write = write
+    for body in bodies:
+        Store.save(store, "local", parse_samples(body, time.time_ns()), RECEIVED)
+    store.close()
+    return transactions
+
+
+def replayed(tx, calls: list[tuple]) -> None:
+    """The recorded calls made on `tx`, every answer read."""
+    for name, arguments, keywords in calls:
+        answer = getattr(tx, name)(*arguments, **keywords)
+        if name == "each":
+            list(answer)
+
+
+def replay_sqlite(directory: Path, transactions: list[list[tuple]]) -> float:
+    """The same transactions: the server's statements for each batch, made again with their values
+    through the dialect's transaction (SqliteTransaction) on one connection, BEGIN IMMEDIATE … COMMIT."""
+    database, connection = sqlite_connection(directory)
+    began = time.perf_counter()
+    for calls in transactions:
+        connection.execute("BEGIN IMMEDIATE")
+        replayed(SqliteTransaction(connection), calls)
+        connection.execute("COMMIT")
+    elapsed = time.perf_counter() - began
+    database.close()
+    return len(transactions) * BATCH / elapsed
+
+
+def replay_postgres(database: str, transactions: list[list[tuple]], in_flight: int) -> float:
+    """The same transactions on PostgreSQL: `in_flight` connections, each making its share of them again
+    through the dialect's transaction (postgres.in_transaction: the same pipelining, the same COPYs)."""
+    import psycopg
+
+    open_storage(Path("."), database, pool=False).close()  # the server's schema
+
+    def lane(k: int) -> None:
+        with psycopg.connect(database) as connection:
+            for calls in transactions[k::in_flight]:
+                in_transaction(connection, lambda tx: replayed(tx, calls))
+
+    return len(transactions) * BATCH / in_lanes(lane, in_flight)
+
+
 def post_section(arguments: argparse.Namespace, work: Path, cluster: PostgresCluster) -> None:
     samples = mock_samples(days=arguments.requests * BATCH // 250 + 10)[: arguments.requests * BATCH]
     bodies = bodies_of(samples)
     batches = [rows_of(samples[i : i + BATCH], i // BATCH + 1) for i in range(0, len(samples), BATCH)]
-    log(f"post: {len(samples):,} new samples in {len(bodies)} requests of {BATCH:,}, {arguments.rounds} rounds")
+    log(f"post: {len(samples):,} new samples in {len(bodies)} requests of {BATCH:,}, {arguments.rounds} rounds; "
+        "recording the store's transactions")
+    sqlite_transactions = recorded_transactions(bodies, work / "recorded", None)
+    postgres_transactions = recorded_transactions(bodies, Path("."), cluster.new_database())
+    statements = sum(len(statements) for statements in sqlite_transactions) / len(bodies)
+    log(f"  a request's transaction: {statements:.1f} statements on SQLite, "
+        f"{sum(len(statements) for statements in postgres_transactions) / len(bodies):.1f} on PostgreSQL")
     figures: dict[str, list[float]] = {}
 
-    def note(name: str, value: float) -> None:
-        figures.setdefault(name, []).append(value)
-        log(f"  {name}: {value:,.0f} samples/s ({load()})")
+    cpu: dict[str, list[float]] = {}
 
+    def note(name: str, measured: tuple[float, float]) -> None:
+        figures.setdefault(name, []).append(measured[0])
+        cpu.setdefault(name, []).append(measured[1])
+        log(f"  {name}: {measured[0]:,.0f} samples/s, {measured[1]:.1f} ms of CPU a request ({load()})")
+
+    def served(server: Server, in_flight: int) -> tuple[float, float]:
+        measured = with_cpu(lambda: post_all(server.port, bodies, in_flight), len(bodies), server.process.pid)
+        server.stop()
+        return measured
+
+    requests = len(bodies)
     for round_ in range(arguments.rounds):
-        note("bare sqlite3", bare_sqlite(work / f"bare-{round_}", batches))
+        note(SAME_SQLITE, with_cpu(lambda: replay_sqlite(work / f"replay-{round_}", sqlite_transactions), requests))
+        note(INSERTS_SQLITE, with_cpu(lambda: bare_sqlite(work / f"bare-{round_}", batches), requests))
         for in_flight in (1, 4):
-            server = Server("--data", str(work / f"sqlite-{round_}-{in_flight}"))
-            note(f"server, SQLite, {in_flight} in flight", post_all(server.port, bodies, in_flight))
-            server.stop()
-        note("bare psycopg COPY, 4 connections", bare_postgres(cluster.new_database(), batches, 4))
-        server = Server("--database", cluster.new_database())
-        note("server, PostgreSQL, 4 in flight", post_all(server.port, bodies, 4))
-        server.stop()
-        server = Server("--database", cluster.new_database(), "--workers", "2")
-        note("server, PostgreSQL, 4 in flight, --workers 2", post_all(server.port, bodies, 4))
-        server.stop()
+            note(f"server, SQLite, {in_flight} in flight", served(Server("--data", str(work / f"sqlite-{round_}-{in_flight}")), in_flight))
+        note(SAME_POSTGRES, with_cpu(lambda: replay_postgres(cluster.new_database(), postgres_transactions, 4), requests))
+        note(INSERTS_POSTGRES, with_cpu(lambda: bare_postgres(cluster.new_database(), batches, 4), requests))
+        note("server, PostgreSQL, 4 in flight", served(Server("--database", cluster.new_database()), 4))
+        note("server, PostgreSQL, 4 in flight, --workers 2", served(Server("--database", cluster.new_database(), "--workers", "2"), 4))
     median = {name: statistics.median(values) for name, values in figures.items()}
     for name, values in figures.items():
-        print(f"post: {name}: median {median[name]:,.0f} samples/s (rounds: {', '.join(f'{v:,.0f}' for v in values)})")
+        print(f"post: {name}: median {median[name]:,.0f} samples/s (rounds: {', '.join(f'{v:,.0f}' for v in values)}); "
+              f"CPU a request {statistics.median(cpu[name]):.1f} ms")
     for in_flight in (1, 4):
         name = f"server, SQLite, {in_flight} in flight"
-        print(f"post: {name} at {median[name] / median['bare sqlite3']:.0%} of bare sqlite3 (target >= 60%)")
+        print(f"post: {name} at {median[name] / median[SAME_SQLITE]:.0%} of {SAME_SQLITE} (target >= 60%); "
+              f"at {median[name] / median[INSERTS_SQLITE]:.0%} of {INSERTS_SQLITE}")
     for name in ("server, PostgreSQL, 4 in flight", "server, PostgreSQL, 4 in flight, --workers 2"):
-        print(f"post: {name} at {median[name] / median['bare psycopg COPY, 4 connections']:.0%} of bare psycopg COPY "
-              f"(target >= 60%, and >= 150,000 samples/s)")
+        print(f"post: {name} at {median[name] / median[SAME_POSTGRES]:.0%} of {SAME_POSTGRES} (target >= 60%, and "
+              f">= 150,000 samples/s); at {median[name] / median[INSERTS_POSTGRES]:.0%} of {INSERTS_POSTGRES}")
+    for in_flight in (1, 4):  # SQLite: all the work in the measured process, for the server and the peer alike
+        name = f"server, SQLite, {in_flight} in flight"
+        print(f"post: CPU a request, {SAME_SQLITE} / {name}: {statistics.median(cpu[SAME_SQLITE]) / statistics.median(cpu[name]):.0%} "
+              "(the ratio without the machine's other load)")
     print(f"post: {load()} at the end")
 
 

@@ -3,8 +3,10 @@ of GET /steps/daily made from them.
 
 Per user, UTC day and source: the merged and raw steps of the merge of docs/TOTALS.md section 4 with
 the default priority, and the same cut at every UTC quarter hour of the day (two lists of 96
-integers). A write recomputes the UTC days it touched from the live samples, in its own transaction
-(storage/store.py), so every reader finds them current: no cache, no invalidation. A local day in any
+integers). A write rewrites the UTC days it touched from the live samples, in its own transaction
+(storage/store.py), so every reader finds them current: no cache, no invalidation. Its own samples are
+merged from memory (before the transaction, as if alone on their days: rows_by_day); only the days on
+which the transaction finds other live samples are merged again with them. A local day in any
 zone whose days start on a quarter hour is a run of whole quarter hours, and since a piece of a
 sample holds F(b) - F(a) with F floored cumulatively, summing the quarters of a local day gives
 exactly the merge of that day. Any other priority, or a day that does not start on a quarter hour,
@@ -13,6 +15,7 @@ is merged from the samples (routes/daily.py).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from datetime import date
 from typing import Iterable, Optional
 from zoneinfo import ZoneInfo
@@ -35,15 +38,24 @@ def day_text(day: int) -> str:
     return date.fromordinal(day + _EPOCH_ORDINAL).isoformat()
 
 
-def touched_days(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Runs (first, last) of the UTC days (days since 1970) that samples spanning [start_ns, end_ns)
-    overlap (an instantaneous sample: its start's day)."""
+def touched_days(spans: Iterable[tuple]) -> list[tuple[int, int]]:
+    """Runs (first, last) of the UTC days (days since 1970) that samples (start_ms, end_ms, …) overlap."""
+    return runs_of(days_touched(spans))
+
+
+def days_touched(spans: Iterable[tuple]) -> set[int]:
+    """The UTC days that samples (start_ms, end_ms, …) overlap (an instantaneous one: its start's day)."""
     days: set[int] = set()
-    for start, end in spans:
-        first, last = start // DAY_NS, max(start, end - 1) // DAY_NS
+    for span in spans:
+        first, last = span[0] // DAY_MS, max(span[0], span[1] - 1) // DAY_MS
         days.add(first)
         if last != first:
             days.update(range(first + 1, last + 1))
+    return days
+
+
+def runs_of(days: Iterable[int]) -> list[tuple[int, int]]:
+    """Days as runs (first, last) of consecutive ones, in order."""
     runs: list[list[int]] = []
     for day in sorted(days):
         if runs and day == runs[-1][1] + 1:
@@ -51,6 +63,21 @@ def touched_days(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             runs.append([day, day])
     return [(first, last) for first, last in runs]
+
+
+def rows_by_day(samples: list[tuple[int, int, int, str, Optional[str]]]) -> dict[str, list[tuple]]:
+    """day_rows of every UTC day the samples (start_ms, end_ms, count, bundle, device) overlap, merged
+    from them alone, by day (its text). A sample's days are consecutive, so it lies in one run of them."""
+    runs = touched_days(samples)
+    groups: list[list[tuple]] = [[] for _ in runs]
+    firsts = [first for first, _ in runs]
+    for sample in samples:
+        groups[bisect_right(firsts, sample[0] // DAY_MS) - 1].append(sample)
+    by_day: dict[str, list[tuple]] = {}
+    for (first, last), group in zip(runs, groups):
+        for row in day_rows(group, first, last):
+            by_day.setdefault(row[0], []).append(row)
+    return by_day
 
 
 def day_rows(samples: Iterable[tuple[int, int, int, str, Optional[str]]], first: int, last: int) -> list[tuple]:

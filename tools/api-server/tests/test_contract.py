@@ -83,3 +83,13 @@ def test_the_schema_comes_from_the_decoding_types():
     assert sample["startDate"]["pattern"] == contract.DATE_PATTERN
     assert sample["count"]["maximum"] == contract.MAX_COUNT
     assert components["DeletionsBody"]["properties"]["ids"]["maxItems"] == contract.MAX_IDS_PER_REQUEST
+
+
+def test_the_instants_of_a_column_are_those_of_each_date():
+    """contract.instants_ns (the dates of a body at once) answers what instant_ns answers date by date,
+    whether every date is valid, one is not a date, or one is a day the calendar does not have."""
+    valid = ["2024-01-15T10:30:00Z", "2024-01-15T10:30:00.123456789+05:45", "2024-02-29T23:59:59.9999999-12:00",
+             "2000-01-01T00:00:00.1Z", "2024-01-15T10:30:00.1234567Z", "0001-01-01T00:00:00+01:00"]
+    for column in (valid, valid + ["2024-01-15 10:30:00Z"], valid + ["2023-02-29T00:00:00Z"], valid + ["2024-01-15T10:30:00"], []):
+        assert contract.instants_ns(column) == [contract.instant_ns(text) for text in column], column
+    assert contract.instants_ns(["2024-01-15T10:30:00.1234567Z"]) == [1705314600123456700]

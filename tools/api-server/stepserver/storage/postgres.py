@@ -1,9 +1,9 @@
 """The PostgreSQL dialect (psycopg 3 and its pool): `--database postgresql://…`.
 
 A request is one transaction on a pooled connection; writes run beside each other, one user's too
-(store.py says how they meet: row locks, the primary key, advisory locks per user and day). New rows
-go in by COPY. An operation that loses its connection (a restart, a
-failover) is retried on a fresh one until RETRY_DEADLINE_S, then answered 503; a write is idempotent,
+(store.py says how they meet: row locks, the primary key, advisory locks per user and day). Many new
+rows go in by COPY; the statements whose answers are not read travel together in pipeline mode. An
+operation that loses its connection (a restart, a failover) is retried on a fresh one until RETRY_DEADLINE_S, then answered 503; a write is idempotent,
 so a retried COMMIT whose first outcome was unknown changes nothing twice. The schema is migrated
 at open under an advisory lock (two servers starting at once), from the earlier server's schema too.
 Damage: run the cluster with data checksums (`initdb -k`); a checksum failure is an error of the
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from itertools import chain
 from typing import Any, Callable, Iterator, Optional
 
 import psycopg
@@ -29,14 +30,36 @@ RETRY_MAX_WAIT_S = 1.0
 CONNECT_TIMEOUT_S = 5
 HEALTH_CACHE_S = 1.0
 LOCK_SPACE = 0x5735  # the user's and the migration's advisory locks: (LOCK_SPACE, hashtext(user) or 0); a day's: (hashtext(user), day)
+PIPELINED_ROWS = 100  # an insert of up to this many rows is one INSERT in the pipeline; more go by COPY
 TYPES = {"blob": "BYTEA", "request_seq": "CREATE SEQUENCE IF NOT EXISTS request_seq"}
 
 
 class PostgresTransaction:
-    """store.Transaction on a psycopg cursor inside a transaction."""
+    """store.Transaction on a psycopg connection inside a transaction. A statement whose result is not
+    read (a lock, a DELETE, an INSERT of a few rows, the COMMIT) is sent in pipeline mode and travels
+    with the next one whose result is: a write waits for the database once per result it reads, not once
+    per statement. COPY, which a pipeline cannot carry, ends the pipeline first."""
 
-    def __init__(self, cursor: psycopg.Cursor) -> None:
-        self.cursor = cursor
+    def __init__(self, connection: psycopg.Connection) -> None:
+        self.connection = connection
+        self.cursor = connection.cursor()
+        self._pipeline: Optional[Any] = None  # the context manager of the open pipeline
+
+    def pipelined(self) -> None:
+        if self._pipeline is None:
+            self._pipeline = self.connection.pipeline()
+            self._pipeline.__enter__()
+
+    def end_pipeline(self, failed: bool = False) -> None:
+        """Sends what is queued and waits for every answer (an error among them is raised), unless
+        `failed`: the transaction already failed, and nothing the pipeline says adds to that."""
+        if self._pipeline is not None:
+            pipeline, self._pipeline = self._pipeline, None
+            try:
+                pipeline.__exit__(None, None, None)
+            except psycopg.Error:
+                if not failed:
+                    raise
 
     def rows(self, sql: str, parameters: tuple = ()) -> list[tuple]:
         return self.cursor.execute(sql.replace("?", "%s"), parameters).fetchall()
@@ -45,25 +68,42 @@ class PostgresTransaction:
         return iter(self.cursor.execute(sql.replace("?", "%s"), parameters))
 
     def run(self, sql: str, parameters: tuple = ()) -> int:
+        self.end_pipeline()  # the count is the answer's
         return self.cursor.execute(sql.replace("?", "%s"), parameters).rowcount
 
     def run_many(self, sql: str, rows: list[tuple]) -> None:
+        self.pipelined()
         self.cursor.executemany(sql.replace("?", "%s"), rows)
 
     def one_of(self, column: str, values: list) -> tuple[str, tuple]:
         return f"{column} = ANY(?)", (list(values),)
 
     def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
+        if len(rows) <= PIPELINED_ROWS:
+            self.pipelined()
+            width = columns.count(",") + 1
+            self.cursor.execute(f"INSERT INTO {table} ({columns}) VALUES "
+                                + ", ".join([f"({', '.join(['%s'] * width)})"] * len(rows)), list(chain.from_iterable(rows)))
+            return
+        self.end_pipeline()
         with self.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
 
+    def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:
+        self.pipelined()
+        self.cursor.execute(f"DELETE FROM {table} WHERE {where}".replace("?", "%s"), parameters)
+        if rows:
+            self.insert(table, columns, rows)
+
     def lock_user(self, user: str, alone: bool) -> None:
         lock = "pg_advisory_xact_lock" if alone else "pg_advisory_xact_lock_shared"
+        self.pipelined()
         self.cursor.execute(f"SELECT {lock}(%s, hashtext(%s))", (LOCK_SPACE, user))
 
     def lock_days(self, user: str, days: list[tuple[int, int]]) -> None:
         numbers = [day for first, last in days for day in range(first, last + 1)]
+        self.pipelined()
         self.cursor.execute("SELECT count(pg_advisory_xact_lock(hashtext(%s), day)) FROM unnest(%s::int4[]) AS day",
                             (user, numbers))
 
@@ -72,6 +112,20 @@ class PostgresTransaction:
 
     def next_request(self) -> int:
         return self.cursor.execute("SELECT nextval('request_seq')").fetchone()[0]
+
+
+def in_transaction(connection: psycopg.Connection, work: Callable[[PostgresTransaction], Any]) -> Any:
+    """work(tx) in one transaction on the connection, committed (the COMMIT travels in the pipeline with
+    the statements before it). Returns once the COMMIT was answered."""
+    tx = PostgresTransaction(connection)
+    try:
+        with connection.transaction():
+            result = work(tx)
+    except BaseException:
+        tx.end_pipeline(failed=True)
+        raise
+    tx.end_pipeline()
+    return result
 
 
 def _is_retried(error: BaseException) -> bool:
@@ -102,10 +156,11 @@ class PostgresDatabase:
         earlier server) and opens the pool. Returns the version found."""
         try:
             with psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT_S) as connection:
-                with connection.transaction():
-                    tx = PostgresTransaction(connection.cursor())
+                def migrate(tx: PostgresTransaction) -> int:
                     tx.run("SELECT pg_advisory_xact_lock(?, 0)", (LOCK_SPACE,))
-                    found = schema.migrate(tx, TYPES, lambda: rebuild_totals(tx))
+                    return schema.migrate(tx, TYPES, lambda: rebuild_totals(tx))
+
+                found = in_transaction(connection, migrate)
                 if found not in (0, schema.VERSION):
                     log(f"database schema migrated from version {found} to {schema.VERSION}")
                 if connection.execute("SHOW data_checksums").fetchone()[0] != "on":
@@ -136,15 +191,13 @@ class PostgresDatabase:
         """Runs `work` in one transaction; retried on a fresh connection while the database is away."""
         if self.pool is None:  # the tokens command: one connection of its own
             with psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT_S) as connection:
-                with connection.transaction():
-                    return work(PostgresTransaction(connection.cursor()))
+                return in_transaction(connection, work)
         deadline = time.monotonic() + RETRY_DEADLINE_S
         wait = RETRY_FIRST_WAIT_S
         while True:
             try:
                 with self.pool.connection() as connection:
-                    with connection.transaction():
-                        return work(PostgresTransaction(connection.cursor()))
+                    return in_transaction(connection, work)
             except psycopg.errors.DataCorrupted as error:
                 self.damage = f"the database is damaged ({_first_line(error)})"
                 log(self.damage)

@@ -17,6 +17,7 @@ import queue
 import sqlite3
 import threading
 from contextlib import contextmanager
+from itertools import chain
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -30,6 +31,7 @@ BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another process's transact
 POOL_SIZE = 4  # writes take turns anyway; reads are short
 CACHE_KIB = 16 * 1024  # each connection's page cache, at most: the indexes of a large history stay in memory
 CHECKPOINT_PAGES = 10_000  # the WAL is copied back into the file after about 40 MB, not SQLite's 4 MB
+PARAMETERS_A_STATEMENT = 10_000  # SQLite's limit is 32,766 (SQLITE_MAX_VARIABLE_NUMBER)
 TYPES = {"blob": "BLOB", "request_seq": "CREATE TABLE request_seq (value BIGINT NOT NULL); INSERT INTO request_seq VALUES (0)"}
 _DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
@@ -56,7 +58,19 @@ class SqliteTransaction:
         return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
 
     def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
-        self.connection.executemany(f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * (columns.count(',') + 1))})", rows)
+        """Multi-row INSERTs of up to PARAMETERS_A_STATEMENT values: one step of SQLite's for many rows
+        (executemany steps once a row, taking the GIL back between rows)."""
+        width = columns.count(",") + 1
+        per_statement = PARAMETERS_A_STATEMENT // width
+        for first in range(0, len(rows), per_statement):
+            chunk = rows[first : first + per_statement]
+            values = ", ".join([f"({', '.join('?' * width)})"] * len(chunk))
+            self.connection.execute(f"INSERT INTO {table} ({columns}) VALUES {values}", list(chain.from_iterable(chunk)))
+
+    def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:
+        self.connection.execute(f"DELETE FROM {table} WHERE {where}", parameters)
+        if rows:
+            self.insert(table, columns, rows)
 
     def lock_user(self, user: str, alone: bool) -> None:
         """Nothing more: BEGIN IMMEDIATE took the database's write lock."""

@@ -52,8 +52,11 @@ class Transaction(Protocol):
         """SQL saying that `column` is one of `values`, and its parameters."""
 
     def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
-        """Rows of `columns` into `table`, the dialect's way for many rows (SQLite executemany,
+        """Rows of `columns` into `table`, the dialect's way for many rows (SQLite multi-row INSERTs,
         PostgreSQL COPY)."""
+
+    def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:
+        """Deletes the rows of `table` matching `where` and inserts `rows` in their place."""
 
     def lock_user(self, user: str, alone: bool) -> None:
         """The user's lock to the end of the transaction: `alone` (DELETE /steps) excludes every other
@@ -108,6 +111,12 @@ class Store:
         unique = dict(zip((sample.id for sample in samples), samples))  # a repeated id: last content, first place
         if not unique:
             return 0
+        # The batch's daily totals as if no other sample lay on its days, merged before the transaction
+        # (outside the database's write lock and the days' locks); _rewrite_days merges again the days
+        # on which it finds other live samples.
+        batch = {sample.id: (sample.start_ns // _NS_PER_MS, sample.end_ns // _NS_PER_MS, sample.count, sample.bundle,
+                             sample.device) for sample in unique.values()}
+        batch_rows = daily_totals.rows_by_day(list(batch.values()))
 
         def work(tx: Transaction) -> int:
             tx.lock_user(user, alone=False)
@@ -125,10 +134,10 @@ class Store:
                     fresh.append(row)
                 elif before[:5] != (sample.start_date, sample.end_date, sample.count, sample.bundle, sample.device):
                     changed.append(row)
-                    spans.append(before[5:])
+                    spans.append((before[5] // _NS_PER_MS, before[6] // _NS_PER_MS))
                 else:
                     continue
-                spans.append((sample.start_ns, sample.end_ns))
+                spans.append(batch[sample.id])
             if fresh:
                 tx.insert("samples", SAMPLE_COLUMNS, sorted(fresh, key=lambda row: row[1]))  # in id order, as locked
             if changed:
@@ -138,7 +147,7 @@ class Store:
                 tx.run_many("UPDATE samples SET seq = ?, start_date = ?, end_date = ?, start_ns = ?, end_ns = ?, count = ?, "
                             "source_bundle_id = ?, source_device_name = ?, received_at = ? WHERE user_name = ? AND id = ?",
                             [(*row[2:], user, row[1]) for row in changed])
-            self._recompute_days(tx, user, spans)
+            self._rewrite_days(tx, user, spans, batch, batch_rows, (base, base + SEQ_PER_REQUEST))
             return len(fresh) + len(changed)
 
         return self.database.write(work)
@@ -163,7 +172,7 @@ class Store:
             tx.insert("deletions", "user_name, seq, id, received_at",
                       [(user, base + position, sample_id, received_at) for position, (sample_id, _, _) in enumerate(live)])
             tx.run_many("DELETE FROM samples WHERE user_name = ? AND id = ?", [(user, sample_id) for sample_id, _, _ in live])
-            self._recompute_days(tx, user, [(start, end) for _, start, end in live])
+            self._rewrite_days(tx, user, [(start // _NS_PER_MS, end // _NS_PER_MS) for _, start, end in live])
             return len(live)
 
         return self.database.write(work)
@@ -227,23 +236,34 @@ class Store:
             tx.run("DELETE FROM daily_totals WHERE user_name = ?", (name,))
             first, last = tx.rows("SELECT min(start_ns), max(end_ns) FROM samples WHERE user_name = ?", (name,))[0]
             if first is not None:
-                self._recompute_days(tx, name, [(first, last)], lock=False)
+                self._rewrite_days(tx, name, [(first // _NS_PER_MS, last // _NS_PER_MS)], lock=False)
 
-    def _recompute_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], lock: bool = True) -> None:
-        """Rewrites the user's daily_totals of every UTC day a span touches, from the live samples."""
+    def _rewrite_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], batch: Optional[dict] = None,
+                      batch_rows: Optional[dict] = None, own: Optional[tuple[int, int]] = None, lock: bool = True) -> None:
+        """Rewrites the user's daily_totals of every UTC day a span (start_ms, end_ms) touches from the
+        live samples of those days: a save's own (`batch`, id -> (start_ms, end_ms, count, bundle, device),
+        live as given; `batch_rows`, their rows merged alone, daily_totals.rows_by_day; the rows it
+        wrote have their seq in the range `own`) and every other one, read here. A day on which no other
+        live sample lies takes the batch's rows as they are; the others are merged from both."""
+        batch, batch_rows = batch or {}, batch_rows or {}
         runs = daily_totals.touched_days(spans)
         if lock:
             tx.lock_days(user, runs)
-        for first, last in runs:
-            for low in range(first, last + 1, 31):  # a month a read: bounded memory for a long history
-                high = min(last, low + 30)
-                samples = _overlapping(tx, user, low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS)
-                tx.run("DELETE FROM daily_totals WHERE user_name = ? AND day >= ? AND day <= ?",
-                       (user, daily_totals.day_text(low), daily_totals.day_text(high)))
-                rows = daily_totals.day_rows(samples, low, high)
-                if rows:
-                    tx.insert("daily_totals", "user_name, day, source_bundle_id, source_device_name, merged, raw, "
-                              "merged_quarters, raw_quarters", [(user, *row) for row in rows])
+        for low, high in [(low, min(last, low + 30)) for first, last in runs for low in range(first, last + 1, 31)]:
+            # A month a read: bounded memory for a long history.
+            others = [sample[1:] for sample in _overlapping(tx, user, low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS,
+                                                            with_id=True, other_than=own) if sample[0] not in batch]
+            crowded = {day for day in daily_totals.days_touched(others) if low <= day <= high}
+            rows = [row for day in range(low, high + 1) if day not in crowded
+                    for row in batch_rows.get(daily_totals.day_text(day), ())]
+            for first, last in daily_totals.runs_of(crowded):
+                begin, end = first * daily_totals.DAY_MS, (last + 1) * daily_totals.DAY_MS
+                rows += daily_totals.day_rows(others + [sample for sample in batch.values() if _overlaps(sample, begin, end)],
+                                              first, last)
+            tx.replace("daily_totals", "user_name = ? AND day >= ? AND day <= ?",
+                       (user, daily_totals.day_text(low), daily_totals.day_text(high)),
+                       "user_name, day, source_bundle_id, source_device_name, merged, raw, merged_quarters, raw_quarters",
+                       [(user, *row) for row in rows])
 
     # -- tokens -------------------------------------------------------------------------------------
 
@@ -273,13 +293,27 @@ class Store:
         return self.database.read(lambda tx: tuple(tx.rows("SELECT count(DISTINCT user_name), count(*) FROM samples")[0]))
 
 
-def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int) -> list[tuple]:
+def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int, with_id: bool = False,
+                 other_than: Optional[tuple[int, int]] = None) -> list[tuple]:
     """(start_ms, end_ms, count, bundle, device) of the user's live samples overlapping [start_ns, end_ns)
-    (an instantaneous one: starting in it). The index on start bounds the scan on both sides. Each
-    source's two names are kept once, however many samples carry them."""
+    (an instantaneous one: starting in it), each after its id when `with_id`, but for those whose seq
+    lies in the range `other_than` (a write's own). The index on start bounds the scan on both sides.
+    Each source's two names are kept once, however many samples carry them."""
     sources: dict[tuple, tuple] = {}
+    sql = (f"SELECT {'id, ' if with_id else ''}start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
+           "WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND (start_ns >= ? OR end_ns > ?)")
+    parameters: tuple = (user, start_ns - _LOOKBACK_NS, end_ns, start_ns, start_ns)
+    if other_than is not None:
+        sql += " AND (seq < ? OR seq >= ?)"
+        parameters += other_than
+    rows = tx.each(sql, parameters)
+    if with_id:
+        return [(sample_id, start // _NS_PER_MS, end // _NS_PER_MS, count, *sources.setdefault((bundle, device), (bundle, device)))
+                for sample_id, start, end, count, bundle, device in rows]
     return [(start // _NS_PER_MS, end // _NS_PER_MS, count, *sources.setdefault((bundle, device), (bundle, device)))
-            for start, end, count, bundle, device in tx.each(
-                "SELECT start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
-                "WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND (start_ns >= ? OR end_ns > ?)",
-                (user, start_ns - _LOOKBACK_NS, end_ns, start_ns, start_ns))]
+            for start, end, count, bundle, device in rows]
+
+
+def _overlaps(sample: tuple, begin_ms: int, end_ms: int) -> bool:
+    """Whether a (start_ms, end_ms, …) sample overlaps [begin_ms, end_ms) (an instantaneous one: starts in it)."""
+    return sample[0] < end_ms and (sample[1] > begin_ms or begin_ms <= sample[0])

@@ -1,0 +1,131 @@
+"""HAProxy in front of API servers, for the tests and the benchmark: 127.0.0.1 only, started and stopped
+here, its configuration and log in a directory of the caller's.
+
+It sends each request to an API server whose GET /health answered 200 (checked every second; two
+failures take a server out, one success puts it back); with none, it answers 503 itself, with
+Retry-After and a JSON error as the server's own 503. A connection refused by a server is retried
+on the other. Every answer is logged on one line: the time it was sent (ms since the epoch), the
+status, the method, the path (no query string, no header) and the server that answered (`<NOSRV>`:
+HAProxy itself) — `answers()` reads them, which is what the clients saw.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+START_DEADLINE_S = 30.0
+NO_SERVER = '{"error":"no API server can take writes now (the database may be failing over); retry later"}'
+
+CONFIGURATION = """global
+    log stdout format raw local0
+    maxconn 2000
+
+defaults
+    mode http
+    log global
+    log-format "%[date(0,ms)] %ST %HM %HPO %s %Ta"
+    timeout connect 2s
+    timeout client 120s
+    timeout server 120s
+    timeout http-request 10s
+    retries 2
+    option redispatch
+    option dontlognull
+    http-error status 503 content-type application/json string '{no_server}' hdr Retry-After 5
+
+frontend api
+    bind 127.0.0.1:{port}
+    default_backend api_servers
+
+backend api_servers
+    balance roundrobin
+    option httpchk GET /health
+    http-check expect status 200
+    default-server inter 1s fall 2 rise 1
+{servers}
+"""
+
+
+class BalancerUnavailable(Exception):
+    """No HAProxy to run here (the tests skip, saying why)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer HAProxy sent a client."""
+
+    at: float  # seconds since the epoch, when it was sent
+    status: int
+    method: str
+    path: str
+    server: str  # the API server's name, or <NOSRV> when HAProxy answered itself
+    active_ms: int  # from the request's first byte to the answer's end
+
+
+def haproxy() -> str:
+    for candidate in (shutil.which("haproxy"), "/usr/sbin/haproxy"):
+        if candidate and Path(candidate).exists():
+            return candidate
+    raise BalancerUnavailable("haproxy not found (tools/test installs the Debian haproxy package)")
+
+
+class Balancer:
+    def __init__(self, directory: Path, servers: dict[str, int]) -> None:
+        """`servers`: each API server's name and port."""
+        self.directory = directory
+        self.servers = servers
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.configuration = directory / "haproxy.cfg"
+        self.log = directory / "haproxy.log"
+        self.process: Optional[subprocess.Popen] = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "Balancer":
+        servers = "\n".join(f"    server {name} 127.0.0.1:{port} check" for name, port in self.servers.items())
+        self.configuration.write_text(CONFIGURATION.format(port=self.port, servers=servers, no_server=NO_SERVER))
+        check = subprocess.run([haproxy(), "-c", "-q", "-f", str(self.configuration)], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"haproxy refused its configuration: {check.stdout}{check.stderr}")
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen([haproxy(), "-db", "-f", str(self.configuration)], stdout=log, stderr=log,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + START_DEADLINE_S
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"haproxy did not start: {self.log.read_text(errors='replace')[-2000:]}") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def answers(self) -> list[Answer]:
+        """Every answer logged so far, in the order sent."""
+        found = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            fields = line.split()
+            if len(fields) == 6 and fields[0].isdigit():
+                at, status, method, path, server, active = fields
+                found.append(Answer(int(at) / 1000, int(status), method, path, server, int(active)))
+        return sorted(found, key=lambda answer: answer.at)

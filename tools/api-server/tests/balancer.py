@@ -120,6 +120,10 @@ class Balancer:
                 self.process.wait()
         self.process = None
 
+    def downs(self, name: str) -> int:
+        """How many times HAProxy took the server `name` out (its health check failed twice)."""
+        return self.log.read_text(errors="replace").count(f"Server api_servers/{name} is DOWN")
+
     def answers(self) -> list[Answer]:
         """Every answer logged so far, in the order sent."""
         found = []

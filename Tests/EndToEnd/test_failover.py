@@ -1,0 +1,205 @@
+"""Failover end to end, on the server README's replicated deployment (tools/api-server/tests/
+replicated_setup.py): four users upload at once with the real `stepsync upload` through HAProxy to two
+API servers on a pg_auto_failover cluster (a primary and a synchronous standby), while the test
+(a) SIGKILLs the primary node (its keeper and its PostgreSQL, as when its host is lost) and lets the
+standby take over, (b) kills one API server (and starts it again), (c) starts the old primary again,
+which rejoins as a standby. Every upload finishes by itself (its retries ride through the faults); at
+the end each user's data at the server equals their store, ids and content, each sample stored once,
+no user sees another's, and the rejoined standby holds what the primary holds. Prints the figures:
+failovers, kills, samples checked, and the unavailability windows as the clients saw them (HAProxy's
+log of every answer: the first 5xx after a fault to the first 200 after it).
+
+Runs where pg_auto_failover and HAProxy are installed (tools/test installs them and sets
+E2E_REQUIRE_CLUSTER=1, which turns a missing piece into a failure instead of a skip)."""
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import MOCK_END, PYTHON, ROOT, STEPSYNC, export_samples, status, stepsync
+
+sys.path.insert(0, str(ROOT / "tools" / "api-server" / "tests"))
+from balancer import BalancerUnavailable  # noqa: E402
+from postgres_cluster import PostgresUnavailable  # noqa: E402
+from replicated_setup import ReplicatedSetup  # noqa: E402
+
+USERS = 4
+DAYS = 1500  # ~260k samples a user (iPhone and Watch): uploads that outlast the three faults
+DEADLINE_S = 420
+REQUEST_DEADLINE_S = 30  # stepsync upload's --timeout: no answer may take longer
+
+
+class Upload:
+    """One user's `stepsync upload` through HAProxy, its stderr in a file."""
+
+    def __init__(self, user, store, token, url, directory):
+        self.user = user
+        self.store = store
+        self.errors = directory / f"upload-{user}.err"
+        with open(self.errors, "wb") as err:
+            self.process = subprocess.Popen(
+                [STEPSYNC, "upload", "--store", str(store), "--api-url", url, "--timeout", str(REQUEST_DEADLINE_S)],
+                env={**os.environ, "STEPSYNC_TOKEN": token}, stdout=subprocess.DEVNULL, stderr=err)
+
+    def retries(self):
+        return sum("retrying in" in line for line in self.errors.read_text(errors="replace").splitlines())
+
+
+def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tmp_path, capsys):
+    began = time.monotonic()
+    directory = tmp_path / "cluster"
+    directory.mkdir()
+    try:
+        setup = ReplicatedSetup(directory, python=PYTHON).start()
+    except (PostgresUnavailable, BalancerUnavailable) as error:
+        if os.environ.get("E2E_REQUIRE_CLUSTER") == "1":
+            pytest.fail(f"the replicated set-up cannot run here: {error}")
+        pytest.skip(str(error))
+    uploads = []
+    try:
+        cluster, balancer = setup.cluster, setup.balancer
+        users = [f"user{n}" for n in range(1, USERS + 1)]
+        tokens = {user: setup.create_token(user) for user in users}
+        stores = {}
+        for number, user in enumerate(users, start=1):
+            stores[user] = tmp_path / f"store-{user}"
+            stepsync("ingest", "--store", str(stores[user]), "--source", f"mock:seed={number},days={DAYS},end={MOCK_END}")
+        set_up_s = time.monotonic() - began
+
+        uploads = [Upload(user, stores[user], tokens[user], setup.url, tmp_path) for user in users]
+        acknowledged = lambda: sum(a.status == 200 and a.path == "/steps" for a in balancer.answers())  # noqa: E731
+
+        def wait_for(what, predicate, timeout=120):
+            deadline = time.monotonic() + timeout
+            while not predicate():
+                finished = [u.user for u in uploads if u.process.poll() is not None]
+                if finished:
+                    pytest.fail(f"the uploads of {finished} ended while waiting for {what}: the data is too small "
+                                f"or an upload gave up ({[u.errors.read_text()[-500:] for u in uploads]})")
+                if time.monotonic() > deadline:
+                    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+                time.sleep(0.1)
+
+        def more_batches(count):
+            target = acknowledged() + count
+            return lambda: acknowledged() >= target
+
+        faults = []
+        wait_for("the first batches", more_batches(40))
+
+        # (a) The primary's host is lost.
+        old_primary = cluster.primary()
+        faults.append(("primary killed", time.time()))
+        cluster.kill(old_primary)
+        wait_for("the standby's promotion", lambda: cluster.primary() not in (None, old_primary))
+        new_primary = cluster.primary()
+        wait_for("the uploads to go on after the failover", more_batches(10))
+
+        # (b) One API server killed; once HAProxy took it out, started again.
+        killed = setup.servers[0]
+        downs = balancer.downs(killed.name)
+        faults.append(("API server killed", time.time()))
+        killed.kill()
+        wait_for("HAProxy to take the killed API server out", lambda: balancer.downs(killed.name) > downs)
+        wait_for("the uploads to go on with one API server", more_batches(10))
+        killed.start()
+
+        # (c) The old primary starts again and rejoins as a synchronous standby.
+        faults.append(("old primary restarted", time.time()))
+        cluster.run(old_primary)
+        wait_for("the old primary to rejoin as a synchronous standby", cluster.replicated)
+        assert cluster.standby() == old_primary and cluster.primary() == new_primary
+        wait_for("uploads acknowledged by the rejoined standby", more_batches(20))
+
+        for upload in uploads:
+            upload.process.wait(timeout=max(1, DEADLINE_S - (time.monotonic() - began)))
+            assert upload.process.returncode == 0, f"{upload.user}: {upload.errors.read_text()[-2000:]}"
+
+        # Every user's data at the server equals their store, each sample once, none of another user's.
+        checked = 0
+        seen = set()
+        with ThreadPoolExecutor(USERS) as pool:
+            exported = dict(zip(users, pool.map(lambda user: export_samples(stores[user]), users)))
+        for user in users:
+            expected = exported[user]
+            live = server_samples(setup.url, tokens[user])
+            every_version = server_samples(setup.url, tokens[user], versions=True)
+            assert live == expected, f"{user}: {len(set(expected) - set(live))} missing, {len(set(live) - set(expected))} unexpected, " \
+                                     f"{sum(live[i] != expected[i] for i in set(live) & set(expected))} different"
+            assert len(every_version) == len(expected), f"{user}: {len(every_version) - len(expected)} samples stored twice"
+            assert not seen & set(live), f"{user} holds another user's samples"
+            seen |= set(live)
+            assert status(stores[user])["unsyncedSamples"] == 0
+            checked += len(live)
+
+        # The rejoined standby holds what the primary holds.
+        digest = "SELECT count(*), md5(string_agg(user_name || id || count, ',' ORDER BY user_name, id)) FROM samples"
+        position = cluster.sql(new_primary, "SELECT pg_current_wal_lsn()")
+        wait_for_standby = time.monotonic() + 60
+        while cluster.sql(old_primary, f"SELECT pg_last_wal_replay_lsn() >= '{position}'") != "t":
+            assert time.monotonic() < wait_for_standby, "the standby did not replay the primary's last writes"
+            time.sleep(0.1)
+        on_primary = cluster.sql(new_primary, digest)
+        assert on_primary.startswith(f"{checked}|") and cluster.sql(old_primary, digest) == on_primary
+
+        # What the clients saw: no 500, no answer later than the request deadline, and how long each
+        # fault kept writes from succeeding.
+        answers = balancer.answers()
+        statuses = {a.status for a in answers}
+        assert statuses <= {200, 502, 503}, f"answers other than 200, 502 and 503: {sorted(statuses)}"
+        slowest = max(answers, key=lambda a: a.active_ms)
+        assert slowest.active_ms < REQUEST_DEADLINE_S * 1000, f"an answer took {slowest.active_ms} ms: {slowest}"
+        ends = [moment for _, moment in faults[1:]] + [max(a.at for a in answers if a.method == "POST") + 0.001]
+        windows = [(name, unavailability(answers, moment, until)) for (name, moment), until in zip(faults, ends)]
+        assert windows[0][1][0] is not None or windows[0][1][2] >= 1, "the clients never felt the failover"
+        with capsys.disabled():
+            print(f"\nfailover test: set-up {set_up_s:.0f} s, {USERS} users, failovers 1 ({old_primary} -> {new_primary}), "
+                  f"kills: 1 database node, 1 API server; samples checked {checked:,}; "
+                  f"retries by the uploads {sum(u.retries() for u in uploads)}; answers 502: "
+                  f"{sum(a.status == 502 for a in answers)}, 503: {sum(a.status == 503 for a in answers)}; "
+                  f"slowest answer {slowest.active_ms / 1000:.1f} s; {time.monotonic() - began:.0f} s in all")
+            for name, (first, back, gap, gap_began) in windows:
+                seen = "no failed answer" if first is None else \
+                    f"first 5xx +{first:.1f} s, first 200 after it +{back:.1f} s ({back - first:.1f} s)"
+                print(f"  {name}: {seen}; no write acknowledged for {gap:.1f} s (from +{gap_began:.1f} s)")
+    finally:
+        for upload in uploads:
+            if upload.process.poll() is None:
+                upload.process.kill()
+                upload.process.wait()
+        setup.close()
+
+
+def unavailability(answers, moment, until):
+    """What the clients saw of a fault at `moment` (answers to writes up to `until`), in seconds after
+    it: (first 5xx or None, first 200 after it or None, the longest time without an acknowledged write
+    and when it began)."""
+    writes = [a for a in answers if a.method == "POST" and moment <= a.at < until]
+    first = next((a for a in writes if a.status >= 500), None)
+    back = next((a for a in writes if first is not None and a.at >= first.at and a.status == 200), None)
+    acknowledged = [moment] + [a.at for a in writes if a.status == 200]
+    gap, began = max((later - earlier, earlier) for earlier, later in zip(acknowledged, acknowledged[1:] + [until]))
+    return (None if first is None else first.at - moment, None if back is None else back.at - moment, gap, began - moment)
+
+
+def server_samples(url, token, versions=False):
+    """The user's samples at the server (GET /steps, every page), by id without receivedAt; with
+    `versions`, every version stored (a list)."""
+    found, offset = [], 0
+    while True:
+        query = f"/steps?limit=100000&offset={offset}" + ("&versions=all" if versions else "")
+        request = urllib.request.Request(url + query, headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            page = json.load(response)
+        for sample in page["samples"]:
+            sample.pop("receivedAt", None)
+        found += page["samples"]
+        offset += len(page["samples"])
+        if not page["samples"] or offset >= page["total"]:
+            break
+    return found if versions else {sample["id"]: sample for sample in found}

@@ -24,7 +24,7 @@ import pytest
 from conftest import MOCK_END, PYTHON, ROOT, STEPSYNC, export_samples, status, stepsync
 
 sys.path.insert(0, str(ROOT / "tools" / "api-server" / "tests"))
-from balancer import BalancerUnavailable  # noqa: E402
+from balancer import BalancerUnavailable, unavailability  # noqa: E402
 from postgres_cluster import PostgresUnavailable  # noqa: E402
 from replicated_setup import ReplicatedSetup  # noqa: E402
 
@@ -156,35 +156,22 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
         assert slowest.active_ms < REQUEST_DEADLINE_S * 1000, f"an answer took {slowest.active_ms} ms: {slowest}"
         ends = [moment for _, moment in faults[1:]] + [max(a.at for a in answers if a.method == "POST") + 0.001]
         windows = [(name, unavailability(answers, moment, until)) for (name, moment), until in zip(faults, ends)]
-        assert windows[0][1][0] is not None or windows[0][1][2] >= 1, "the clients never felt the failover"
+        failover = windows[0][1]
+        assert failover.first_failure is not None or failover.longest_stall >= 1, "the clients never felt the failover"
         with capsys.disabled():
             print(f"\nfailover test: set-up {set_up_s:.0f} s, {USERS} users, failovers 1 ({old_primary} -> {new_primary}), "
                   f"kills: 1 database node, 1 API server; samples checked {checked:,}; "
                   f"retries by the uploads {sum(u.retries() for u in uploads)}; answers 502: "
                   f"{sum(a.status == 502 for a in answers)}, 503: {sum(a.status == 503 for a in answers)}; "
                   f"slowest answer {slowest.active_ms / 1000:.1f} s; {time.monotonic() - began:.0f} s in all")
-            for name, (first, back, gap, gap_began) in windows:
-                seen = "no failed answer" if first is None else \
-                    f"first 5xx +{first:.1f} s, first 200 after it +{back:.1f} s ({back - first:.1f} s)"
-                print(f"  {name}: {seen}; no write acknowledged for {gap:.1f} s (from +{gap_began:.1f} s)")
+            for name, window in windows:
+                print(f"  {name}: {window.describe()}")
     finally:
         for upload in uploads:
             if upload.process.poll() is None:
                 upload.process.kill()
                 upload.process.wait()
         setup.close()
-
-
-def unavailability(answers, moment, until):
-    """What the clients saw of a fault at `moment` (answers to writes up to `until`), in seconds after
-    it: (first 5xx or None, first 200 after it or None, the longest time without an acknowledged write
-    and when it began)."""
-    writes = [a for a in answers if a.method == "POST" and moment <= a.at < until]
-    first = next((a for a in writes if a.status >= 500), None)
-    back = next((a for a in writes if first is not None and a.at >= first.at and a.status == 200), None)
-    acknowledged = [moment] + [a.at for a in writes if a.status == 200]
-    gap, began = max((later - earlier, earlier) for earlier, later in zip(acknowledged, acknowledged[1:] + [until]))
-    return (None if first is None else first.at - moment, None if back is None else back.at - moment, gap, began - moment)
 
 
 def server_samples(url, token, versions=False):

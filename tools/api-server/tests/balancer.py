@@ -68,6 +68,23 @@ class Answer:
     active_ms: int  # from the request's first byte to the answer's end
 
 
+@dataclass(frozen=True)
+class Unavailability:
+    """What the clients saw of a fault, in seconds after it."""
+
+    first_failure: Optional[float]  # the first 5xx answer to a write
+    first_success: Optional[float]  # the first 200 to a write after it
+    longest_stall: float  # the longest time without an acknowledged write
+    stall_began: float
+
+    def describe(self) -> str:
+        seen = "no failed answer" if self.first_failure is None else (
+            f"first 5xx +{self.first_failure:.1f} s, first 200 after it "
+            + ("never" if self.first_success is None else
+               f"+{self.first_success:.1f} s ({self.first_success - self.first_failure:.1f} s)"))
+        return f"{seen}; no write acknowledged for {self.longest_stall:.1f} s (from +{self.stall_began:.1f} s)"
+
+
 def haproxy() -> str:
     for candidate in (shutil.which("haproxy"), "/usr/sbin/haproxy"):
         if candidate and Path(candidate).exists():
@@ -133,3 +150,14 @@ class Balancer:
                 at, status, method, path, server, active = fields
                 found.append(Answer(int(at) / 1000, int(status), method, path, server, int(active)))
         return sorted(found, key=lambda answer: answer.at)
+
+
+def unavailability(answers: list[Answer], moment: float, until: float) -> Unavailability:
+    """What the clients saw of a fault at `moment` (the answers to writes up to `until`)."""
+    writes = [a for a in answers if a.method == "POST" and moment <= a.at < until]
+    first = next((a for a in writes if a.status >= 500), None)
+    back = next((a for a in writes if first is not None and a.at >= first.at and a.status == 200), None)
+    acknowledged = [moment] + [a.at for a in writes if a.status == 200]
+    gap, began = max((later - earlier, earlier) for earlier, later in zip(acknowledged, acknowledged[1:] + [until]))
+    return Unavailability(None if first is None else first.at - moment, None if back is None else back.at - moment,
+                          gap, began - moment)

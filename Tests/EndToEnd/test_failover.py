@@ -10,7 +10,7 @@ failovers, kills, samples checked, and the unavailability windows as the clients
 log of every answer: the first 5xx after a fault to the first 200 after it).
 
 Runs where pg_auto_failover and HAProxy are installed (tools/test installs them and sets
-E2E_REQUIRE_CLUSTER=1, which turns a missing piece into a failure instead of a skip)."""
+REQUIRE_CLUSTER=1, which turns a missing piece into a failure instead of a skip)."""
 import json
 import os
 import subprocess
@@ -57,7 +57,7 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
     try:
         setup = ReplicatedSetup(directory, python=PYTHON).start()
     except (PostgresUnavailable, BalancerUnavailable) as error:
-        if os.environ.get("E2E_REQUIRE_CLUSTER") == "1":
+        if os.environ.get("REQUIRE_CLUSTER") == "1":
             pytest.fail(f"the replicated set-up cannot run here: {error}")
         pytest.skip(str(error))
     uploads = []

@@ -100,14 +100,18 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
         new_primary = cluster.primary()
         wait_for("the uploads to go on after the failover", more_batches(10))
 
-        # (b) One API server killed; once HAProxy took it out, started again.
+        # (b) One API server killed while it serves uploads; once HAProxy took it out, started again.
         killed = setup.servers[0]
-        downs = balancer.downs(killed.name)
+        wait_for("HAProxy to send to both API servers again", lambda: all(balancer.up(s.name) for s in setup.servers))
+        served = lambda: sum(a.server == killed.name for a in balancer.answers())  # noqa: E731
+        target = served() + 10
+        wait_for(f"{killed.name} to serve uploads again", lambda: served() >= target)
         faults.append(("API server killed", time.time()))
         killed.kill()
-        wait_for("HAProxy to take the killed API server out", lambda: balancer.downs(killed.name) > downs)
+        wait_for("HAProxy to take the killed API server out", lambda: not balancer.up(killed.name))
         wait_for("the uploads to go on with one API server", more_batches(10))
         killed.start()
+        wait_for("HAProxy to send to the restarted API server", lambda: balancer.up(killed.name))
 
         # (c) The old primary starts again and rejoins as a synchronous standby.
         faults.append(("old primary restarted", time.time()))

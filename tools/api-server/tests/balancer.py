@@ -2,11 +2,14 @@
 here, its configuration and log in a directory of the caller's.
 
 It sends each request to an API server whose GET /health answered 200 (checked every second; two
-failures take a server out, one success puts it back); with none, it answers 503 itself, with
-Retry-After and a JSON error as the server's own 503. A connection refused by a server is retried
-on the other. Every answer is logged on one line: the time it was sent (ms since the epoch), the
-status, the method, the path (no query string, no header) and the server that answered (`<NOSRV>`:
-HAProxy itself) — `answers()` reads them, which is what the clients saw.
+failures take a server out, one success puts it back). While none does (the database failing over:
+every server's /health says so), it sends to them all the same, as backup servers: a server holds a
+write up to its retry deadline and answers it as soon as the standby takes writes (or 503 with
+Retry-After at the deadline), where HAProxy would refuse it at once. A connection refused by a server
+is retried on another; with none to take it, HAProxy answers 503 itself, with Retry-After and a JSON
+error as the server's own 503. Every answer is logged on one line: the time it was sent (ms since the
+epoch), the status, the method, the path (no query string, no header) and the server that answered
+(`<NOSRV>`: HAProxy itself) — `answers()` reads them, which is what the clients saw.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ backend api_servers
     option httpchk GET /health
     http-check expect status 200
     default-server inter 1s fall 2 rise 1
+    option allbackups
 {servers}
 """
 
@@ -64,7 +68,7 @@ class Answer:
     status: int
     method: str
     path: str
-    server: str  # the API server's name, or <NOSRV> when HAProxy answered itself
+    server: str  # the API server's name (NAME-fallback: as a backup), or <NOSRV> when HAProxy answered itself
     active_ms: int  # from the request's first byte to the answer's end
 
 
@@ -109,7 +113,8 @@ class Balancer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> "Balancer":
-        servers = "\n".join(f"    server {name} 127.0.0.1:{port} check" for name, port in self.servers.items())
+        servers = "\n".join(f"    server {name} 127.0.0.1:{port} check" for name, port in self.servers.items()) + "\n" + \
+            "\n".join(f"    server {name}-fallback 127.0.0.1:{port} backup" for name, port in self.servers.items())
         self.configuration.write_text(CONFIGURATION.format(port=self.port, servers=servers, no_server=NO_SERVER))
         check = subprocess.run([haproxy(), "-c", "-q", "-f", str(self.configuration)], capture_output=True, text=True)
         if check.returncode != 0:
@@ -137,9 +142,15 @@ class Balancer:
                 self.process.wait()
         self.process = None
 
-    def downs(self, name: str) -> int:
-        """How many times HAProxy took the server `name` out (its health check failed twice)."""
-        return self.log.read_text(errors="replace").count(f"Server api_servers/{name} is DOWN")
+    def up(self, name: str) -> bool:
+        """Whether HAProxy sends requests to the server `name` now: it does from the start, stops when
+        the server's health check failed twice (`is DOWN` in the log) and starts again at the first
+        check that passes (`is UP`)."""
+        state = True
+        for line in self.log.read_text(errors="replace").splitlines():
+            if line.startswith(f"Server api_servers/{name} is "):
+                state = line.startswith(f"Server api_servers/{name} is UP")
+        return state
 
     def answers(self) -> list[Answer]:
         """Every answer logged so far, in the order sent."""

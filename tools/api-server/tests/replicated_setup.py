@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from balancer import Balancer
-from failover_cluster import FailoverCluster, free_port, kill_tree
+from failover_cluster import FailoverCluster, free_port
 
 MAIN = Path(__file__).resolve().parent.parent / "main.py"
 START_DEADLINE_S = 60.0
@@ -60,8 +60,10 @@ class ApiServer:
         return self
 
     def kill(self) -> None:
+        """SIGKILL (one process: no --workers)."""
         if self.process is not None:
-            kill_tree(self.process)
+            self.process.kill()
+            self.process.wait()
             self.process = None
 
 

@@ -3,11 +3,13 @@ replicated_setup.py): four users upload at once with the real `stepsync upload` 
 API servers on a pg_auto_failover cluster (a primary and a synchronous standby), while the test
 (a) SIGKILLs the primary node (its keeper and its PostgreSQL, as when its host is lost) and lets the
 standby take over, (b) kills one API server (and starts it again), (c) starts the old primary again,
-which rejoins as a standby. Every upload finishes by itself (its retries ride through the faults); at
-the end each user's data at the server equals their store, ids and content, each sample stored once,
-no user sees another's, and the rejoined standby holds what the primary holds. Prints the figures:
-failovers, kills, samples checked, and the unavailability windows as the clients saw them (HAProxy's
-log of every answer: the first 5xx after a fault to the first 200 after it).
+which rejoins as a standby. Every upload finishes by itself (its retries ride through the faults).
+Then each user's store changes (older days, new versions, deletions) and is uploaded again, every
+commit now waiting for the rejoined standby. At the end each user's data at the server equals their
+store, ids and content, every version stored once, no user sees another's, and the standby holds what
+the primary holds. Prints the figures: failovers, kills, samples checked, and the unavailability
+windows as the clients saw them (HAProxy's log of every answer: the first 5xx after a fault to the
+first 200 after it, and the longest time without an acknowledged write).
 
 Runs where pg_auto_failover and HAProxy are installed (tools/test installs them and sets
 REQUIRE_CLUSTER=1, which turns a missing piece into a failure instead of a skip)."""
@@ -21,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import MOCK_END, PYTHON, ROOT, STEPSYNC, export_samples, status, stepsync
+from conftest import MOCK_END, PYTHON, ROOT, STEPSYNC, STORE_FIXTURE, export_samples, status, stepsync
 
 sys.path.insert(0, str(ROOT / "tools" / "api-server" / "tests"))
 from balancer import BalancerUnavailable, unavailability  # noqa: E402
@@ -29,7 +31,8 @@ from postgres_cluster import PostgresUnavailable  # noqa: E402
 from replicated_setup import ReplicatedSetup  # noqa: E402
 
 USERS = 4
-DAYS = 1500  # ~260k samples a user (iPhone and Watch): uploads that outlast the three faults
+DAYS = 1000  # ~170k samples a user (iPhone and Watch): uploads that outlast the failover and the API server's kill
+MORE_DAYS = 300  # the second round's older days (~50k samples a user)
 DEADLINE_S = 420
 REQUEST_DEADLINE_S = 30  # stepsync upload's --timeout: no answer may take longer
 
@@ -113,16 +116,34 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
         killed.start()
         wait_for("HAProxy to send to the restarted API server", lambda: balancer.up(killed.name))
 
-        # (c) The old primary starts again and rejoins as a synchronous standby.
+        # (c) The old primary starts again and rejoins as a synchronous standby, the uploads going on
+        # meanwhile as long as they last.
         faults.append(("old primary restarted", time.time()))
         cluster.run(old_primary)
-        wait_for("the old primary to rejoin as a synchronous standby", cluster.replicated)
+        cluster.wait_until(cluster.replicated, "the old primary to rejoin as a synchronous standby")
         assert cluster.standby() == old_primary and cluster.primary() == new_primary
-        wait_for("uploads acknowledged by the rejoined standby", more_batches(20))
-
         for upload in uploads:
             upload.process.wait(timeout=max(1, DEADLINE_S - (time.monotonic() - began)))
             assert upload.process.returncode == 0, f"{upload.user}: {upload.errors.read_text()[-2000:]}"
+        first_round_ended = time.time()
+
+        # Each store changes (older days; deletions of every 11th sample and new versions of every 7th
+        # of the rest, all among those uploaded) and is uploaded again: every commit waits for the
+        # rejoined standby.
+        changes = {}
+        for number, user in enumerate(users, start=1):
+            stepsync("ingest", "--store", str(stores[user]), "--source",
+                     f"mock:seed={number},days={DAYS + MORE_DAYS},end={MOCK_END}")
+            deleted = fixture("delete", str(stores[user]), "--every", "11", "--limit", "2000")["deleted"]
+            changed = fixture("change", str(stores[user]), "--every", "7", "--limit", "3000")["changed"]
+            changes[user] = deleted + changed  # versions the server keeps beside the live ones
+        second_round = acknowledged()
+        uploads = [Upload(user, stores[user], tokens[user], setup.url, tmp_path) for user in users]
+        for upload in uploads:
+            upload.process.wait(timeout=max(1, DEADLINE_S - (time.monotonic() - began)))
+            assert upload.process.returncode == 0, f"{upload.user}: {upload.errors.read_text()[-2000:]}"
+        assert acknowledged() > second_round and cluster.replicated()
+        uploaded_s = time.monotonic() - began
 
         # Every user's data at the server equals their store, each sample once, none of another user's.
         checked = 0
@@ -132,10 +153,11 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
         for user in users:
             expected = exported[user]
             live = server_samples(setup.url, tokens[user])
-            every_version = server_samples(setup.url, tokens[user], versions=True)
+            versions = get(setup.url, "/steps?versions=all&limit=0", tokens[user])["total"]
             assert live == expected, f"{user}: {len(set(expected) - set(live))} missing, {len(set(live) - set(expected))} unexpected, " \
                                      f"{sum(live[i] != expected[i] for i in set(live) & set(expected))} different"
-            assert len(every_version) == len(expected), f"{user}: {len(every_version) - len(expected)} samples stored twice"
+            assert versions == len(expected) + changes[user], \
+                f"{user}: {versions} versions stored for {len(expected)} live samples and {changes[user]} changes"
             assert not seen & set(live), f"{user} holds another user's samples"
             seen |= set(live)
             assert status(stores[user])["unsyncedSamples"] == 0
@@ -158,12 +180,12 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
         assert statuses <= {200, 502, 503}, f"answers other than 200, 502 and 503: {sorted(statuses)}"
         slowest = max(answers, key=lambda a: a.active_ms)
         assert slowest.active_ms < REQUEST_DEADLINE_S * 1000, f"an answer took {slowest.active_ms} ms: {slowest}"
-        ends = [moment for _, moment in faults[1:]] + [max(a.at for a in answers if a.method == "POST") + 0.001]
+        ends = [moment for _, moment in faults[1:]] + [first_round_ended]
         windows = [(name, unavailability(answers, moment, until)) for (name, moment), until in zip(faults, ends)]
         failover = windows[0][1]
         assert failover.first_failure is not None or failover.longest_stall >= 1, "the clients never felt the failover"
         with capsys.disabled():
-            print(f"\nfailover test: set-up {set_up_s:.0f} s, {USERS} users, failovers 1 ({old_primary} -> {new_primary}), "
+            print(f"\nfailover test: set-up {set_up_s:.0f} s, uploads until {uploaded_s:.0f} s, {USERS} users, failovers 1 ({old_primary} -> {new_primary}), "
                   f"kills: 1 database node, 1 API server; samples checked {checked:,}; "
                   f"retries by the uploads {sum(u.retries() for u in uploads)}; answers 502: "
                   f"{sum(a.status == 502 for a in answers)}, 503: {sum(a.status == 503 for a in answers)}; "
@@ -178,19 +200,26 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
         setup.close()
 
 
-def server_samples(url, token, versions=False):
-    """The user's samples at the server (GET /steps, every page), by id without receivedAt; with
-    `versions`, every version stored (a list)."""
-    found, offset = [], 0
+def fixture(*args):
+    """The store fixture program (Tests/StoreFixture): changes or deletes samples in a store."""
+    result = subprocess.run([STORE_FIXTURE, *args], capture_output=True, text=True, check=True, timeout=120)
+    return json.loads(result.stdout)
+
+
+def get(url, path, token):
+    request = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.load(response)
+
+
+def server_samples(url, token):
+    """The user's live samples at the server (GET /steps, every page), by id, without receivedAt."""
+    found, offset = {}, 0
     while True:
-        query = f"/steps?limit=100000&offset={offset}" + ("&versions=all" if versions else "")
-        request = urllib.request.Request(url + query, headers={"Authorization": f"Bearer {token}"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            page = json.load(response)
+        page = get(url, f"/steps?limit=100000&offset={offset}", token)
         for sample in page["samples"]:
             sample.pop("receivedAt", None)
-        found += page["samples"]
+            found[sample["id"]] = sample
         offset += len(page["samples"])
         if not page["samples"] or offset >= page["total"]:
-            break
-    return found if versions else {sample["id"]: sample for sample in found}
+            return found

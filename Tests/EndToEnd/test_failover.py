@@ -13,17 +13,16 @@ first 200 after it, and the longest time without an acknowledged write).
 
 Runs where pg_auto_failover and HAProxy are installed (tools/test installs them and sets
 REQUIRE_CLUSTER=1, which turns a missing piece into a failure instead of a skip)."""
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import MOCK_END, PYTHON, ROOT, STEPSYNC, STORE_FIXTURE, export_samples, status, stepsync
+from conftest import MOCK_END, PYTHON, ROOT, STEPSYNC, export_samples, get_json, live_samples, status, stepsync
+from test_deletions import fixture
 
 sys.path.insert(0, str(ROOT / "tools" / "api-server" / "tests"))
 from balancer import BalancerUnavailable, unavailability  # noqa: E402
@@ -152,8 +151,8 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
             exported = dict(zip(users, pool.map(lambda user: export_samples(stores[user]), users)))
         for user in users:
             expected = exported[user]
-            live = server_samples(setup.url, tokens[user])
-            versions = get(setup.url, "/steps?versions=all&limit=0", tokens[user])["total"]
+            live = live_samples(setup.url, tokens[user])
+            versions = get_json(setup.url, "/steps?versions=all&limit=0", tokens[user])["total"]
             assert live == expected, f"{user}: {len(set(expected) - set(live))} missing, {len(set(live) - set(expected))} unexpected, " \
                                      f"{sum(live[i] != expected[i] for i in set(live) & set(expected))} different"
             assert versions == len(expected) + changes[user], \
@@ -198,28 +197,3 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
                 upload.process.kill()
                 upload.process.wait()
         setup.close()
-
-
-def fixture(*args):
-    """The store fixture program (Tests/StoreFixture): changes or deletes samples in a store."""
-    result = subprocess.run([STORE_FIXTURE, *args], capture_output=True, text=True, check=True, timeout=120)
-    return json.loads(result.stdout)
-
-
-def get(url, path, token):
-    request = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.load(response)
-
-
-def server_samples(url, token):
-    """The user's live samples at the server (GET /steps, every page), by id, without receivedAt."""
-    found, offset = {}, 0
-    while True:
-        page = get(url, f"/steps?limit=100000&offset={offset}", token)
-        for sample in page["samples"]:
-            sample.pop("receivedAt", None)
-            found[sample["id"]] = sample
-        offset += len(page["samples"])
-        if not page["samples"] or offset >= page["total"]:
-            return found

@@ -93,6 +93,20 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
+def processes_in(directory: Path) -> list[int]:
+    """The processes whose working directory is in `directory` (PostgreSQL's run in their data
+    directory)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if Path(os.readlink(f"/proc/{entry}/cwd")).is_relative_to(directory):
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
 def kill_tree(process: subprocess.Popen) -> None:
     """SIGKILL `process` and everything under it at once (PostgreSQL's children are session leaders
     of their own: the process group alone would miss them), then reap it."""
@@ -146,13 +160,21 @@ class FailoverCluster:
 
     def start(self) -> "FailoverCluster":
         """The monitor, then the first node (the primary), then the second (a standby copied from it);
-        returns once the second is a synchronous standby."""
+        returns once the second is a synchronous standby. On a failure, everything started is killed."""
+        try:
+            self._start()
+        except BaseException:
+            self.destroy()
+            raise
+        return self
+
+    def _start(self) -> None:
         monitor = self.root / "monitor"
         self._run(pg_autoctl(), "create", "monitor", "--pgdata", str(monitor), "--pgport", str(self.monitor_port),
                   "--pgctl", pg_ctl(), "--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl")
         self._append_settings(monitor, {**(FAST_MONITOR if self.fast else {}), **self._durability()})
         self._start_keeper("monitor")
-        self.wait_until(lambda: self._monitor_answers(), "the pg_auto_failover monitor")
+        self.wait_until(self._monitor_answers, "the pg_auto_failover monitor")
 
         first = self.root / NODES[0]
         self._run(postgres_bin("initdb"), "-D", str(first), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8",
@@ -165,7 +187,6 @@ class FailoverCluster:
             self.wait_until(lambda: self.assigned(name) in ("single", "primary", "secondary") and
                             self.reported(name) == self.assigned(name), f"{name} to join")
         self.wait_until(self.replicated, "the synchronous standby")
-        return self
 
     def _durability(self) -> dict[str, str]:
         return {} if self.fsync else {"fsync": "off"}
@@ -192,8 +213,15 @@ class FailoverCluster:
         self._start_keeper(name)
 
     def destroy(self) -> None:
+        """Kills every process started here: each keeper's tree, then any process still working in the
+        cluster's directory (a PostgreSQL a failed `pg_autoctl create` left, a backend not yet gone)."""
         for name in list(self.keepers):
             kill_tree(self.keepers.pop(name))
+        for pid in processes_in(self.root):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         shutil.rmtree(self.root, ignore_errors=True)
         atexit.unregister(self.destroy)
 

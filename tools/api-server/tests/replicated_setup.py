@@ -77,16 +77,21 @@ class ReplicatedSetup:
         atexit.register(self.close)
 
     def start(self) -> "ReplicatedSetup":
-        self.cluster.start()
-        self.servers = [ApiServer(f"api{n}", self.cluster.url(), self.directory, self.python) for n in (1, 2)]
-        for server in self.servers:
-            server.start()
-        self.balancer = Balancer(self.directory, {server.name: server.port for server in self.servers}).start()
-        deadline = time.monotonic() + START_DEADLINE_S
-        while not healthy(self.url):
-            if time.monotonic() > deadline:
-                raise RuntimeError("HAProxy found no healthy API server")
-            time.sleep(0.1)
+        """The cluster, the API servers, HAProxy; on a failure, everything started is killed."""
+        try:
+            self.cluster.start()
+            self.servers = [ApiServer(f"api{n}", self.cluster.url(), self.directory, self.python) for n in (1, 2)]
+            for server in self.servers:
+                server.start()
+            self.balancer = Balancer(self.directory, {server.name: server.port for server in self.servers}).start()
+            deadline = time.monotonic() + START_DEADLINE_S
+            while not healthy(self.url):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("HAProxy found no healthy API server")
+                time.sleep(0.1)
+        except BaseException:
+            self.close()
+            raise
         return self
 
     @property

@@ -10,6 +10,12 @@ is retried on another; with none to take it, HAProxy answers 503 itself, with Re
 error as the server's own 503. Every answer is logged on one line: the time it was sent (ms since the
 epoch), the status, the method, the path (no query string, no header) and the server that answered
 (`<NOSRV>`: HAProxy itself) — `answers()` reads them, which is what the clients saw.
+
+Every connection reaches an API server from HAProxy's address, so the server's per-client cap is
+HAProxy's to keep: a client address holding PER_CLIENT_CONNECTIONS connections (the server's own
+default) is answered 503 with Retry-After on any more, and each API server is started with
+API_SERVER_ARGUMENTS (its per-client cap raised to all its connections), which HAProxy never exceeds
+(SERVER_CONNECTIONS on each of a server's two lines; more requests wait in HAProxy's queue).
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ from pathlib import Path
 from typing import Optional
 
 START_DEADLINE_S = 30.0
+PER_CLIENT_CONNECTIONS = 64
+SERVER_CONNECTIONS = 500
+API_SERVER_ARGUMENTS = ("--max-connections", str(2 * SERVER_CONNECTIONS), "--max-connections-per-client", str(2 * SERVER_CONNECTIONS))
+TOO_MANY = f'{{"error":"too many connections from this address (at most {PER_CLIENT_CONNECTIONS})"}}'
 NO_SERVER = '{"error":"no API server can take writes now (the database may be failing over); retry later"}'
 
 CONFIGURATION = """global
@@ -44,13 +54,17 @@ defaults
 
 frontend api
     bind 127.0.0.1:{port}
+    stick-table type ip size 100k expire 60s store conn_cur
+    tcp-request connection track-sc0 src
+    http-request deny deny_status 503 content-type application/json string '{too_many}' hdr Retry-After 1 hdr Connection close if {{ sc0_conn_cur gt {per_client} }}
     default_backend api_servers
 
 backend api_servers
     balance roundrobin
     option httpchk GET /health
     http-check expect status 200
-    default-server inter 1s fall 2 rise 1
+    default-server inter 1s fall 2 rise 1 maxconn {server_connections}
+    timeout queue 30s
     option allbackups
 {servers}
 """
@@ -115,7 +129,9 @@ class Balancer:
     def start(self) -> "Balancer":
         servers = "\n".join(f"    server {name} 127.0.0.1:{port} check" for name, port in self.servers.items()) + "\n" + \
             "\n".join(f"    server {name}-fallback 127.0.0.1:{port} backup" for name, port in self.servers.items())
-        self.configuration.write_text(CONFIGURATION.format(port=self.port, servers=servers, no_server=NO_SERVER))
+        self.configuration.write_text(CONFIGURATION.format(
+            port=self.port, servers=servers, no_server=NO_SERVER, too_many=TOO_MANY, per_client=PER_CLIENT_CONNECTIONS,
+            server_connections=SERVER_CONNECTIONS))
         check = subprocess.run([haproxy(), "-c", "-q", "-f", str(self.configuration)], capture_output=True, text=True)
         if check.returncode != 0:
             raise RuntimeError(f"haproxy refused its configuration: {check.stdout}{check.stderr}")

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from balancer import Balancer
+from balancer import API_SERVER_ARGUMENTS, Balancer
 from failover_cluster import FailoverCluster, free_port
 
 MAIN = Path(__file__).resolve().parent.parent / "main.py"
@@ -50,7 +50,7 @@ class ApiServer:
         # Every connection comes from HAProxy's address: the per-client cap is HAProxy's to keep.
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen([self.python, str(MAIN), "--host", "127.0.0.1", "--port", str(self.port),
-                                             "--database", self.database, "--max-connections-per-client", "1000"],
+                                             "--database", self.database, *API_SERVER_ARGUMENTS],
                                             stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + START_DEADLINE_S
         while not healthy(self.url):

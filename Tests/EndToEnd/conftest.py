@@ -111,23 +111,11 @@ class Server:
 
     def get(self, path):
         """GET `path` with the server's token (when it has one); the decoded JSON."""
-        request = urllib.request.Request(self.url + path)
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.load(response)
+        return get_json(self.url, path, self.token)
 
     def live_samples(self):
         """`GET /steps`, every page: the live samples by id, without `receivedAt`."""
-        samples, offset = {}, 0
-        while True:
-            page = self.get(f"/steps?limit=100000&offset={offset}")
-            for sample in page["samples"]:
-                sample.pop("receivedAt", None)
-                samples[sample["id"]] = sample
-            offset += len(page["samples"])
-            if not page["samples"] or offset >= page["total"]:
-                return samples
+        return live_samples(self.url, self.token)
 
     def records(self):
         """The user's history in the order received, read from the server's database (while it may be
@@ -146,6 +134,28 @@ class Server:
             connection.close()
         return [dict(zip(KEYS, row[1:])) if row[2] is not None else {"deleted": row[1], "receivedAt": row[7]}
                 for row in rows]
+
+
+def get_json(url, path, token=None):
+    """GET `path` (with the token, when there is one); the decoded JSON."""
+    request = urllib.request.Request(url + path)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.load(response)
+
+
+def live_samples(url, token=None):
+    """`GET /steps`, every page: the token's user's live samples by id, without `receivedAt`."""
+    samples, offset = {}, 0
+    while True:
+        page = get_json(url, f"/steps?limit=100000&offset={offset}", token)
+        for sample in page["samples"]:
+            sample.pop("receivedAt", None)
+            samples[sample["id"]] = sample
+        offset += len(page["samples"])
+        if not page["samples"] or offset >= page["total"]:
+            return samples
 
 
 @pytest.fixture

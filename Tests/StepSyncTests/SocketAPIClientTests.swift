@@ -161,6 +161,27 @@ final class ScriptedHTTPServer: @unchecked Sendable {
         }
         #expect(throws: APIError.self) { _ = try SocketAPIClient(baseURL: "https://example.com") }
     }
+
+    @Test func aRetryAfterHeaderIsKeptWithTheError() async throws {
+        let sample = StepSample(id: .init(), startMilliseconds: 0, endMilliseconds: 1, count: 1, sourceBundleId: "b", sourceDeviceName: nil)
+        let server = try ScriptedHTTPServer([
+            { _ in ScriptedHTTPServer.reply("{\"error\":\"database unavailable; retry later\"}", status: 503, extra: "Retry-After: 10\r\n") },
+            { _ in ScriptedHTTPServer.reply("{\"error\":\"busy\"}", status: 503) },
+        ])
+        let client = try SocketAPIClient(baseURL: "http://127.0.0.1:\(server.port)", timeout: 2)
+        do { _ = try await client.postSteps([sample]); Issue.record("no error") } catch let error as APIError {
+            #expect(error.isRetryable && error.retryAfter == 10)
+            #expect(error.description == "server error 503: database unavailable; retry later")
+        }
+        do { _ = try await client.postSteps([sample]); Issue.record("no error") } catch let error as APIError {
+            #expect(error.isRetryable && error.retryAfter == nil)
+        }
+        // Seconds only: the date form and anything else leave the client's own back-off.
+        #expect(APIError.seconds(retryAfter: " 5 ") == 5 && APIError.seconds(retryAfter: "0") == 0)
+        for text in ["", "-1", "1.5", "Wed, 21 Oct 2026 07:28:00 GMT", "1e3", "٣", "9999999999"] {
+            #expect(APIError.seconds(retryAfter: text) == nil, "\(text)")
+        }
+    }
 }
 
 /// Request heads a scripted server saw, in order.

@@ -113,7 +113,7 @@ final class MisnumberingClient: APIClient, @unchecked Sendable {
     func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse {
         do {
             return try await inner.postSteps(samples)
-        } catch APIError.serverError(400, let body?) {
+        } catch APIError.serverError(400, let body?, _) {
             guard let refusal = SampleRefusal(message: APIError.oneLine(body)) else { throw APIError.serverError(statusCode: 400, message: body) }
             throw APIError.serverError(statusCode: 400, message: "{\"error\":\"samples[\(refusal.index + 1)].\(refusal.reason)\"}")
         }

@@ -98,6 +98,24 @@ import Testing
         #expect(store.counts.syncedSamples == 3_000 && server.records.count == 3_000 && server.postCount == 3)
     }
 
+    @Test func aRetryWaitsAtLeastTheServersRetryAfter() async throws {
+        let (dir, store) = try await ingested(days: 5); defer { withExtendedLifetime(dir) {} }
+        let server = InMemoryAPIClient()
+        // A failover: the server asks for 3 s, then for more than the policy's longest wait; a
+        // 503 without the header waits the policy's own back-off.
+        server.inject([.status(503, "database unavailable", retryAfter: 3), .status(503, "no server", retryAfter: 60),
+                       .status(503, "busy")])
+        let waits = WaitLog()
+        let upload = APISyncService(store: store, client: server, retry: RetryPolicy(maxAttempts: 8, initialDelay: 0.001, maxDelay: 20),
+                                    inFlight: 1, sleep: { waits.add($0) })
+        let summary = try await upload.syncAll()
+        #expect(summary.retries == 3 && store.counts.unsyncedSamples == 0)
+        #expect(waits.all.count == 3)
+        #expect(waits.all[0] >= 3 && waits.all[0] <= 3.01)
+        #expect(waits.all[1] == 20) // capped at maxDelay
+        #expect(waits.all[2] <= 0.01)
+    }
+
     @Test func backoffGrowsAndIsBounded() {
         let policy = RetryPolicy(maxAttempts: 10, initialDelay: 0.5, maxDelay: 4)
         #expect((2...10).map { policy.ceiling(beforeAttempt: $0) } == [0.5, 1, 2, 4, 4, 4, 4, 4, 4])
@@ -105,7 +123,18 @@ import Testing
         let waits = (0..<200).map { _ in policy.delay(beforeAttempt: 4, using: &rng) }
         #expect(waits.allSatisfy { $0 >= 0 && $0 <= 2 })
         #expect(Set(waits).count > 100) // jittered
+        // A Retry-After is the least wait, up to maxDelay.
+        #expect((0..<200).allSatisfy { _ in policy.delay(beforeAttempt: 2, retryAfter: 3, using: &rng) == 3 })
+        #expect(policy.delay(beforeAttempt: 9, retryAfter: 60, using: &rng) == 4)
     }
 }
 
 typealias Fault = InMemoryAPIClient.Fault
+
+/// The waits an upload slept, in order.
+final class WaitLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var waits: [Double] = []
+    func add(_ seconds: Double) { lock.withLock { waits.append(seconds) } }
+    var all: [Double] { lock.withLock { waits } }
+}

@@ -17,8 +17,10 @@ enum UploadCommand {
         server takes idempotently); then the deletions waiting for upload (POST /steps/deletions),
         1,000 ids at a time, each batch marked acknowledged once the server answered 200.
         Connection errors, timeouts and 5xx are retried with exponential backoff and
-        jitter; a 401 (no token, or a refused one) and other 4xx stop with the server's
-        message, except a 400 that names a sample: the batch is split until the refused
+        jitter, waiting at least what an answer's Retry-After asks (a server whose
+        database fails over, a balancer with no healthy server); a 401 (no token, or
+        a refused one) and other 4xx stop with the server's message, except a 400
+        that names a sample: the batch is split until the refused
         samples are found, the others are uploaded, and the refused ones are recorded
         rejected with the server's reason (kept in the store, shown by stepsync status,
         sent again only once their content changes); the exit status is then 1. Ctrl-C or SIGTERM finishes the batches in flight and exits 130; run the

@@ -5,7 +5,9 @@ import Foundation
 public enum APIError: Error, CustomStringConvertible {
     case invalidURL(String)
     case networkError(underlying: Error)
-    case serverError(statusCode: Int, message: String?)
+    /// `retryAfter`: the seconds of the answer's Retry-After header (a 503 while the server's
+    /// database fails over, a 429), the least a retry should wait.
+    case serverError(statusCode: Int, message: String?, retryAfter: Double? = nil)
     case decodingError(underlying: Error)
     case serverUnreachable(url: String, reason: String)
     /// 401: the server wants a token and got none, or refused the one sent.
@@ -15,7 +17,7 @@ public enum APIError: Error, CustomStringConvertible {
     public var isRetryable: Bool {
         switch self {
         case .networkError, .serverUnreachable: return true
-        case .serverError(let code, _): return code >= 500 || code == 408 || code == 429
+        case .serverError(let code, _, _): return code >= 500 || code == 408 || code == 429
         case .invalidURL, .decodingError, .unauthorized: return false
         }
     }
@@ -24,7 +26,7 @@ public enum APIError: Error, CustomStringConvertible {
         switch self {
         case .invalidURL(let text): return "invalid API URL '\(text)'"
         case .networkError(let error): return "network error: \(Self.describe(error))"
-        case .serverError(let code, let message):
+        case .serverError(let code, let message, _):
             return "server error \(code): \(message.map(Self.oneLine) ?? "no message")"
         case .decodingError(let error): return "cannot decode the server's response: \(error)"
         case .serverUnreachable(let url, let reason): return "cannot reach the API at \(url) (\(reason))"
@@ -35,11 +37,26 @@ public enum APIError: Error, CustomStringConvertible {
         }
     }
 
+    /// The least wait before a retry the server asked for (Retry-After), if any.
+    public var retryAfter: Double? {
+        if case .serverError(_, _, let seconds) = self { return seconds }
+        return nil
+    }
+
     /// The error for a non-2xx answer: 401 is `unauthorized`, the rest `serverError`.
-    static func status(_ code: Int, body: Data, tokenSent: Bool) -> APIError {
+    /// `retryAfter`: the answer's Retry-After header, if it had one.
+    static func status(_ code: Int, body: Data, tokenSent: Bool, retryAfter: String? = nil) -> APIError {
         let text = String(decoding: body, as: UTF8.self)
         if code == 401 { return .unauthorized(tokenSent: tokenSent, message: text.isEmpty ? nil : text) }
-        return .serverError(statusCode: code, message: text)
+        return .serverError(statusCode: code, message: text, retryAfter: retryAfter.flatMap(seconds(retryAfter:)))
+    }
+
+    /// A Retry-After header's delay in seconds (RFC 9110: digits); nil for the date form or
+    /// anything else (the retry then waits its own back-off).
+    static func seconds(retryAfter header: String) -> Double? {
+        let digits = header.trimmingCharacters(in: .whitespaces)
+        guard !digits.isEmpty, digits.count <= 9, digits.utf8.allSatisfy({ (48...57).contains($0) }) else { return nil }
+        return Double(digits)
     }
 
     /// The server's `{"error": "…"}` message when it sent one, else the body.

@@ -255,7 +255,7 @@ enum BatchPoster {
                 return (try await request(), attempt - 1)
             } catch let error as APIError where error.isRetryable && attempt < retry.maxAttempts {
                 attempt += 1
-                let wait = retry.delay(beforeAttempt: attempt, using: &rng)
+                let wait = retry.delay(beforeAttempt: attempt, retryAfter: error.retryAfter, using: &rng)
                 onRetry?(attempt, wait, error)
                 try await sleep(wait)
             }

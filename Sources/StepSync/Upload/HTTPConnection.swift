@@ -14,6 +14,8 @@ final class HTTPConnection: @unchecked Sendable {
         var status: Int
         var body: Data
         var keepAlive: Bool
+        /// The Retry-After header, as sent.
+        var retryAfter: String? = nil
     }
 
     /// Transport failures, worded for people.

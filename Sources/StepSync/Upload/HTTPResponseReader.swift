@@ -75,7 +75,7 @@ struct HTTPResponseReader {
             body = buffer
             buffer.removeAll()
         }
-        return HTTPConnection.Response(status: status, body: Data(body), keepAlive: keepAlive)
+        return HTTPConnection.Response(status: status, body: Data(body), keepAlive: keepAlive, retryAfter: headers["retry-after"])
     }
 
     /// The first offset at or after `start` where `needle` occurs in `haystack`.

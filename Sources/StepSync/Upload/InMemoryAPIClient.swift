@@ -6,7 +6,8 @@ import StepLog
 public final class InMemoryAPIClient: APIClient, @unchecked Sendable {
     /// What the next calls to `postSteps` do, consumed in order.
     public enum Fault: Sendable {
-        case status(Int, String)
+        /// An answer with that status and body (and Retry-After, in seconds).
+        case status(Int, String, retryAfter: Double? = nil)
         case network
         /// Store the batch, then fail as if the answer was lost.
         case acceptThenNetwork
@@ -50,7 +51,7 @@ public final class InMemoryAPIClient: APIClient, @unchecked Sendable {
             return deletionFaults.isEmpty ? nil : deletionFaults.removeFirst()
         }
         switch fault {
-        case .status(let code, let message)?: throw APIError.serverError(statusCode: code, message: message)
+        case .status(let code, let message, let retryAfter)?: throw APIError.serverError(statusCode: code, message: message, retryAfter: retryAfter)
         case .network?: throw APIError.networkError(underlying: URLError(.timedOut))
         case .acceptThenNetwork?:
             _ = delete(ids)
@@ -84,7 +85,7 @@ public final class InMemoryAPIClient: APIClient, @unchecked Sendable {
             }
         }
         switch fault {
-        case .status(let code, let message)?: throw APIError.serverError(statusCode: code, message: message)
+        case .status(let code, let message, let retryAfter)?: throw APIError.serverError(statusCode: code, message: message, retryAfter: retryAfter)
         case .network?: throw APIError.networkError(underlying: URLError(.timedOut))
         case .acceptThenNetwork?:
             _ = save(samples)

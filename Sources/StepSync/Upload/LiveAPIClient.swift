@@ -49,7 +49,8 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
             throw APIError.networkError(underlying: URLError(.badServerResponse))
         }
         guard (200...299).contains(http.statusCode) else {
-            throw APIError.status(http.statusCode, body: data, tokenSent: authorized && token != nil)
+            throw APIError.status(http.statusCode, body: data, tokenSent: authorized && token != nil,
+                                  retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
         }
         return data
     }

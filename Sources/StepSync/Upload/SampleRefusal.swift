@@ -14,7 +14,7 @@ struct SampleRefusal: Equatable, Sendable {
     }
 
     init?(_ error: APIError) {
-        guard case .serverError(400, let body?) = error else { return nil }
+        guard case .serverError(400, let body?, _) = error else { return nil }
         self.init(message: APIError.oneLine(body))
     }
 

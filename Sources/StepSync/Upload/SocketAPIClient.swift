@@ -73,7 +73,7 @@ public final class SocketAPIClient: APIClient, @unchecked Sendable {
             }
         }
         guard (200...299).contains(response.status) else {
-            throw APIError.status(response.status, body: response.body, tokenSent: !authorization.isEmpty)
+            throw APIError.status(response.status, body: response.body, tokenSent: !authorization.isEmpty, retryAfter: response.retryAfter)
         }
         return response.body
     }

@@ -28,6 +28,20 @@ def postgres_bin(name: str) -> str:
     raise PostgresUnavailable(f"{name} not found (tools/test installs the Debian postgresql package)")
 
 
+def server_user_prefix(root: Path) -> Optional[list[str]]:
+    """As root: the command prefix that runs PostgreSQL's programs as the `postgres` user (initdb and
+    postgres refuse root), `root` handed to that user; otherwise None (they run as the caller)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        raise PostgresUnavailable("running as root and there is no postgres user to run PostgreSQL as") from None
+    os.chmod(root, 0o755)
+    shutil.chown(root, "postgres", "postgres")
+    return ["runuser", "-u", "postgres", "--"]
+
+
 class PostgresCluster:
     """initdb on a temporary directory, listening on a Unix socket only (no TCP), trust auth.
     As root, PostgreSQL runs as the `postgres` system user (initdb refuses root)."""
@@ -39,15 +53,7 @@ class PostgresCluster:
         self.log = self.root / "postgres.log"
         self.fsync = fsync
         self.databases = 0
-        self.run_as: Optional[list[str]] = None
-        if os.geteuid() == 0:
-            try:
-                pwd.getpwnam("postgres")
-            except KeyError:
-                raise PostgresUnavailable("running as root and there is no postgres user to run PostgreSQL as") from None
-            self.run_as = ["runuser", "-u", "postgres", "--"]
-            os.chmod(self.root, 0o755)
-            shutil.chown(self.root, "postgres", "postgres")
+        self.run_as = server_user_prefix(self.root)
 
     def _run(self, *arguments: str, check: bool = True) -> subprocess.CompletedProcess:
         command = (self.run_as or []) + list(arguments)

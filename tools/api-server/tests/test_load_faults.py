@@ -56,7 +56,7 @@ class Uploader(threading.Thread):
                         response = session.post(self.server.url + path, json=body, timeout=30)
                         if response.status_code == 200:
                             break
-                        assert response.status_code in (500, 503), response.text
+                        assert response.status_code == 503 and response.headers.get("Retry-After"), response.text
                     except requests.RequestException:
                         session = self.server.new_session(self.user)
                     self.retries += 1

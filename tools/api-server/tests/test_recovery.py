@@ -4,6 +4,7 @@ database's own recovery (SQLite's WAL, PostgreSQL's) is all there is to it."""
 from __future__ import annotations
 
 import threading
+import time
 
 import requests
 
@@ -67,3 +68,33 @@ def test_sigkill_during_uploads_loses_no_acknowledged_sample(server):
     saved = sum(server.post(attempted[i : i + 1000]).json()["saved"] for i in range(0, len(attempted), 1000))
     assert saved == len({sample["id"] for sample in attempted}) - len(set(stored_ids))
     assert server.total() == len({sample["id"] for sample in attempted})
+
+
+def test_a_database_away_past_the_request_deadline_is_a_503_then_writes_resume_by_themselves(tmp_path, postgres_cluster):
+    """PostgreSQL stopped: a write is answered 503 with Retry-After once the server's retry deadline
+    passed (never a 500, never later), /health says 503 (the log why); once it runs again, writes succeed without a
+    restart of the server."""
+    from conftest import ServerProcess
+    from stepserver.storage.postgres import RETRY_DEADLINE_S
+
+    server = ServerProcess(tmp_path, database=postgres_cluster.new_database()).start()
+    try:
+        assert server.post(make_samples(10)).status_code == 200
+        postgres_cluster.stop("fast")
+        try:
+            began = time.monotonic()
+            response = server.post(make_samples(10, start=10))
+            waited = time.monotonic() - began
+            assert response.status_code == 503 and response.headers["Retry-After"] == "5", response.text
+            assert "database unavailable" in response.json()["error"]
+            assert RETRY_DEADLINE_S - 1 <= waited < RETRY_DEADLINE_S + 5, waited
+            (health,) = wait_until(lambda: (lambda r: [r] if r.status_code == 503 else None)(  # (a 503 Response is false)
+                requests.get(server.url + "/health", timeout=5)), "/health to say the database is away")
+            assert health.headers["Retry-After"] and health.json()["status"] == "error"
+            assert "api-server: database unavailable" in server.stderr()  # the reason: in the log, not the answer
+        finally:
+            postgres_cluster.start()
+        assert server.post(make_samples(10, start=10)).status_code == 200
+        assert server.total() == 20
+    finally:
+        server.finish()

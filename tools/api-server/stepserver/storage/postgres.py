@@ -3,9 +3,13 @@
 A request is one transaction on a pooled connection; writes run beside each other, one user's too
 (store.py says how they meet: row locks, the primary key, advisory locks per user and day). Many new
 rows go in by COPY; the statements whose answers are not read travel together in pipeline mode. An
-operation that loses its connection (a restart, a failover) is retried on a fresh one until RETRY_DEADLINE_S, then answered 503; a write is idempotent,
-so a retried COMMIT whose first outcome was unknown changes nothing twice. The schema is migrated
-at open under an advisory lock (two servers starting at once), from the earlier server's schema too.
+operation that loses its connection (a restart, a failover) is retried on a fresh one until
+RETRY_DEADLINE_S, then answered 503; a write is idempotent, so a retried COMMIT whose first outcome was
+unknown changes nothing twice. An attempt waits for a pooled connection at most POOL_WAIT_S: the pool
+gives up a connection it cannot open at once, and the next attempt asks it to open one again, so that
+with a multi-host URL (`host=a,b … target_session_attrs=read-write`) a write that arrives during a
+failover is answered within about a second of the standby taking writes. The schema is migrated at
+open under an advisory lock (two servers starting at once), from the earlier server's schema too.
 Damage: run the cluster with data checksums (`initdb -k`); a checksum failure is an error of the
 statement that read the page, answered 503 and said by /health.
 """
@@ -27,6 +31,7 @@ from . import schema
 RETRY_DEADLINE_S = 20.0
 RETRY_FIRST_WAIT_S = 0.1
 RETRY_MAX_WAIT_S = 1.0
+POOL_WAIT_S = 1.0  # an attempt's wait for a pooled connection (the pool does not retry a failed connect)
 CONNECT_TIMEOUT_S = 5
 HEALTH_CACHE_S = 1.0
 LOCK_SPACE = 0x5735  # the user's and the migration's advisory locks: (LOCK_SPACE, hashtext(user) or 0); a day's: (hashtext(user), day)
@@ -196,7 +201,7 @@ class PostgresDatabase:
         wait = RETRY_FIRST_WAIT_S
         while True:
             try:
-                with self.pool.connection() as connection:
+                with self.pool.connection(timeout=max(0.0, min(POOL_WAIT_S, deadline - time.monotonic()))) as connection:
                     return in_transaction(connection, work)
             except psycopg.errors.DataCorrupted as error:
                 self.damage = f"the database is damaged ({_first_line(error)})"

@@ -156,14 +156,16 @@ class PostgresDatabase:
         parts = conninfo_to_dict(self.conninfo)
         return f"database {parts.get('dbname', '?')} on {parts.get('host', 'localhost')}"
 
-    def open(self, rebuild_totals: Callable[[PostgresTransaction], None], pool: bool = True) -> int:
+    def open(self, rebuild_totals: Callable[[PostgresTransaction], None], rebuild_digests: Callable[[PostgresTransaction], None],
+             pool: bool = True) -> int:
         """Migrates the schema (rebuild_totals computes the daily totals after a migration from the
-        earlier server) and opens the pool. Returns the version found."""
+        earlier server, rebuild_digests the digests after one from version 6 or earlier) and opens
+        the pool. Returns the version found."""
         try:
             with psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT_S) as connection:
                 def migrate(tx: PostgresTransaction) -> int:
                     tx.run("SELECT pg_advisory_xact_lock(?, 0)", (LOCK_SPACE,))
-                    return schema.migrate(tx, TYPES, lambda: rebuild_totals(tx))
+                    return schema.migrate(tx, TYPES, lambda: rebuild_totals(tx), lambda: rebuild_digests(tx))
 
                 found = in_transaction(connection, migrate)
                 if found not in (0, schema.VERSION):

@@ -99,10 +99,11 @@ class SqliteDatabase:
         return f"data {self.path}"
 
     def open(self, migrate_extra: Optional[Callable[[SqliteTransaction], None]] = None,
-             check: bool = True) -> int:
+             check: bool = True, rebuild_digests: Callable[[SqliteTransaction], None] = lambda tx: None) -> int:
         """Creates or opens the file, migrates the schema (then runs migrate_extra in the same
-        transaction when the file was new: the import of an earlier layout), checks it. Returns the
-        schema version found (0: a new file). StartupError with one line when it cannot."""
+        transaction when the file was new: the import of an earlier layout; rebuild_digests computes
+        the digests after a migration from version 6), checks it. Returns the schema version found
+        (0: a new file). StartupError with one line when it cannot."""
         if self.directory.exists() and not self.directory.is_dir():
             raise StartupError(f"--data {self.directory} is not a directory")
         if not self.directory.exists():
@@ -118,7 +119,7 @@ class SqliteDatabase:
 
             def work(tx: SqliteTransaction) -> None:
                 nonlocal found
-                found = schema.migrate(tx, TYPES, lambda: None)
+                found = schema.migrate(tx, TYPES, lambda: None, lambda: rebuild_digests(tx))
                 if found == 0 and migrate_extra is not None:
                     migrate_extra(tx)
 

@@ -108,6 +108,34 @@ def test_identical_content_keeps_its_uploader_unless_it_had_none(store):
     assert kept_digests(store) == recomputed_digests(store)
 
 
+def stale(store) -> list:
+    return store.database.read(lambda tx: tx.rows("SELECT user_name, uploader, day FROM digest_stale ORDER BY day"))
+
+
+def test_changes_the_server_did_not_make_are_found(store):
+    """An operator's DELETE of a day and UPDATE of a count (a transaction the server did not mark as its
+    own) mark the digests they touched stale; the next read computes them again from the samples."""
+    at = "2026-01-01T00:00:00Z"
+    samples = [make_sample(n * 720) for n in range(8)]  # two a day, 2024-01-01 .. 2024-01-04
+    store.save("alice", parse_samples(body(samples), NOW), at, "PHONE")
+    store.save("bob", parse_samples(body(samples), NOW), at, "PHONE")
+    assert stale(store) == []  # the server's own writes keep the digests themselves
+    before = store.uploader_digest("alice", "PHONE")
+
+    store.database.write(lambda tx: tx.run("DELETE FROM samples WHERE user_name = 'alice' AND start_date LIKE ?",
+                                                       ("2024-01-02%",)))
+    store.database.write(lambda tx: tx.run("UPDATE samples SET count = count + 1 WHERE user_name = 'alice' AND id = ?",
+                                           (samples[6]["id"],)))
+    assert stale(store) == [("alice", "PHONE", 19724), ("alice", "PHONE", 19726)]
+    assert kept_digests(store) != recomputed_digests(store)
+    changed = dict(samples[6], count=samples[6]["count"] + 1)
+    expected = [samples[0], samples[1], samples[4], samples[5], changed, samples[7]]
+    assert store.uploader_digest("alice", "PHONE") == (6, sum(map(sample_hash, expected)) & digests.MASK, 3)
+    assert stale(store) == [] and kept_digests(store) == recomputed_digests(store)
+    assert store.uploader_digest("bob", "PHONE") == before
+    assert [row[0] for row in store.day_digests("alice", "PHONE", None, 10)] == [19723, 19725, 19726]
+
+
 # -- the routes (every backend) ----------------------------------------------------------------------
 
 
@@ -217,8 +245,12 @@ def test_a_version_6_database_gets_its_digests_and_an_id(tmp_path, request):
         store.save("alice", parse_samples(body(samples), NOW), "2026-01-01T00:00:00Z")
         store.delete_ids("alice", [samples[0]["id"]], "2026-01-01T00:00:00Z")
 
+        triggers = (["DROP TRIGGER samples_digest_stale ON samples", "DROP FUNCTION samples_digest_stale()"] if database else
+                    [f"DROP TRIGGER samples_digest_stale_{event}" for event in ("insert", "update", "delete")])
+
         def back_to_6(tx):  # what a version 6 database held
-            for statement in ("DROP TABLE sample_digests", "DROP TABLE server_identity", "DROP INDEX deletions_by_id",
+            for statement in (*triggers, "DROP TABLE digest_stale", "DROP TABLE digest_writer",
+                              "DROP TABLE sample_digests", "DROP TABLE server_identity", "DROP INDEX deletions_by_id",
                               "ALTER TABLE samples DROP COLUMN uploader", "ALTER TABLE deletions DROP COLUMN uploader",
                               "UPDATE stepsync_schema SET version = 6"):
                 tx.run(statement)

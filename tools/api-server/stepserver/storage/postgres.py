@@ -36,7 +36,7 @@ CONNECT_TIMEOUT_S = 5
 HEALTH_CACHE_S = 1.0
 LOCK_SPACE = 0x5735  # the user's and the migration's advisory locks: (LOCK_SPACE, hashtext(user) or 0); a day's: (hashtext(user), day)
 PIPELINED_ROWS = 100  # an insert of up to this many rows is one INSERT in the pipeline; more go by COPY
-TYPES = {"blob": "BYTEA", "request_seq": "CREATE SEQUENCE IF NOT EXISTS request_seq"}
+TYPES = {"dialect": "postgres", "blob": "BYTEA", "request_seq": "CREATE SEQUENCE IF NOT EXISTS request_seq"}
 
 
 class PostgresTransaction:
@@ -117,6 +117,10 @@ class PostgresTransaction:
 
     def next_request(self) -> int:
         return self.cursor.execute("SELECT nextval('request_seq')").fetchone()[0]
+
+    def mark_server_write(self) -> None:
+        self.pipelined()
+        self.cursor.execute("SET LOCAL stepsync.writer = 'server'")
 
 
 def in_transaction(connection: psycopg.Connection, work: Callable[[PostgresTransaction], Any]) -> Any:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Callable
 
+from ..daily_totals import DAY_NS
+
 # The type of a step count, in samples and in the daily totals (the wire's is contract.Count).
 COUNT_TYPE = "BIGINT"
 SEQ_PER_REQUEST = 100_000  # a request holds at most 10,000 samples
@@ -107,8 +109,50 @@ CREATE TABLE sample_digests (
     digest BIGINT NOT NULL,
     PRIMARY KEY (user_name, uploader, day)
 );
-CREATE TABLE server_identity (server_id TEXT NOT NULL)
+CREATE TABLE server_identity (server_id TEXT NOT NULL);
+CREATE TABLE digest_stale (
+    user_name TEXT NOT NULL,
+    uploader TEXT NOT NULL,
+    day BIGINT NOT NULL,
+    PRIMARY KEY (user_name, uploader, day)
+);
+CREATE TABLE digest_writer (active INTEGER NOT NULL)
 """
+
+# A change to samples the server did not make (an operator's DELETE or UPDATE, a script) marks the
+# digests it touched stale (digest_stale), so that they are computed again from the samples before
+# they are read; the server's own writes keep the digests themselves (storage/store.py) and mark
+# their transaction: SQLite with a row in digest_writer, PostgreSQL with the setting stepsync.writer.
+_STALE_SQLITE = """
+CREATE TRIGGER samples_digest_stale_insert AFTER INSERT ON samples WHEN NOT EXISTS (SELECT 1 FROM digest_writer) BEGIN
+    INSERT INTO digest_stale VALUES (NEW.user_name, NEW.uploader, NEW.start_ns / {day_ns}) ON CONFLICT DO NOTHING;
+END
+
+CREATE TRIGGER samples_digest_stale_update AFTER UPDATE ON samples WHEN NOT EXISTS (SELECT 1 FROM digest_writer) BEGIN
+    INSERT INTO digest_stale VALUES (OLD.user_name, OLD.uploader, OLD.start_ns / {day_ns}) ON CONFLICT DO NOTHING;
+    INSERT INTO digest_stale VALUES (NEW.user_name, NEW.uploader, NEW.start_ns / {day_ns}) ON CONFLICT DO NOTHING;
+END
+
+CREATE TRIGGER samples_digest_stale_delete AFTER DELETE ON samples WHEN NOT EXISTS (SELECT 1 FROM digest_writer) BEGIN
+    INSERT INTO digest_stale VALUES (OLD.user_name, OLD.uploader, OLD.start_ns / {day_ns}) ON CONFLICT DO NOTHING;
+END
+"""
+_STALE_POSTGRES = """
+CREATE FUNCTION samples_digest_stale() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        INSERT INTO digest_stale VALUES (OLD.user_name, OLD.uploader, OLD.start_ns / {day_ns}) ON CONFLICT DO NOTHING;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO digest_stale VALUES (NEW.user_name, NEW.uploader, NEW.start_ns / {day_ns}) ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END $$
+
+CREATE TRIGGER samples_digest_stale AFTER INSERT OR UPDATE OR DELETE ON samples FOR EACH ROW
+    WHEN (current_setting('stepsync.writer', true) IS DISTINCT FROM 'server') EXECUTE FUNCTION samples_digest_stale()
+"""
+DIGEST_TRIGGERS = {"sqlite": _STALE_SQLITE, "postgres": _STALE_POSTGRES}
 
 # The earlier server's PostgreSQL tables that version 6 no longer has (its own daily buckets).
 DROPPED_IN_6 = "DROP TABLE IF EXISTS daily_buckets; DROP TABLE IF EXISTS deletion_counts;"
@@ -117,6 +161,11 @@ DROPPED_IN_6 = "DROP TABLE IF EXISTS daily_buckets; DROP TABLE IF EXISTS deletio
 def statements(script: str, types: dict[str, str]) -> list[str]:
     """A script's statements, with the dialect's types filled in."""
     return [part.strip() for part in script.format(count=COUNT_TYPE, **types).split(";") if part.strip()]
+
+
+def trigger_statements(dialect: str) -> list[str]:
+    """The dialect's digest triggers (their bodies hold statements: they are apart by blank lines)."""
+    return [part.strip() for part in DIGEST_TRIGGERS[dialect].format(day_ns=DAY_NS).split("\n\n") if part.strip()]
 
 
 def migrate(tx: Any, types: dict[str, str], rebuild_totals: Callable[[], None], rebuild_digests: Callable[[], None]) -> int:
@@ -133,7 +182,7 @@ def migrate(tx: Any, types: dict[str, str], rebuild_totals: Callable[[], None], 
     if found == VERSION:
         return found
     if found == 0:
-        for statement in statements(TABLES + ADDED_IN_6 + ADDED_IN_7, types):
+        for statement in statements(TABLES + ADDED_IN_6 + ADDED_IN_7, types) + trigger_statements(types["dialect"]):
             execute(statement)
         tx.run("INSERT INTO server_identity (server_id) VALUES (?)", (str(uuid.uuid4()).upper(),))
         execute(f"INSERT INTO stepsync_schema (version) VALUES ({VERSION})")
@@ -144,7 +193,7 @@ def migrate(tx: Any, types: dict[str, str], rebuild_totals: Callable[[], None], 
         for statement in statements(DROPPED_IN_6 + ADDED_IN_6, types):
             execute(statement)
         rebuild_totals()
-    for statement in statements(ADDED_IN_7, types):
+    for statement in statements(ADDED_IN_7, types) + trigger_statements(types["dialect"]):
         execute(statement)
     tx.run("INSERT INTO server_identity (server_id) VALUES (?)", (str(uuid.uuid4()).upper(),))
     rebuild_digests()

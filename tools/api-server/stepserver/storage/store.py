@@ -73,6 +73,11 @@ class Transaction(Protocol):
     def next_request(self) -> int:
         """The next request number (request_seq)."""
 
+    def mark_server_write(self) -> None:
+        """Says that this transaction's changes to samples are the server's, which keeps the digests
+        itself: the triggers that mark digests stale after anyone else's change let them be
+        (storage/schema.py)."""
+
 
 class Database(Protocol):
     def write(self, work: Callable[[Transaction], Any]) -> Any:
@@ -124,6 +129,7 @@ class Store:
 
         def work(tx: Transaction) -> int:
             tx.lock_user(user, alone=False)
+            tx.mark_server_write()
             base = tx.next_request() * SEQ_PER_REQUEST
             among, parameters = tx.one_of("id", sorted(unique))
             stored = {row[0]: row[1:] for row in tx.rows(
@@ -179,6 +185,7 @@ class Store:
 
         def work(tx: Transaction) -> int:
             tx.lock_user(user, alone=False)
+            tx.mark_server_write()
             among, parameters = tx.one_of("id", sorted(unique))
             live = tx.rows(f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns, "
                            f"uploader FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}",
@@ -206,7 +213,8 @@ class Store:
 
         def work(tx: Transaction) -> None:
             tx.lock_user(user, alone=True)
-            for table in ("samples", "sample_versions", "deletions", "daily_totals", "sample_digests"):
+            tx.mark_server_write()
+            for table in ("samples", "sample_versions", "deletions", "daily_totals", "sample_digests", "digest_stale"):
                 tx.run(f"DELETE FROM {table} WHERE user_name = ?", (user,))
 
         self.database.write(work)
@@ -294,9 +302,11 @@ class Store:
         import, in the transaction that makes the schema, before any write can run beside it."""
         if user is None:
             tx.run("DELETE FROM sample_digests")
+            tx.run("DELETE FROM digest_stale")
             rows = tx.each(f"SELECT user_name, {_HASHED} FROM samples")
         else:
             tx.run("DELETE FROM sample_digests WHERE user_name = ?", (user,))
+            tx.run("DELETE FROM digest_stale WHERE user_name = ?", (user,))
             rows = tx.each(f"SELECT user_name, {_HASHED} FROM samples WHERE user_name = ?", (user,))
         totals: dict[tuple[str, str, int], list[int]] = {}
         for name, sample_id, start_ns, end_ns, count, bundle, device, uploader in rows:
@@ -312,8 +322,41 @@ class Store:
     def server_id(self) -> str:
         return self.database.read(lambda tx: tx.rows("SELECT server_id FROM server_identity"))[0][0]
 
+    def refresh_digests(self, user: str) -> int:
+        """Computes again, from the samples, the user's digests that a change the server did not make
+        marked stale (an operator's DELETE or UPDATE): O(samples of those days), only after such a
+        change. Returns how many (uploader, day) digests that was."""
+        if not self.database.read(lambda tx: tx.rows("SELECT 1 FROM digest_stale WHERE user_name = ? LIMIT 1", (user,))):
+            return 0
+
+        def work(tx: Transaction) -> int:
+            tx.lock_user(user, alone=False)
+            tx.mark_server_write()
+            stale = sorted(tx.rows(f"SELECT uploader, day FROM digest_stale WHERE user_name = ?{tx.locking()}", (user,)))
+            days = sorted({day for _, day in stale})
+            tx.lock_days(user, daily_totals.runs_of(days))
+            for day in days:
+                totals: dict[str, list[int]] = {}
+                for row in tx.rows(f"SELECT {_HASHED} FROM samples WHERE user_name = ? AND start_ns >= ? AND start_ns < ?",
+                                   (user, day * digests.DAY_NS, (day + 1) * digests.DAY_NS)):
+                    total = totals.setdefault(row[6], [0, 0])
+                    total[0] += 1
+                    total[1] += digests.content_hash(*row[:6])
+                for uploader in sorted({who for who, when in stale if when == day}):
+                    tx.run("DELETE FROM sample_digests WHERE user_name = ? AND uploader = ? AND day = ?", (user, uploader, day))
+                    if uploader in totals:
+                        count, total = totals[uploader]
+                        tx.insert("sample_digests", "user_name, uploader, day, count, digest",
+                                  [(user, uploader, day, count, digests.to_signed(total))])
+            tx.run_many("DELETE FROM digest_stale WHERE user_name = ? AND uploader = ? AND day = ?",
+                        [(user, uploader, day) for uploader, day in stale])
+            return len(stale)
+
+        return self.database.write(work)
+
     def uploader_digest(self, user: str, uploader: str) -> tuple[int, int, int]:
         """(count, digest, days) of the live samples `uploader` last wrote: one row a day summed."""
+        self.refresh_digests(user)
         rows = self.database.read(lambda tx: tx.rows(
             "SELECT count, digest FROM sample_digests WHERE user_name = ? AND uploader = ?", (user, uploader)))
         return (*digests.combine(rows), len(rows))
@@ -321,6 +364,7 @@ class Store:
     def day_digests(self, user: str, uploader: str, after: Optional[int], limit: int) -> list[tuple[int, int, int]]:
         """(day, count, digest) of the UTC days after `after` (days since 1970) holding samples
         `uploader` last wrote, in day order, at most `limit`."""
+        self.refresh_digests(user)
         return self.database.read(lambda tx: [(day, count, digest & digests.MASK) for day, count, digest in tx.rows(
             "SELECT day, count, digest FROM sample_digests WHERE user_name = ? AND uploader = ? AND day > ? "
             "ORDER BY day LIMIT ?", (user, uploader, -1 if after is None else after, limit))])

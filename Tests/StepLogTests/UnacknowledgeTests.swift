@@ -80,6 +80,16 @@ import Testing
         #expect(try store.unsyncedSamples(limit: 10).map(\.id) == [.test(9)])
     }
 
+    @Test func aTakenBackVersionBelowTheUnsyncedScansFloorIsOfferedAgain() throws {
+        let tmp = TemporaryDirectory()
+        let store = try syncedStore(tmp.path, 20)
+        try store.upsert([makeSample(100)], fetchedAt: t2)
+        #expect(try store.unsyncedSamples(limit: 5).map(\.id) == [.test(100)]) // the scan's floor rises to it
+        try store.unacknowledge([(try #require(try store.sample(id: .test(2))), nil)], at: t2)
+        #expect(try store.unsyncedSamples(limit: 5).map(\.id) == [.test(2), .test(100)])
+        #expect(try store.firstUnsyncedPosition() == (try store.sample(id: .test(2)))?.position)
+    }
+
     @Test func nothingToTakeBackWritesNothing() throws {
         let tmp = TemporaryDirectory()
         let store = try StepLogStore.open(tmp.path)

@@ -260,12 +260,14 @@ public final class StoreState {
         }
     }
 
-    /// Unsyncs the current version of `id` when it is a synced live sample.
+    /// Unsyncs the current version of `id` when it is a synced live sample
+    /// (and lowers the unsynced scan's floor to it: it may lie below).
     @inline(__always)
     func applyUnacknowledged(_ id: UUIDBytes) throws {
         guard let entry = try index.find(id), !entry.isTombstone, entry.isSynced else { return }
         try index.update(id) { $0.withSynced(false) }
         counters.pointee.unsynced += 1
+        unsyncedFloor = min(unsyncedFloor, entry.position)
     }
 
     // MARK: Rejections

@@ -84,3 +84,42 @@ import Testing
         #expect(SamplesDigest(count: 1, hex: "12") == nil && SamplesDigest(count: 1, hex: "zz00000000000000") == nil)
     }
 }
+
+/// A store's digests are read from its records' bytes on several threads
+/// (`StoreDigests.of`); they must be what hashing each sample gives.
+@Suite struct StoreDigestsTests {
+    @Test(arguments: [1, 2, 4])
+    func aStoresDigestsAreItsSamplesHashes(parts: Int) throws {
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path, options: StoreOptions(segmentSize: 16 << 10))
+        // The shared vectors (device names null, empty, non-ASCII, 512 bytes) and enough mock-like samples
+        // to fill several segments, half of them acknowledged, one of them rejected.
+        var samples = try SampleDigestTests.vectors.vectors.map { vector in
+            let dto = vector.sample
+            return StepSample(id: try #require(UUID(uuidString: dto.id)), startMilliseconds: try #require(ISO8601.parse(dto.startDate)),
+                              endMilliseconds: try #require(ISO8601.parse(dto.endDate)), count: dto.count,
+                              sourceBundleId: dto.sourceBundleId, sourceDeviceName: dto.sourceDeviceName, origin: .export)
+        }
+        samples += (0..<2_000).map { i in
+            StepSample(id: UUID(), startMilliseconds: 1_700_000_000_000 + Int64(i) * 3_600_000,
+                       endMilliseconds: 1_700_000_060_000 + Int64(i) * 3_600_000, count: i,
+                       sourceBundleId: "com.apple.health", sourceDeviceName: i % 3 == 0 ? nil : "iPhone \(i % 7)", origin: .mock)
+        }
+        try store.upsert(samples, fetchedAt: uploadTestNow)
+        var stored: [StoredSample] = []
+        try store.forEachSample { stored.append($0) }
+        _ = try store.markSynced(stored.enumerated().filter { $0.offset % 2 == 0 }.map(\.element))
+        let rejected = stored[3]
+        _ = try store.markRejected([(rejected, "test")], at: uploadTestNow)
+        #expect(store.counts.segments > parts, "the store spans several segments")
+
+        var expected = StoreDigests()
+        try store.forEachSample { sample in
+            guard sample.id != rejected.sample.id else { return }
+            let hash = SampleDigest.hash(sample.sample), day = SampleDigest.day(sample.sample)
+            expected.days[day, default: StoreDigests.Day()].live.add(hash)
+            if sample.isSynced { expected.days[day, default: StoreDigests.Day()].acknowledged.add(hash) }
+        }
+        #expect(try StoreDigests.of(store, parts: parts) == expected)
+    }
+}

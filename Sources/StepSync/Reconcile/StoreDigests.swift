@@ -5,7 +5,7 @@ import StepLog
 /// the store holds acknowledged (live, synced), and every live sample it
 /// would have the server hold (live, not rejected: a rejected version is not
 /// sent). One pass over the store's samples.
-public struct StoreDigests: Sendable {
+public struct StoreDigests: Equatable, Sendable {
     public struct Day: Hashable, Sendable {
         /// Live samples whose current version is acknowledged.
         public var acknowledged = SamplesDigest()
@@ -25,19 +25,41 @@ public struct StoreDigests: Sendable {
 
     public init(days: [Int64: Day] = [:]) { self.days = days }
 
-    /// The digests of `store` as it is.
-    public static func of(_ store: StepLogStore) throws -> StoreDigests {
-        let rejected = try Set(store.rejectedSamples().map(\.sample.id))
+    /// The digests of `store` as it is: its current versions read in place
+    /// on `parts` threads (each keeps its own days; digests add up).
+    public static func of(_ store: StepLogStore, parts: Int = 2) throws -> StoreDigests {
+        let rejected = try Set(store.rejectedSamples().map { UUIDBytes($0.sample.id) })
+        let runs = Runs(parts)
+        try store.forEachSampleVersion(parts: parts) { run, version, synced in
+            guard rejected.isEmpty || !rejected.contains(version.uuid) else { return }
+            runs.add(run, version, synced: synced)
+        }
         var digests = StoreDigests()
-        var hasher = SampleDigest()
-        try store.forEachSample { stored in
-            guard !rejected.contains(stored.id) else { return }
-            let hash = hasher.hash(stored.sample)
-            let day = SampleDigest.day(stored.sample)
-            digests.days[day, default: Day()].live.add(hash)
-            if stored.isSynced { digests.days[day, default: Day()].acknowledged.add(hash) }
+        for days in runs.days {
+            for (day, digest) in days {
+                digests.days[day, default: Day()].live.add(digest.live)
+                digests.days[day, default: Day()].acknowledged.add(digest.acknowledged)
+            }
         }
         return digests
+    }
+
+    /// Each run's days and hasher: a run touches only its own (no lock).
+    private final class Runs: @unchecked Sendable {
+        var days: [[Int64: Day]]
+        var hashers: [SampleDigest]
+
+        init(_ parts: Int) {
+            days = Array(repeating: [:], count: max(1, parts))
+            hashers = Array(repeating: SampleDigest(), count: max(1, parts))
+        }
+
+        func add(_ run: Int, _ version: SamplePayload, synced: Bool) {
+            let hash = hashers[run].hash(version)
+            let day = SampleDigest.day(version)
+            days[run][day, default: Day()].live.add(hash)
+            if synced { days[run][day, default: Day()].acknowledged.add(hash) }
+        }
     }
 
     /// The live samples of the store that start on one of `days`, by day,

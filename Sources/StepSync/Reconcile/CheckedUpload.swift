@@ -106,10 +106,11 @@ public final class CheckedUpload {
             summary.reconciles.append(report)
             summary.checkRequests += report.requests
             if report.corrections > 0 {
-                checkSeconds += Date().timeIntervalSince(checkStarted)
                 onStage?("uploading repairs")
-                add(try await service.syncAll(), to: &summary.upload)
+                let repairs = try await service.syncAll()
                 onStage?("checking")
+                checkSeconds -= repairs.seconds // the upload's time is not the check's
+                add(repairs, to: &summary.upload)
             }
             answer = try await client.digest(uploader: id)
             summary.checkRequests += 1

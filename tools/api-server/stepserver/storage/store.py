@@ -373,10 +373,13 @@ class Store:
         """(id, content hash) of the live samples `uploader` last wrote that start on the UTC `day`,
         in id order after `after`, at most `limit`."""
         start = day * digests.DAY_NS
+        # The day's rows by the start index, put in id order here: ORDER BY id in SQL lets a planner walk
+        # the primary key through the user's whole history instead (O(samples) a request).
         rows = self.database.read(lambda tx: tx.rows(
-            f"SELECT {_HASHED} FROM samples WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND uploader = ? "
-            "AND id > ? ORDER BY id LIMIT ?", (user, start, start + digests.DAY_NS, uploader, after or "", limit)))
-        return [(row[0], digests.content_hash(*row[:6])) for row in rows]
+            f"SELECT {_HASHED} FROM samples WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND uploader = ?",
+            (user, start, start + digests.DAY_NS, uploader)))
+        page = sorted(row for row in rows if row[0] > (after or ""))[:limit]
+        return [(row[0], digests.content_hash(*row[:6])) for row in page]
 
     def lookup(self, user: str, ids: list[str]) -> list[tuple]:
         """What the server knows of each id: ("live", id, uploader, day, hash) for a live sample,

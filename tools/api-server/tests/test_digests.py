@@ -222,6 +222,13 @@ def test_digest_queries_are_checked(shared_server, path, params, message):
     assert response.status_code == 400 and response.json()["error"].startswith(message), response.text
 
 
+@pytest.mark.parametrize("day", ["0001-01-01", "1969-12-31", "2262-04-12", "9999-12-31"])
+def test_days_no_sample_can_start_on_are_empty(shared_server, day):
+    """Before 1970 or past 2262 a day's nanoseconds do not fit the databases' integers: no sample there."""
+    response = shared_server.session.get(shared_server.url + "/steps/digest/samples", params={"uploader": "P", "day": day}, timeout=60)
+    assert response.status_code == 200 and response.json() == {"samples": [], "next": None}, response.text
+
+
 def test_bodies_name_a_bad_uploader(shared_server):
     response = shared_server.session.post(shared_server.url + "/steps", json={"samples": [], "uploader": "a/b"}, timeout=60)
     assert response.status_code == 400 and response.json()["error"].startswith("uploader: must be 1-64 characters")

@@ -373,6 +373,8 @@ class Store:
         """(id, content hash) of the live samples `uploader` last wrote that start on the UTC `day`,
         in id order after `after`, at most `limit`."""
         start = day * digests.DAY_NS
+        if not 0 <= start < 2 ** 63 - digests.DAY_NS:
+            return []  # no sample starts before 1970 or past what the databases' integers hold (2262)
         # The day's rows by the start index, put in id order here: ORDER BY id in SQL lets a planner walk
         # the primary key through the user's whole history instead (O(samples) a request).
         rows = self.database.read(lambda tx: tx.rows(

@@ -57,10 +57,11 @@ KEYS = ["id", "startDate", "endDate", "count", "sourceBundleId", "sourceDeviceNa
 class Server:
     """The API server as a child process, on a fixed port so it can be restarted. Its data directory
     is `directory`; `data` is its SQLite file, whose history of the user the uploads are stored under
-    `records` reads."""
+    `records` reads. With `database` (a PostgreSQL URL) it stores there instead."""
 
-    def __init__(self, directory: pathlib.Path, port: int, tokens: bool = TOKEN_MODE):
+    def __init__(self, directory: pathlib.Path, port: int, tokens: bool = TOKEN_MODE, database: str = None):
         self.directory = directory
+        self.database = database
         self.tokens = tokens
         self.user = "e2e" if tokens else "local"
         self.data = directory / "stepsync.sqlite"
@@ -70,7 +71,7 @@ class Server:
         self.log = directory.parent / f"server-{port}.log"
         if tokens:
             created = subprocess.run([PYTHON, str(SERVER_MAIN), "tokens", "create", "--user", self.user,
-                                      "--data", str(directory)], capture_output=True, text=True, check=True)
+                                      *self.storage()], capture_output=True, text=True, check=True)
             self.token = created.stdout.strip()
             TOKEN_ENV["STEPSYNC_TOKEN"] = self.token
 
@@ -78,10 +79,14 @@ class Server:
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
+    def storage(self):
+        """The server's storage arguments."""
+        return ["--database", self.database] if self.database else ["--data", str(self.directory)]
+
     def start(self):
         log = open(self.log, "ab")
         self.process = subprocess.Popen(
-            [PYTHON, str(SERVER_MAIN), "--host", "127.0.0.1", "--port", str(self.port), "--data", str(self.directory),
+            [PYTHON, str(SERVER_MAIN), "--host", "127.0.0.1", "--port", str(self.port), *self.storage(),
              *([] if self.tokens else ["--single-user"])],
             stdout=log, stderr=log)
         log.close()

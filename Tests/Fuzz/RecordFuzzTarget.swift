@@ -59,6 +59,11 @@ private func checkPayload(type: UInt8, payload: UnsafeRawBufferPointer) {
     // combining mark is one Character that is not "\u{FFFD}"; found by fuzzing.)
     if case .samplesRejected(let rejections) = record,
        rejections.contains(where: { $0.reason.unicodeScalars.contains("\u{FFFD}") }) { return }
+    if case .samplesUnacknowledged(let entries) = record,
+       entries.contains(where: { $0.reason.unicodeScalars.contains("\u{FFFD}") }) { return }
+    // And a destination's names: the writer records only valid ones (validationProblem).
+    if case .destination(let d) = record,
+       d.validationProblem != nil || [d.serverId, d.user, d.url].contains(where: { $0.unicodeScalars.contains("\u{FFFD}") }) { return }
 
     let buffer = WriteBuffer(capacity: 64)
     record.append(to: buffer)

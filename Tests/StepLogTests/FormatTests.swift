@@ -237,13 +237,36 @@ enum GoldenExample {
     }
 
     @Test func everyUndefinedTypeIsRefused() {
-        for code in [UInt8(0)] + Array(UInt8(12)...UInt8(255)) {
+        for code in [UInt8(0)] + Array(UInt8(14)...UInt8(255)) {
             #expect(decode(code, []) == .failure(.unknownType(code)))
             #expect(PayloadProblem.unknownType(code).description == "unknown record type \(code)")
             #expect(!RecordType.isDefined(code, inVersion: 2))
         }
         // Version 1 segments know only types 1...6.
-        for code in UInt8(1)...UInt8(11) { #expect(RecordType.isDefined(code, inVersion: 1) == (code <= 6)) }
+        for code in UInt8(1)...UInt8(13) { #expect(RecordType.isDefined(code, inVersion: 1) == (code <= 6)) }
+    }
+
+    /// Types 12 and 13 (docs/RECONCILE.md), byte for byte against an independent
+    /// encoder (CRC-32C computed bit by bit in Python, docs/FORMAT.md).
+    @Test func destinationAndUnacknowledgedBytes() throws {
+        let id = GoldenExample.sample.id
+        let destination = StoreDestination(serverId: "S1", user: "alice", url: "http://127.0.0.1:8000", uploader: id,
+                                           recordedAtMilliseconds: 1_705_762_800_000, provenEqualAtMilliseconds: 1_705_824_000_000)
+        let d = GoldenExample.encoded(.destination(destination))
+        #expect(GoldenExample.hex(d) == "40000000" + "0c" + "8d90a64d" + "80c162278d010000" + "0098082b8d010000"
+                + "6f9619ff8b86d011b42d00c04fc964ff" + "02" + "5331" + "05" + "616c696365" + "1500" + "687474703a2f2f3132372e302e302e313a38303030")
+        #expect(decode(12, Array(d[FormatConstants.recordHeaderSize...])) == .success(.destination(destination)))
+        let entries = [SampleRejection(id: id, rejectedAtMilliseconds: 1_705_824_000_000, reason: ""),
+                       SampleRejection(id: UUID(uuidString: "00000000-0000-4000-8000-000000000001")!, rejectedAtMilliseconds: 1_705_824_000_000, reason: "held")]
+        let u = GoldenExample.encoded(.samplesUnacknowledged(entries))
+        #expect(GoldenExample.hex(u) == "3c000000" + "0d" + "cfa0bc50" + "02000000"
+                + "6f9619ff8b86d011b42d00c04fc964ff" + "0098082b8d010000" + "0000"
+                + "00000000000040008000000000000001" + "0098082b8d010000" + "0400" + "68656c64")
+        let payload = Array(u[FormatConstants.recordHeaderSize...])
+        #expect(decode(13, payload) == .success(.samplesUnacknowledged(entries)))
+        #expect(decode(13, Array(payload.dropLast())) == .failure(.malformed(.samplesUnacknowledged, size: payload.count - 1)))
+        #expect(decode(12, Array(d[FormatConstants.recordHeaderSize...].dropLast())) == .failure(.malformed(.destination, size: d.count - 10)))
+        #expect(decode(12, []) == .failure(.malformed(.destination, size: 0)))
     }
 
     @Test func samplesRejectedRoundTripsAndRefusesBadShapes() throws {

@@ -5,7 +5,8 @@ import Testing
 /// The replay harness extended to deletions (#12): seeded random
 /// interleavings of upsert (new, changed, identical, relabelled, revived),
 /// delete (live, deleted, unknown), sync, markSynced, markRejected,
-/// markDeletionsAcknowledged, source anchors, compaction, reopen, and a
+/// markDeletionsAcknowledged, unacknowledge (with and without a reason),
+/// deletions restored, destinations, source anchors, compaction, reopen, and a
 /// simulated kill (everything after the last sync may be lost: cut at a
 /// random point, or a sector of it zeroed or garbled).
 ///
@@ -22,10 +23,12 @@ import Testing
         var anchors: [UInt64: [UInt8]] = [:]
         /// Live, unsynced samples whose current version the server rejected, with the reason.
         var rejected: [UUID: String] = [:]
+        var destinations: [StoreDestination] = []
 
         init() {}
 
         init(_ d: StoreDigest) {
+            destinations = d.destinations
             for s in d.samples { samples[UUID(uuidString: s.id)!] = .live(s.sample, synced: s.synced) }
             for x in d.deletions { samples[UUID(uuidString: x.id)!] = .deleted(at: x.deletedAt) }
             anchors = d.anchors
@@ -44,6 +47,7 @@ import Testing
             d.deletions.sort()
             d.anchors = anchors
             for (id, reason) in rejected { d.rejected[id.uuidString] = reason }
+            d.destinations = destinations
             return d
         }
 
@@ -109,7 +113,10 @@ import Testing
             clock += 1
             let roll = Int.random(in: 0..<100, using: &rng)
             switch roll {
-            case 0..<30: try upsert()
+            case 0..<23: try upsert()
+            case 23..<26: try unacknowledge()
+            case 26..<28: try restoreDeletions()
+            case 28..<30: try destination()
             case 30..<45: try delete()
             case 45..<60: try sync()
             case 60..<66: try markSynced()
@@ -121,6 +128,7 @@ import Testing
             default: try kill()
             }
             #expect(try StoreDigest.of(store) == current.digest, "after \(counts)")
+            #expect(store.destination == current.destinations.last, "the current destination is the latest recorded")
             for segment in store.segmentInfos { segmentsSeen.insert(segment.sequence) }
             let c = store.counts
             let live = current.samples.values.filter { if case .live = $0 { return true }; return false }
@@ -207,6 +215,58 @@ import Testing
             #expect(try store.markRejected(Array(zip(batch, reasons)), at: Date(timeIntervalSince1970: Double(clock))) == batch.count)
             #expect(try store.unsyncedSamples(limit: 100).allSatisfy { current.rejected[$0.id] == nil })
             counts["reject", default: 0] += 1
+        }
+
+        /// The server turned out not to hold some acknowledged samples (sent
+        /// again), or another uploader's version of them (held back, with a
+        /// reason); a rejected sample's rejection ends.
+        mutating func unacknowledge() throws {
+            var chosen: [(sample: StoredSample, reason: String?)] = []
+            for _ in 0..<Int.random(in: 1...6, using: &rng) {
+                guard let id = pick(current.live), case .live(_, let synced)? = current.samples[id],
+                      let stored = try store.sample(id: id), !chosen.contains(where: { $0.sample.id == id }) else { continue }
+                if current.rejected[id] != nil {
+                    chosen.append((stored, nil))
+                } else if synced {
+                    chosen.append((stored, Bool.random(using: &rng) ? "held by another uploader at \(clock)" : nil))
+                } else {
+                    continue // unsynced and not rejected, without a reason: nothing to change
+                }
+            }
+            for (stored, reason) in chosen {
+                guard case .live(let s, _)? = current.samples[stored.id] else { continue }
+                current.samples[stored.id] = .live(s, synced: false)
+                current.rejected[stored.id] = reason
+            }
+            #expect(try store.unacknowledge(chosen, at: Date(timeIntervalSince1970: Double(clock))) == chosen.count)
+            counts["unacknowledge", default: 0] += 1
+        }
+
+        /// Deletions the server lost: UUIDs the store no longer holds become pending deletions again.
+        mutating func restoreDeletions() throws {
+            var ids: [UUID] = []
+            for _ in 0..<Int.random(in: 1...4, using: &rng) {
+                let id = Bool.random(using: &rng) ? pick(current.live) : .test(UInt64.random(in: 1...(nextID + 5), using: &rng))
+                if let id, !ids.contains(id) { ids.append(id) }
+            }
+            var written = 0
+            for id in ids where current.samples[id] == nil {
+                current.samples[id] = .deleted(at: clock * 1_000)
+                written += 1
+            }
+            #expect(try store.restoreDeletions(ids, at: Date(timeIntervalSince1970: Double(clock))) == written)
+            counts["restoreDeletions", default: 0] += 1
+        }
+
+        mutating func destination() throws {
+            let server = ["A", "B", "C"].randomElement(using: &rng)!
+            let d = StoreDestination(serverId: "server-\(server)", user: Bool.random(using: &rng) ? "alice" : "bob",
+                                     url: "http://127.0.0.1:\(8000 + Int(clock % 7))", uploader: .test(99),
+                                     recordedAtMilliseconds: clock * 1_000, provenEqualAtMilliseconds: Bool.random(using: &rng) ? clock * 1_000 : 0)
+            try store.recordDestination(d)
+            current.destinations.removeAll { $0.isSame(as: d) }
+            current.destinations.append(d)
+            counts["destination", default: 0] += 1
         }
 
         mutating func acknowledgeDeletions() throws {
@@ -317,6 +377,7 @@ import Testing
         #expect(try StoreDigest.of(try StepLogStore.open(tmp.path, options: .fullReplayReadOnly)) == h.current.digest)
         // Every kind of step ran, several times.
         for kind in ["upsert", "delete", "sync", "markSynced", "reject", "acknowledgeDeletions", "anchor", "compact", "reopen", "kill",
+                     "unacknowledge", "restoreDeletions", "destination",
                      "kill at the last sync", "kill that lost records"] {
             #expect(h.counts[kind, default: 0] >= 5, "\(kind) ran \(h.counts[kind, default: 0]) times")
         }

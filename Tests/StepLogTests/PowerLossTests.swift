@@ -118,9 +118,9 @@ import Darwin
         let tmp = CrashHarness.scratch("power-loss")
         let workload = CrashWorkload(kind)
         let operations = try CrashHarness.operationCount(workload, scratch: tmp.path)
-        let stride = kind == .ingest || kind == .upload ? 1 : max(1, operations / 15)
+        let stride = kind == .ingest || kind == .upload || kind == .reconcile ? 1 : max(1, operations / 15)
         let faults = CrashHarness.faults(operations: operations, stride: stride)
-        let report = CrashHarness.inject(workload, faults: faults, model: kind == .upload ? .strict : .ext4, scratch: tmp.path)
+        let report = CrashHarness.inject(workload, faults: faults, model: kind == .upload || kind == .reconcile ? .strict : .ext4, scratch: tmp.path)
         print("error injection: \(report)")
         #expect(report.failedRuns > 0)
         #expect(report.rerunsFailed == 0 && report.badDiskFullMessages == 0 && report.failedStates == 0,

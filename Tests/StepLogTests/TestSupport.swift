@@ -49,6 +49,8 @@ struct StoreDigest: Equatable, CustomStringConvertible {
     var anchors: [UInt64: [UInt8]] = [:]
     /// Live samples whose current version the server rejected: id → reason.
     var rejected: [String: String] = [:]
+    /// The latest record of each destination, in the order of those records (the last is current).
+    var destinations: [StoreDestination] = []
 
     var description: String {
         "\(samples.count) samples (\(samples.filter(\.synced).count) synced), \(deletions.count) pending deletions, \(intervals.count) intervals, \(ranges.count) ranges, \(highScores.count) high scores, \(anchors.count) anchors"
@@ -64,6 +66,7 @@ struct StoreDigest: Equatable, CustomStringConvertible {
         d.highScores = store.highScores
         d.anchors = store.locked { store.state.anchors.mapValues(\.anchor) }
         for r in try store.rejectedSamples() { d.rejected[r.sample.id.uuidString] = r.rejection.reason }
+        d.destinations = store.destinations
         return d
     }
 }
@@ -79,9 +82,19 @@ struct RecordModel {
     var anchors: [UInt64: [UInt8]] = [:]
     /// A rejection holds the version current when it was recorded, until any other record of the id.
     var rejected: [UUID: String] = [:]
+    var destinations: [StoreDestination] = []
 
     mutating func apply(_ record: LogRecord) {
         switch record {
+        case .samplesUnacknowledged(let list):
+            for e in list {
+                guard case .live(let s, _) = samples[e.id] else { continue }
+                samples[e.id] = .live(s, synced: false)
+                rejected[e.id] = e.reason.isEmpty ? nil : e.reason
+            }
+        case .destination(let d):
+            destinations.removeAll { $0.isSame(as: d) }
+            destinations.append(d)
         case .sampleUpsert(let r):
             samples[r.sample.id] = .live(r.sample, synced: r.isSynced)
             rejected[r.sample.id] = nil
@@ -125,6 +138,7 @@ struct RecordModel {
         d.highScores = highScores.values.sorted { $0.day < $1.day }
         d.anchors = anchors
         for (id, reason) in rejected { d.rejected[id.uuidString] = reason }
+        d.destinations = destinations
         return d
     }
 }
@@ -164,7 +178,8 @@ func readAllRecords(_ dir: String) throws -> [FoundRecord] {
 /// changed versions, identical re-upserts, relabels (another origin),
 /// revivals of deleted samples, deletions (of live, deleted and unknown
 /// UUIDs), acknowledgements of samples and of deletions, rejections of
-/// unsynced samples, interval statuses,
+/// unsynced samples, acknowledgements taken back, destinations, lost
+/// deletions restored, interval statuses,
 /// clears, ranges, high scores and source anchors, each batch followed by
 /// `sync`. Returns the store's byte size (all segments) after each
 /// acknowledged batch.
@@ -234,6 +249,17 @@ func writeKnownHistory(_ dir: String, segmentSize: Int, batches: Int, seed: UInt
             try store.recordHighScore(DailyHighScore(day: 20260101 + UInt32(batch % 28), steps: Int64(batch), recordedAtMilliseconds: Int64(batch)))
         } else if roll == 9 || roll == 5 {
             try store.recordSourceAnchor(family: ["export", "mock"][batch % 2], anchor: Array("batch \(batch)".utf8))
+        } else if roll == 10, next > 5, case .live(let stored) = try store.sampleState(id: .test(UInt64(batch * 7) % next)), stored.isSynced {
+            // The server turned out not to hold it (sent again), or holds another uploader's version (held back).
+            _ = try store.unacknowledge([(stored, batch % 2 == 0 ? "held by another uploader in batch \(batch)" : nil)],
+                                    at: Date(timeIntervalSince1970: Double(batch) + 0.8))
+        } else if roll == 11 {
+            try store.recordDestination(StoreDestination(serverId: "server-\(batch % 3)", user: "alice", url: "http://127.0.0.1:8000",
+                                                         uploader: .test(99), recordedAtMilliseconds: Int64(batch) * 1_000,
+                                                         provenEqualAtMilliseconds: batch % 2 == 0 ? Int64(batch) * 1_000 : 0))
+        } else if roll == 12 {
+            // A deletion the server lost, of a UUID the store no longer holds.
+            _ = try store.restoreDeletions([.test(1_000_000_000 + UInt64(batch))], at: Date(timeIntervalSince1970: Double(batch) + 0.9))
         }
         try store.sync()
         acked.append(store.counts.bytes)

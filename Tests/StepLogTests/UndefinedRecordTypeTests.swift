@@ -8,7 +8,7 @@ import Testing
 /// checksummed record is no torn write), inside a sealed segment, and for a
 /// version 2 type inside a version 1 segment. Never a crash.
 @Suite struct UndefinedRecordTypeTests {
-    static let undefined: [UInt8] = [0] + Array(12...255)
+    static let undefined: [UInt8] = [0] + Array(14...255)
 
     /// A closed store of two segments.
     func writeReference(_ dir: String) throws {

@@ -151,4 +151,10 @@ final class GatedClient: APIClient, @unchecked Sendable {
 
     func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse { try await inner.getSteps(limit: limit, offset: offset) }
     func healthCheck() async throws -> Bool { true }
+    func digest(uploader: String) async throws -> UploaderDigestResponse { try await inner.digest(uploader: uploader) }
+    func dayDigests(uploader: String, after: String?) async throws -> DayDigestsPage { try await inner.dayDigests(uploader: uploader, after: after) }
+    func daySamples(uploader: String, day: String, after: String?) async throws -> DaySamplesPage {
+        try await inner.daySamples(uploader: uploader, day: day, after: after)
+    }
+    func lookup(_ ids: [UUID]) async throws -> LookupResponse { try await inner.lookup(ids) }
 }

@@ -110,6 +110,13 @@ enum DumpCommand {
             case .samplesRejected(let list):
                 return (name, [("ids", .list(list.map(\.id.uuidString))), ("reasons", .list(list.map(\.reason))),
                                ("rejectedAt", .list(list.map { ISO8601.format(milliseconds: $0.rejectedAtMilliseconds) }))])
+            case .samplesUnacknowledged(let list):
+                return (name, [("ids", .list(list.map(\.id.uuidString))), ("reasons", .list(list.map(\.reason))),
+                               ("at", .list(list.map { ISO8601.format(milliseconds: $0.rejectedAtMilliseconds) }))])
+            case .destination(let d):
+                return (name, [("serverId", .text(d.serverId)), ("user", .text(d.user)), ("url", .text(d.url)),
+                               ("uploader", .text(d.uploader.uuidString)), ("recordedAt", .time(d.recordedAtMilliseconds)),
+                               ("provenEqualAt", .time(d.provenEqualAtMilliseconds))])
             case .syncedThrough(let offset):
                 return (name, [("offset", .number(Int64(offset)))])
             case .padding(let length):

@@ -74,6 +74,8 @@ enum SteplogTool {
         case .syncedThrough: "syncedThrough"
         case .padding: "padding"
         case .sourceAnchor: "sourceAnchor"
+        case .destination: "destination"
+        case .samplesUnacknowledged: "samplesUnacknowledged"
         case .samplesRejected: "samplesRejected"
         }
     }

@@ -12,13 +12,16 @@ enum StatusCommand {
         synced) and counts of samples, deletions waiting for upload and intervals; samples
         the server rejected (count and the first reasons); the kinds of source the samples
         came from (real ones, the mock's made-up ones, or both: then how to remove the
-        mock's). Reads without locking: works while ingest or upload runs.
+        mock's); where the store uploads (server, user, URL), when that server was last
+        proven to hold exactly what the store acknowledged, and the destinations known
+        before. Reads without locking: works while ingest or upload runs.
 
         options:
           --store DIR   the StepLog store
           --json        {"store","stage","samples","syncedSamples","unsyncedSamples",
                         "rejectedSamples","pendingDeletions","intervals","segments","bytes",
-                        "realSamples","mockSamples","firstRejections"}
+                        "realSamples","mockSamples","firstRejections","destination",
+                        "destinations"}
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
@@ -48,6 +51,11 @@ enum StatusCommand {
                 w.endObject()
             }
             w.endArray()
+            w.key("destination")
+            if let d = store.destination { write(d, into: &w) } else { w.null() }
+            w.key("destinations"); w.beginArray()
+            for d in store.destinations { write(d, into: &w) }
+            w.endArray()
             w.endObject()
             StepSyncTool.out.line(w.string)
         } else {
@@ -63,6 +71,14 @@ enum StatusCommand {
             }
             out.line("  intervals: \(Format.count(counts.intervalTotal)) (" + IntervalStatus.allCases.map { "\(Format.count(counts.intervals[$0] ?? 0)) \($0)" }.joined(separator: ", ") + ")")
             out.line("  log: \(Format.bytes(counts.bytes)) in \(Format.count(counts.segments, "segment"))")
+            if let d = store.destination {
+                out.line("  destination: \(describe(d)); " + (d.provenEqualAtMilliseconds > 0
+                    ? "last proven to hold exactly what the store acknowledged \(ISO8601.format(milliseconds: d.provenEqualAtMilliseconds))"
+                    : "not yet proven to hold what the store acknowledged"))
+                for earlier in store.destinations.dropLast() { out.line("  earlier destination: \(describe(earlier))") }
+            } else {
+                out.line("  destination: none yet (acknowledgements recorded before it, if any, are checked at the next upload)")
+            }
         }
         return 0
     }
@@ -78,6 +94,22 @@ enum StatusCommand {
             return "sources: MIXED: \(Format.count(mock)) samples of the mock beside \(Format.count(real)) real ones; "
                 + "daily totals count them and upload sends them. Remove them: stepsync forget --store \(store) --source mock"
         }
+    }
+
+    static func describe(_ d: StoreDestination) -> String {
+        "\(d.url) (server \(d.serverId), user \(d.user))"
+    }
+
+    static func write(_ d: StoreDestination, into w: inout JSONWriter) {
+        w.beginObject()
+        w.field("serverId", d.serverId)
+        w.field("user", d.user)
+        w.field("url", d.url)
+        w.field("uploader", d.uploader.uuidString)
+        w.key("recordedAt"); w.timestamp(milliseconds: d.recordedAtMilliseconds)
+        w.key("provenEqualAt")
+        if d.provenEqualAtMilliseconds > 0 { w.timestamp(milliseconds: d.provenEqualAtMilliseconds) } else { w.null() }
+        w.endObject()
     }
 
     /// The counts every JSON summary shares.

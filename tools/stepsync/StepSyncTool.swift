@@ -11,7 +11,8 @@ enum StepSyncTool {
 
         commands:
           ingest     layer the source's data into intervals and fetch their samples into the store
-          upload     send unsynced samples to the API server, 1,000 at a time
+          upload     send unsynced samples to the API server, 1,000 at a time, and check it holds them
+          reconcile  compare what the server holds with what the store acknowledged, day by day, and repair it
           status     the pipeline's stage and counts
           intervals  every interval, one JSON object per line
           export     every sample, one JSON object per line (the API's sample shape)
@@ -32,6 +33,7 @@ enum StepSyncTool {
         return await tool.run(arguments, commands: [
             "ingest": IngestCommand.run,
             "upload": UploadCommand.run,
+            "reconcile": ReconcileCommand.run,
             "status": { try StatusCommand.run($0) },
             "intervals": { try IntervalsCommand.run($0) },
             "export": { try ExportCommand.run($0) },

@@ -26,6 +26,15 @@ enum UploadCommand {
         sent again only once their content changes); the exit status is then 1. Ctrl-C or SIGTERM finishes the batches in flight and exits 130; run the
         same command to continue.
 
+        Then it checks that the server holds what the store acknowledged (docs/RECONCILE.md):
+        one request (GET /steps/digest) when nothing differs. A restored backup, rows deleted
+        or changed at the server, a deletion lost: the store takes back the acknowledgement of
+        what the server lacks (or restores the lost deletions), the upload sends it, and the
+        check runs again. Another server or account than the store's last is reconciled as
+        new before anything is sent (in practice: every live sample is sent). Samples another
+        store of the same user wrote or deleted later are left alone. `stepsync reconcile`
+        does the full check on demand.
+
         The token (for a server that requires one: `tools/api-server/run tokens create
         --user NAME`) comes from --token-file PATH or the STEPSYNC_TOKEN environment
         variable, never from the command line; it is never printed.
@@ -46,10 +55,18 @@ enum UploadCommand {
 
     static func run(_ arguments: [String]) async throws -> Int32 {
         if StepSyncTool.helpRequested(arguments, usage) { return 0 }
+        return try await run(arguments, command: "upload", full: false)
+    }
+
+    /// `stepsync upload`, or `stepsync reconcile` (`full`: the reconcile runs
+    /// even when the digests agree; `--dry-run` is accepted).
+    static func run(_ arguments: [String], command: String, full: Bool) async throws -> Int32 {
         if arguments.contains(where: { $0 == "--token" || $0.hasPrefix("--token=") }) {
             throw Arguments.UsageError("--token is not accepted: a command line is visible to every user of the machine; use --token-file PATH or STEPSYNC_TOKEN")
         }
-        let args = try Arguments(arguments, options: ["store", "api-url", "token-file", "timeout", "max-attempts", "in-flight", "http-client"], flags: ["json"])
+        let args = try Arguments(arguments, options: ["store", "api-url", "token-file", "timeout", "max-attempts", "in-flight", "http-client"],
+                                 flags: full ? ["json", "dry-run"] : ["json"])
+        let dryRun = args.has("dry-run")
         try args.expectPositionals(0, "")
         let storePath = try args.required("store")
         let url = args.value("api-url") ?? ProcessInfo.processInfo.environment["STEPSYNC_API_URL"] ?? defaultURL
@@ -58,28 +75,30 @@ enum UploadCommand {
         let inFlight = try args.integer("in-flight", default: APISyncService.defaultInFlight, in: 1...8)
         let kind = args.value("http-client") ?? (url.hasPrefix("https:") ? "urlsession" : "socket")
         let token = try UploadToken.resolve(file: args.value("token-file"), environment: ProcessInfo.processInfo.environment,
-                                            warn: { StepSyncTool.err.line("stepsync upload: warning: \($0)") })
-        let client: APIClient
-        do {
-            switch kind {
-            case "socket": client = try SocketAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token, connections: inFlight)
-            case "urlsession": client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token, connections: inFlight)
-            default: throw Arguments.UsageError("--http-client must be socket or urlsession, found '\(kind)'")
-            }
-        } catch let error as APIError {
-            throw Arguments.UsageError("--api-url: \(error)" + (kind == "socket" && url.hasPrefix("https:") ? " (the socket client speaks plain http; use --http-client urlsession)" : ""))
-        }
+                                            warn: { StepSyncTool.err.line("stepsync \(command): warning: \($0)") })
+        guard kind == "socket" || kind == "urlsession" else { throw Arguments.UsageError("--http-client must be socket or urlsession, found '\(kind)'") }
         let err = StepSyncTool.err
-        let trap = SignalTrap { _ in err.line("\nstepsync upload: stopping after the batches in flight (again to quit at once)") }
+        let trap = SignalTrap { _ in err.line("\nstepsync \(command): stopping after the batches in flight (again to quit at once)") }
 
         let store = try StepLogStore.open(storePath, options: try TestCompactionKnob.apply(to: StoreOptions(createIfMissing: false)))
         defer { try? store.close() }
         if let torn = store.openReport.tornTail {
-            err.line("stepsync upload: recovered from an interrupted write: dropped \(torn.bytesDropped) bytes at the end of \(torn.segment)")
+            err.line("stepsync \(command): recovered from an interrupted write: dropped \(torn.bytesDropped) bytes at the end of \(torn.segment)")
+        }
+        let uploader = CheckedUpload.uploader(of: store)
+        let client: APIClient
+        do {
+            if kind == "socket" {
+                client = try SocketAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token, connections: inFlight, uploader: uploader.uuidString)
+            } else {
+                client = try LiveAPIClient(baseURL: url, timeout: TimeInterval(timeout), token: token, connections: inFlight, uploader: uploader.uuidString)
+            }
+        } catch let error as APIError {
+            throw Arguments.UsageError("--api-url: \(error)" + (kind == "socket" && url.hasPrefix("https:") ? " (the socket client speaks plain http; use --http-client urlsession)" : ""))
         }
         let kinds = try StoreSourceKinds.of(store)
         if kinds.isMixed {
-            err.line("stepsync upload: warning: \(storePath) holds \(Format.count(kinds.mockSamples)) samples of the mock beside \(Format.count(kinds.realSamples)) real ones, "
+            err.line("stepsync \(command): warning: \(storePath) holds \(Format.count(kinds.mockSamples)) samples of the mock beside \(Format.count(kinds.realSamples)) real ones, "
                      + "and uploads them too; stepsync forget --store \(storePath) --source mock removes them here, and with the next upload at the server")
         }
         do {
@@ -87,20 +106,8 @@ enum UploadCommand {
                 throw APIError.serverUnreachable(url: url, reason: "GET /health did not answer {\"status\":\"ok\"}")
             }
         } catch let error as APIError {
-            err.line("stepsync upload: \(error); is the server running? \(startHint(url: url, withToken: token != nil))")
+            err.line("stepsync \(command): \(error); is the server running? \(startHint(url: url, withToken: token != nil))")
             return 1
-        }
-        // GET /health takes no token, and with nothing waiting no request
-        // would carry one: a wrong or revoked token would pass unnoticed until
-        // the day something is waiting. One authenticated read of a single
-        // sample checks it now.
-        if store.counts.unsyncedSamples == 0 && store.counts.pendingDeletions == 0 {
-            do {
-                _ = try await client.getSteps(limit: 1, offset: 0)
-            } catch let error as APIError {
-                err.line("stepsync upload: \(error)")
-                return 1
-            }
         }
 
         let progress = ProgressLine()
@@ -113,27 +120,34 @@ enum UploadCommand {
         }
         service.onRetry = { attempt, wait, error in
             progress.finish()
-            err.line("stepsync upload: \(error); retrying in \(String(format: "%.1f", wait)) s (attempt \(attempt) of \(attempts))")
+            err.line("stepsync \(command): \(error); retrying in \(String(format: "%.1f", wait)) s (attempt \(attempt) of \(attempts))")
         }
-        let summary: UploadSummary
+        let checked = CheckedUpload(store: store, client: client, service: service, url: url, uploader: uploader)
+        checked.onStage = { stage in
+            guard stage != "uploading" else { return }
+            progress.update("\(stage)…", force: true)
+        }
+        checked.onReconcileProgress = { done, total in progress.update("reconciling: \(Format.count(done)) of \(Format.count(total)) days narrowed") }
+        let result: CheckedUploadSummary
         do {
-            summary = try await service.syncAll()
+            result = try await checked.run(full: full, dryRun: dryRun)
         } catch is StoppedByRequest {
             progress.finish()
             // The same command, every option as given (the token's file, not the token).
-            let again = ShellCommand.line(["stepsync", "upload"] + arguments + (args.value("api-url") == nil ? ["--api-url", url] : []))
-            err.line("stepsync upload: paused; every acknowledged batch is marked synced. To continue: \(again)")
+            let again = ShellCommand.line(["stepsync", command] + arguments + (args.value("api-url") == nil ? ["--api-url", url] : []))
+            err.line("stepsync \(command): paused; every acknowledged batch is marked synced. To continue: \(again)")
             return 130
         } catch let error as APIError {
             progress.finish()
             let counts = store.counts
             let left = "\(Format.count(counts.unsyncedSamples)) samples still unsynced" + (counts.pendingDeletions > 0 ? ", \(Format.count(counts.pendingDeletions)) deletions still waiting" : "")
-            err.line("stepsync upload: \(error); \(left)" + (error.isRetryable ? " (gave up after \(attempts) attempts; run again to resume)" : ""))
+            err.line("stepsync \(command): \(error); \(left)" + (error.isRetryable ? " (gave up after \(attempts) attempts; run again to resume)" : ""))
             return 1
         }
         progress.finish()
+        let summary = result.upload
         let counts = store.counts
-        let rejectedEarlier = counts.rejectedSamples - summary.samplesRejected
+        let rejectedEarlier = counts.rejectedSamples - summary.samplesRejected - result.reconciles.reduce(0) { $0 + $1.heldByAnotherUploader }
         TestCompactionKnob.finish(store)
         try store.close()
         let rate = summary.seconds > 0 ? Double(summary.samplesSynced) / summary.seconds : 0
@@ -159,6 +173,7 @@ enum UploadCommand {
             w.key("seconds"); w.value(summary.seconds)
             w.key("samplesPerSecond"); w.value(rate)
             StatusCommand.writeCounts(counts, into: &w)
+            ReconcileOutput.write(result, uploader: uploader, into: &w)
             w.endObject()
             StepSyncTool.out.line(w.string)
         } else {
@@ -166,13 +181,18 @@ enum UploadCommand {
             out.line("upload complete: \(url)")
             out.line("  \(Format.count(summary.samplesSynced)) samples in \(Format.count(summary.batches - summary.deletionBatches)) batches (\(Format.count(summary.samplesSavedByServer)) new to the server), \(Format.count(summary.deletionsAcknowledged)) deletions in \(Format.count(summary.deletionBatches)) batches (\(Format.count(summary.deletionsAppliedByServer)) were live at the server), \(summary.retries) retries, \(Format.duration(summary.seconds)) (\(Format.count(Int(rate))) samples/s)")
             out.line("  store: \(Format.count(counts.syncedSamples)) synced, \(Format.count(counts.unsyncedSamples)) unsynced, \(Format.count(counts.rejectedSamples)) rejected, \(Format.count(counts.pendingDeletions)) deletions waiting; \(Format.count(summary.intervalsSynced)) intervals now synced")
+            for line in ReconcileOutput.lines(result, acknowledged: counts.syncedSamples) { out.line("  " + line) }
         }
         if rejectedEarlier > 0 {
-            err.line("stepsync upload: \(Format.count(rejectedEarlier)) samples the server rejected earlier were not sent again (they are sent once their content changes; see stepsync status --store \(storePath))")
+            err.line("stepsync \(command): \(Format.count(rejectedEarlier)) samples the server rejected earlier were not sent again (they are sent once their content changes; see stepsync status --store \(storePath))")
+        }
+        if !result.provenEqual && !dryRun {
+            err.line("stepsync \(command): the server still differs from what the store acknowledged after the repair; run stepsync reconcile --store \(storePath) --api-url \(url) to see where")
+            return 1
         }
         if summary.samplesRejected > 0 {
             let first = summary.firstRejections.first.map { " (first: \($0.id.uuidString): \($0.reason))" } ?? ""
-            err.line("stepsync upload: the server rejected \(Format.count(summary.samplesRejected)) samples\(first); every other sample was uploaded. They are kept in the store and listed by stepsync status --store \(storePath)")
+            err.line("stepsync \(command): the server rejected \(Format.count(summary.samplesRejected)) samples\(first); every other sample was uploaded. They are kept in the store and listed by stepsync status --store \(storePath)")
             return 1
         }
         return 0

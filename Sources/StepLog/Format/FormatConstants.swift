@@ -108,6 +108,10 @@ public enum FormatConstants {
     /// Longest reason (UTF-8 bytes) a `samplesRejected` entry carries; a longer
     /// one is cut at a character boundary.
     public static let maxRejectionReasonBytes = 1_024
+    /// A destination's server id and user are at most this many UTF-8 bytes (u8 lengths).
+    public static let maxDestinationNameBytes = 255
+    /// A destination's URL is at most this many UTF-8 bytes.
+    public static let maxDestinationURLBytes = 2_048
 
     // MARK: Files beside the segments
 
@@ -140,4 +144,7 @@ public enum FormatConstants {
     /// Snapshot entry flag: the key is absent after the segment (its
     /// tombstone was acknowledged).
     public static let snapshotEntryRemoved: UInt8 = 1 << 3
+    /// Snapshot entry flag: without a version in the segment, the version
+    /// current before it lost its acknowledgement in it (a samples-unacknowledged record).
+    public static let snapshotEntryUnsynced: UInt8 = 1 << 4
 }

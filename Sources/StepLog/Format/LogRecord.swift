@@ -17,6 +17,9 @@ public enum LogRecord: Hashable, Sendable {
     case padding(length: Int)
     case sourceAnchor(family: UInt64, anchor: [UInt8])
     case samplesRejected([SampleRejection])
+    case destination(StoreDestination)
+    /// Each entry's sample loses its acknowledgement; one with a reason is also rejected with it.
+    case samplesUnacknowledged([SampleRejection])
 
     public var type: RecordType {
         switch self {
@@ -31,6 +34,8 @@ public enum LogRecord: Hashable, Sendable {
         case .padding: .padding
         case .sourceAnchor: .sourceAnchor
         case .samplesRejected: .samplesRejected
+        case .destination: .destination
+        case .samplesUnacknowledged: .samplesUnacknowledged
         }
     }
 
@@ -48,6 +53,8 @@ public enum LogRecord: Hashable, Sendable {
         case .padding(let length): PaddingPayload.append(length: length, to: buffer)
         case .sourceAnchor(let family, let anchor): SourceAnchorPayload.append(family: family, anchor: anchor, to: buffer)
         case .samplesRejected(let rejections): RejectionPayload.append(rejections, to: buffer)
+        case .destination(let d): DestinationPayload.append(d, to: buffer)
+        case .samplesUnacknowledged(let entries): RejectionPayload.append(entries, as: .samplesUnacknowledged, to: buffer)
         }
     }
 
@@ -65,6 +72,8 @@ public enum LogRecord: Hashable, Sendable {
         case .padding(let p): self = .padding(length: p.length)
         case .sourceAnchor(let p): self = .sourceAnchor(family: p.family, anchor: Array(p.anchor))
         case .samplesRejected(let p): self = .samplesRejected(p.rejections)
+        case .destination(let p): self = .destination(p.destination)
+        case .samplesUnacknowledged(let p): self = .samplesUnacknowledged(p.rejections)
         }
     }
 

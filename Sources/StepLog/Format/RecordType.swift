@@ -28,6 +28,16 @@ public enum RecordType: UInt8, Sendable, CaseIterable {
     /// point of the log is not sent again. (Version 2, added after the others:
     /// earlier version 2 readers refuse it as an undefined type.)
     case samplesRejected = 11
+    /// Where the store uploads (server id, user, URL, its uploader id) and when
+    /// the server was last proven to hold what the store acknowledged; the
+    /// synced flags mean "acknowledged by the latest destination". (Version 2,
+    /// added after the others, as 11.)
+    case destination = 12
+    /// Samples whose acknowledgement the server turned out not to hold: the
+    /// version current at this point of the log is unsynced again (the payload
+    /// of `samplesRejected`; an entry with a reason is also rejected with it).
+    /// (Version 2, added after the others, as 11.)
+    case samplesUnacknowledged = 13
 
     /// The first format version that has this record type.
     public var sinceVersion: UInt16 { rawValue <= 6 ? 1 : 2 }
@@ -46,6 +56,8 @@ public enum RecordType: UInt8, Sendable, CaseIterable {
         case .padding: "padding"
         case .sourceAnchor: "source-anchor"
         case .samplesRejected: "samples-rejected"
+        case .destination: "destination"
+        case .samplesUnacknowledged: "samples-unacknowledged"
         }
     }
 

@@ -26,6 +26,9 @@ public enum RecordView {
     case padding(PaddingPayload)
     case sourceAnchor(SourceAnchorPayload)
     case samplesRejected(RejectionPayload)
+    case destination(DestinationPayload)
+    /// The entries of a `samplesRejected` payload (an empty reason: acknowledgement lost alone).
+    case samplesUnacknowledged(RejectionPayload)
 
     /// Decodes the payload of a record whose frame checksum matched, found in
     /// a segment of format `version`. Fails when the type is not defined in
@@ -48,6 +51,8 @@ public enum RecordView {
         case .padding: return PaddingPayload.checked(payload).map { .padding($0) }
         case .sourceAnchor: return SourceAnchorPayload.checked(payload).map { .sourceAnchor($0) }
         case .samplesRejected: return RejectionPayload.checked(payload).map { .samplesRejected($0) }
+        case .destination: return DestinationPayload.checked(payload).map { .destination($0) }
+        case .samplesUnacknowledged: return RejectionPayload.checked(payload, as: .samplesUnacknowledged).map { .samplesUnacknowledged($0) }
         }
     }
 
@@ -64,6 +69,8 @@ public enum RecordView {
         case .padding: .padding
         case .sourceAnchor: .sourceAnchor
         case .samplesRejected: .samplesRejected
+        case .destination: .destination
+        case .samplesUnacknowledged: .samplesUnacknowledged
         }
     }
 
@@ -81,6 +88,8 @@ public enum RecordView {
         case .padding(let p): p.bytes
         case .sourceAnchor(let p): p.bytes
         case .samplesRejected(let p): p.bytes
+        case .destination(let p): p.bytes
+        case .samplesUnacknowledged(let p): p.bytes
         }
     }
 

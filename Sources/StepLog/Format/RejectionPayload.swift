@@ -1,20 +1,21 @@
 /// The `samplesRejected` payload,
 /// `n:u32 (uuid[16] rejectedAt:i64 reasonLen:u16 reason[reasonLen])×n`: the
-/// codec that writes one, and a view of a checked one.
+/// codec that writes one, and a view of a checked one. A
+/// `samplesUnacknowledged` record has the same payload (`type`).
 public struct RejectionPayload {
     public let bytes: UnsafeRawBufferPointer
 
     @inline(__always)
-    public static func checked(_ bytes: UnsafeRawBufferPointer) -> Result<RejectionPayload, PayloadProblem> {
+    public static func checked(_ bytes: UnsafeRawBufferPointer, as type: RecordType = .samplesRejected) -> Result<RejectionPayload, PayloadProblem> {
         var r = ByteReader(bytes)
-        guard let n = r.readUInt32() else { return .failure(.malformed(.samplesRejected, size: bytes.count)) }
+        guard let n = r.readUInt32() else { return .failure(.malformed(type, size: bytes.count)) }
         for _ in 0..<n {
             guard r.readUUID() != nil, r.readInt64() != nil, let length = r.readUInt16(),
                   Int(length) <= FormatConstants.maxRejectionReasonBytes, r.readBytes(Int(length)) != nil else {
-                return .failure(.malformed(.samplesRejected, size: bytes.count))
+                return .failure(.malformed(type, size: bytes.count))
             }
         }
-        guard r.isAtEnd else { return .failure(.malformed(.samplesRejected, size: bytes.count)) }
+        guard r.isAtEnd else { return .failure(.malformed(type, size: bytes.count)) }
         return .success(RejectionPayload(bytes: bytes))
     }
 
@@ -33,8 +34,8 @@ public struct RejectionPayload {
 
     /// Appends a framed record of `rejections` (reasons already cut to
     /// `maxRejectionReasonBytes`).
-    public static func append(_ rejections: [SampleRejection], to buffer: WriteBuffer) {
-        RecordFrame.append(type: .samplesRejected, to: buffer) { b in
+    public static func append(_ rejections: [SampleRejection], as type: RecordType = .samplesRejected, to buffer: WriteBuffer) {
+        RecordFrame.append(type: type, to: buffer) { b in
             b.append(UInt32(rejections.count))
             for r in rejections {
                 b.append(UUIDBytes(r.id))

@@ -171,8 +171,9 @@ public struct SamplePayload {
     /// place: how compaction folds an acknowledgement into the version it
     /// copies (the same bytes, one flag more).
     @inline(__always)
-    static func setSynced(_ payload: UnsafeMutableRawPointer) {
-        payload.storeBytes(of: payload.load(fromByteOffset: flagsOffset, as: UInt8.self) | FormatConstants.sampleFlagSynced,
+    static func setSynced(_ payload: UnsafeMutableRawPointer, _ synced: Bool = true) {
+        let flags = payload.load(fromByteOffset: flagsOffset, as: UInt8.self)
+        payload.storeBytes(of: synced ? flags | FormatConstants.sampleFlagSynced : flags & ~FormatConstants.sampleFlagSynced,
                            toByteOffset: flagsOffset, as: UInt8.self)
     }
 }

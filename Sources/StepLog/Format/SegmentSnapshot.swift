@@ -43,17 +43,29 @@ public struct SegmentSnapshot: Equatable, Sendable {
         @inline(__always) public var isTombstone: Bool { flags & FormatConstants.snapshotEntryTombstone != 0 }
         /// The UUID is absent after the segment (its tombstone was acknowledged).
         @inline(__always) public var isRemoved: Bool { flags & FormatConstants.snapshotEntryRemoved != 0 }
+        /// Without a version in the segment: the version before it lost its acknowledgement.
+        @inline(__always) public var isUnsynced: Bool { flags & FormatConstants.snapshotEntryUnsynced != 0 }
 
         /// Folds the next event of this UUID, in log order, into the entry: a
         /// version or tombstone (`flags` with hasVersion) replaces it; an
         /// acknowledgement (`flags` synced only) marks a version synced, turns
         /// a tombstone into "removed", leaves "removed" as it is, and without a
-        /// version in this segment acknowledges the one before it.
+        /// version in this segment acknowledges the one before it; a lost
+        /// acknowledgement (`flags` unsynced only) unsyncs a sample version,
+        /// leaves a tombstone and "removed" as they are, and without a version
+        /// in this segment unsyncs the one before it.
         mutating func fold(offset eventOffset: UInt32, flags eventFlags: UInt8) {
-            if eventFlags & FormatConstants.snapshotEntryHasVersion != 0 {
+            let hasVersion = flags & FormatConstants.snapshotEntryHasVersion != 0
+            if eventFlags & FormatConstants.snapshotEntryUnsynced != 0 {
+                if hasVersion {
+                    if flags & FormatConstants.snapshotEntryTombstone == 0 { flags &= ~FormatConstants.snapshotEntrySynced }
+                } else if flags & FormatConstants.snapshotEntryRemoved == 0 {
+                    flags = FormatConstants.snapshotEntryUnsynced
+                }
+            } else if eventFlags & FormatConstants.snapshotEntryHasVersion != 0 {
                 offset = eventOffset
                 flags = eventFlags
-            } else if flags & FormatConstants.snapshotEntryHasVersion != 0 {
+            } else if hasVersion {
                 if flags & FormatConstants.snapshotEntryTombstone != 0 {
                     offset = 0
                     flags = FormatConstants.snapshotEntryRemoved
@@ -61,7 +73,7 @@ public struct SegmentSnapshot: Equatable, Sendable {
                     flags |= FormatConstants.snapshotEntrySynced
                 }
             } else if flags & FormatConstants.snapshotEntryRemoved == 0 {
-                flags |= FormatConstants.snapshotEntrySynced
+                flags = FormatConstants.snapshotEntrySynced
             }
         }
     }

@@ -27,6 +27,8 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
     case recordTooLarge(bytes: Int)
     /// A source anchor longer than the format allows.
     case anchorTooLarge(family: String, bytes: Int)
+    /// A destination that cannot be recorded (a name or URL too long).
+    case invalidDestination(reason: String)
     /// A compaction in the background stopped without committing (its
     /// outputs are discarded; the store is unchanged).
     case compactionAbandoned(path: String, reason: String)
@@ -120,6 +122,8 @@ public enum StepLogError: Error, Equatable, CustomStringConvertible {
             return "record of \(bytes) bytes exceeds the format's limit of \(FormatConstants.maxRecordPayload) bytes"
         case .anchorTooLarge(let family, let bytes):
             return "source anchor of \(bytes) bytes for '\(family)' exceeds the format's limit of \(FormatConstants.maxAnchorBytes) bytes"
+        case .invalidDestination(let reason):
+            return "cannot record the destination: \(reason)"
         case .compactionAbandoned(let path, let reason):
             return "compaction of \(path) abandoned: \(reason)"
         case .sequencesExhausted(let path):

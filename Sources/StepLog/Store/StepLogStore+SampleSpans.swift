@@ -10,7 +10,7 @@ extension StepLogStore {
     /// prefetched when its record is read, so the misses overlap instead of
     /// queueing. Records waiting for their lookup are copied (a few KiB).
     public func forEachSampleSpan(_ body: (SampleSpan) throws -> Void) throws {
-        try locked { try scanSpans(try segmentsToScan()[...], body) }
+        try locked { try scanSpans(try segmentsToScan()[...]) { sample, _ in try body(sample.span) } }
     }
 
     /// `forEachSampleSpan` with the segments split into up to `parts` runs of
@@ -20,16 +20,23 @@ extension StepLogStore {
     /// run p holds log positions before run p + 1's. The store stays locked
     /// throughout (the index is only read).
     public func forEachSampleSpan(parts: Int, _ body: @Sendable (Int, SampleSpan) throws -> Void) throws {
+        try forEachSampleVersion(parts: parts) { run, sample, _ in try body(run, sample.span) }
+    }
+
+    /// `forEachSampleSpan(parts:)` giving each current version's payload (a
+    /// view, valid during the call) and whether it is acknowledged: for
+    /// passes that read more than the span (the reconcile's content hashes).
+    public func forEachSampleVersion(parts: Int, _ body: @Sendable (Int, SamplePayload, _ synced: Bool) throws -> Void) throws {
         try locked {
             let files = try segmentsToScan()
             let runs = Self.runs(of: files, parts: max(1, parts))
             guard runs.count > 1 else {
-                try scanSpans(files[...]) { try body(0, $0) }
+                try scanSpans(files[...]) { try body(0, $0, $1) }
                 return
             }
             let firstError = FirstError()
             DispatchQueue.concurrentPerform(iterations: runs.count) { run in
-                do { try self.scanSpans(files[runs[run]]) { try body(run, $0) } } catch { firstError.record(error) }
+                do { try self.scanSpans(files[runs[run]]) { try body(run, $0, $1) } } catch { firstError.record(error) }
             }
             if let error = firstError.first { throw error }
         }
@@ -128,8 +135,9 @@ extension StepLogStore {
         return runs
     }
 
-    /// The spans of the sample records in `files`, each checked against the index.
-    private func scanSpans(_ files: ArraySlice<SegmentInfo>, _ body: (SampleSpan) throws -> Void) throws {
+    /// The sample records in `files` that are current versions (checked against
+    /// the index), with whether each is acknowledged.
+    private func scanSpans(_ files: ArraySlice<SegmentInfo>, _ body: (SamplePayload, Bool) throws -> Void) throws {
         var queue = SpanQueue(index: state.index)
         defer { queue.deallocate() }
         try forEachSampleRecord(in: files) { position, sample in
@@ -184,13 +192,14 @@ private struct SpanQueue {
         waiting += 1
     }
 
-    /// Looks the oldest record up and passes it on if it is its sample's current version.
-    mutating func emitOldest(_ body: (SampleSpan) throws -> Void) throws {
+    /// Looks the oldest record up and passes it on if it is its sample's
+    /// current version, with whether that version is acknowledged.
+    mutating func emitOldest(_ body: (SamplePayload, Bool) throws -> Void) throws {
         let slot = head
         head = (head + 1) % Self.depth
         waiting -= 1
-        guard index.entry(keys[slot], at: positions[slot]) != nil else { return }
-        try body(SamplePayload(wellFormed: UnsafeRawBufferPointer(start: storage + slot * slotSize, count: lengths[slot])).span)
+        guard let entry = index.entry(keys[slot], at: positions[slot]) else { return }
+        try body(SamplePayload(wellFormed: UnsafeRawBufferPointer(start: storage + slot * slotSize, count: lengths[slot])), entry.isSynced)
     }
 
     /// Larger slots for a larger payload (long source names), keeping the waiting ones.

@@ -28,6 +28,15 @@ extension StoreState {
         }
     }
 
+    /// `applyUnacknowledged` on `lane`, given the UUID's `mixedHash`, counting into `c`.
+    @inline(__always)
+    func applyUnacknowledged(_ id: UUIDBytes, in lane: SampleIndex.Lane, mixedHash: UInt64,
+                             counting c: UnsafeMutablePointer<Counters>) throws {
+        guard let entry = try index.find(id, in: lane, mixedHash: mixedHash), !entry.isTombstone, entry.isSynced else { return }
+        try index.update(id, in: lane, mixedHash: mixedHash) { $0.withSynced(false) }
+        c.pointee.unsynced += 1
+    }
+
     /// `applyRemoved` on `lane`, given the UUID's `mixedHash`, counting into `c`.
     @inline(__always)
     func applyRemoved(_ id: UUIDBytes, in lane: SampleIndex.Lane, mixedHash: UInt64, counting c: UnsafeMutablePointer<Counters>) throws {

@@ -58,6 +58,15 @@ public final class StoreState {
     /// `samplesRejected` record. It applies while the sample's current version
     /// is live, unsynced and older than that record (`isRejectionCurrent`).
     var rejections: [UUIDBytes: (rejection: SampleRejection, position: LogPosition)] = [:]
+    /// The latest destination record of each destination (server id, user),
+    /// with its position; `destination` is the latest of all: the current one.
+    var destinations: [DestinationKey: (destination: StoreDestination, position: LogPosition)] = [:]
+    public internal(set) var destination: StoreDestination?
+    struct DestinationKey: Hashable {
+        var serverId: String
+        var user: String
+        init(_ d: StoreDestination) { (serverId, user) = (d.serverId, d.user) }
+    }
     /// Positions below this hold no unsynced current version (a lower bound the
     /// unsynced scan raises as it goes).
     var unsyncedFloor = LogPosition.zero
@@ -118,6 +127,12 @@ public final class StoreState {
         case .samplesRejected(let p):
             try applyQueued()
             recordRejections(p.rejections, at: position)
+        case .destination(let p):
+            try applyQueued()
+            setDestination(p.destination, at: position)
+        case .samplesUnacknowledged(let p):
+            try applyQueued()
+            try applyUnacknowledged(p.rejections, at: position)
         case .syncedThrough, .padding:
             break // they say what is durable, not what the log means
         }
@@ -222,6 +237,37 @@ public final class StoreState {
 
     func recordRejections(_ list: [SampleRejection], at position: LogPosition) {
         for r in list { rejections[UUIDBytes(r.id)] = (r, position) }
+    }
+
+    func setDestination(_ d: StoreDestination, at position: LogPosition) {
+        destinations[DestinationKey(d)] = (d, position)
+        destination = d
+    }
+
+    /// One `samplesUnacknowledged` record: each entry's current version, when
+    /// it is a live sample, is unsynced again; an entry with a reason records
+    /// a rejection (at `position`, so it applies to that version), one without
+    /// ends any rejection the sample had.
+    func applyUnacknowledged(_ entries: [SampleRejection], at position: LogPosition) throws {
+        for e in entries {
+            let key = UUIDBytes(e.id)
+            try applyUnacknowledged(key)
+            if e.reason.isEmpty {
+                rejections.removeValue(forKey: key)
+            } else {
+                rejections[key] = (e, position)
+            }
+        }
+    }
+
+    /// Unsyncs the current version of `id` when it is a synced live sample
+    /// (and lowers the unsynced scan's floor to it: it may lie below).
+    @inline(__always)
+    func applyUnacknowledged(_ id: UUIDBytes) throws {
+        guard let entry = try index.find(id), !entry.isTombstone, entry.isSynced else { return }
+        try index.update(id) { $0.withSynced(false) }
+        counters.pointee.unsynced += 1
+        unsyncedFloor = min(unsyncedFloor, entry.position)
     }
 
     // MARK: Rejections

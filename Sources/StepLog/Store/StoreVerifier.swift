@@ -184,7 +184,7 @@ public enum StoreVerifier {
                 if claim < lastClaim { return "synced-through record claims offset \(claim), before an earlier claim of \(lastClaim)" }
                 return nil
             case .sampleUpsert, .samplesAcknowledged, .intervalStatus, .intervalsCleared, .layeringRange, .dailyHighScore,
-                 .sampleDeleted, .padding, .sourceAnchor, .samplesRejected:
+                 .sampleDeleted, .padding, .sourceAnchor, .samplesRejected, .destination, .samplesUnacknowledged:
                 return nil // decoding checked their shape; what they mean is checked by the invariants after replay
             }
         }

@@ -37,3 +37,99 @@ public struct StepSampleListResponse: Codable, Hashable, Sendable {
     public var samples: [StepSampleDTO]
     public var total: Int
 }
+
+/// Response of `GET /steps/digest?uploader=`: who answers, and the digest of
+/// the live samples that uploader last wrote there (docs/RECONCILE.md).
+public struct UploaderDigestResponse: Codable, Hashable, Sendable {
+    /// Random, made with the server's database (a restored backup keeps it).
+    public var serverId: String
+    /// The user the token belongs to.
+    public var user: String
+    public var uploader: String
+    public var count: Int
+    /// The sum of their content hashes mod 2^64, 16 hex digits.
+    public var digest: String
+    public var days: Int
+
+    public init(serverId: String, user: String, uploader: String, count: Int, digest: String, days: Int) {
+        self.serverId = serverId
+        self.user = user
+        self.uploader = uploader
+        self.count = count
+        self.digest = digest
+        self.days = days
+    }
+}
+
+/// One UTC day of `GET /steps/digest/days`.
+public struct DayDigestDTO: Codable, Hashable, Sendable {
+    public var day: String
+    public var count: Int
+    public var digest: String
+
+    public init(day: String, count: Int, digest: String) {
+        self.day = day
+        self.count = count
+        self.digest = digest
+    }
+}
+
+/// Response of `GET /steps/digest/days`: days in order; `next` is the next page's `after`.
+public struct DayDigestsPage: Codable, Hashable, Sendable {
+    public var days: [DayDigestDTO]
+    public var next: String?
+
+    public init(days: [DayDigestDTO], next: String?) {
+        self.days = days
+        self.next = next
+    }
+}
+
+/// A sample's id and content hash (`GET /steps/digest/samples`).
+public struct SampleHashDTO: Codable, Hashable, Sendable {
+    public var id: String
+    public var hash: String
+
+    public init(id: String, hash: String) {
+        self.id = id
+        self.hash = hash
+    }
+}
+
+/// Response of `GET /steps/digest/samples`: ids in order; `next` is the next page's `after`.
+public struct DaySamplesPage: Codable, Hashable, Sendable {
+    public var samples: [SampleHashDTO]
+    public var next: String?
+
+    public init(samples: [SampleHashDTO], next: String?) {
+        self.samples = samples
+        self.next = next
+    }
+}
+
+/// What the server knows of one id (`POST /steps/digest/lookup`): `live`
+/// (written by `uploader`, on `day`, with content `hash`) or `deleted` (by `uploader`).
+public struct LookupEntryDTO: Codable, Hashable, Sendable {
+    public var id: String
+    public var state: String
+    public var uploader: String
+    public var day: String?
+    public var hash: String?
+
+    public init(id: String, state: String, uploader: String, day: String? = nil, hash: String? = nil) {
+        self.id = id
+        self.state = state
+        self.uploader = uploader
+        self.day = day
+        self.hash = hash
+    }
+}
+
+/// Response of `POST /steps/digest/lookup`: the ids the server knows, in id order.
+public struct LookupResponse: Codable, Hashable, Sendable {
+    public var samples: [LookupEntryDTO]
+
+    public init(samples: [LookupEntryDTO]) {
+        self.samples = samples
+    }
+}

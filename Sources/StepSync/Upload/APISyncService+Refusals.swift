@@ -46,7 +46,7 @@ extension APISyncService {
     /// returns nil. Refused because of a sample: returns the refusal.
     private func post(_ part: [StoredSample], _ summary: inout UploadSummary) async throws -> SampleRefusal? {
         let samples = part.map(\.sample)
-        let body = StepsRequestBody.encode(samples)
+        let body = StepsRequestBody.encode(samples, uploader: client.uploader)
         do {
             let (response, retries) = try await BatchPoster.post(samples, body: body, client: client, retry: retry, sleep: sleep,
                                                                  onRetry: onRetry)

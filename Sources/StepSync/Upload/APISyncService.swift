@@ -202,7 +202,7 @@ public final class APISyncService {
     /// A batch's samples and its encoded request body.
     private func prepare(_ batch: [StoredSample]) -> (samples: [StepSample], body: Data) {
         let samples = batch.map(\.sample)
-        return (samples, StepsRequestBody.encode(samples))
+        return (samples, StepsRequestBody.encode(samples, uploader: client.uploader))
     }
 
     /// Starts posting a prepared batch (with retries) on its own task.

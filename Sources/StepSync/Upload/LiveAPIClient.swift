@@ -10,17 +10,20 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
     private let session: URLSession
     private let timeout: TimeInterval
     private let token: String?
+    public let uploader: String?
 
     /// `timeout` bounds each request (connect, send, wait for the answer).
     /// `token`: sent as `Authorization: Bearer <token>` (not on `GET /health`).
     /// `connections`: at most this many to the server at once (requests in flight beyond them wait).
-    public init(baseURL: String, timeout: TimeInterval = 30, token: String? = nil, connections: Int = 2) throws {
+    /// `uploader`: the store's uploader id, sent with every write.
+    public init(baseURL: String, timeout: TimeInterval = 30, token: String? = nil, connections: Int = 2, uploader: String? = nil) throws {
         guard let url = URL(string: baseURL), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
             throw APIError.invalidURL(baseURL)
         }
         self.baseURL = url
         self.timeout = timeout
         self.token = token
+        self.uploader = uploader
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         configuration.timeoutIntervalForResource = timeout * 2
@@ -60,7 +63,7 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
     }
 
     public func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse {
-        try await postSteps(samples, encodedBody: StepsRequestBody.encode(samples))
+        try await postSteps(samples, encodedBody: StepsRequestBody.encode(samples, uploader: uploader))
     }
 
     public func postSteps(_ samples: [StepSample], encodedBody: Data) async throws -> StepSampleResponse {
@@ -75,14 +78,39 @@ public final class LiveAPIClient: APIClient, @unchecked Sendable {
         var request = URLRequest(url: url("/steps/deletions"))
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = DeletionsRequestBody.encode(ids)
+        request.httpBody = DeletionsRequestBody.encode(ids, uploader: uploader)
         return try decode(DeletionResponse.self, try await perform(request))
     }
 
     public func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse {
-        var request = URLRequest(url: url("/steps", query: "?limit=\(limit)&offset=\(offset)"))
+        try await get(StepSampleListResponse.self, "/steps", query: "?limit=\(limit)&offset=\(offset)")
+    }
+
+    private func get<T: Decodable>(_ type: T.Type, _ path: String, query: String) async throws -> T {
+        var request = URLRequest(url: url(path, query: query))
         request.httpMethod = "GET"
-        return try decode(StepSampleListResponse.self, try await perform(request))
+        return try decode(type, try await perform(request))
+    }
+
+    public func digest(uploader: String) async throws -> UploaderDigestResponse {
+        try await get(UploaderDigestResponse.self, "/steps/digest", query: "?uploader=\(uploader)")
+    }
+
+    public func dayDigests(uploader: String, after: String?) async throws -> DayDigestsPage {
+        try await get(DayDigestsPage.self, "/steps/digest/days", query: "?uploader=\(uploader)" + (after.map { "&after=\($0)" } ?? ""))
+    }
+
+    public func daySamples(uploader: String, day: String, after: String?) async throws -> DaySamplesPage {
+        try await get(DaySamplesPage.self, "/steps/digest/samples",
+                      query: "?uploader=\(uploader)&day=\(day)" + (after.map { "&after=\($0)" } ?? ""))
+    }
+
+    public func lookup(_ ids: [UUID]) async throws -> LookupResponse {
+        var request = URLRequest(url: url("/steps/digest/lookup"))
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = DeletionsRequestBody.encode(ids)
+        return try decode(LookupResponse.self, try await perform(request))
     }
 
     public func healthCheck() async throws -> Bool {

@@ -24,11 +24,13 @@ public final class SocketAPIClient: APIClient, @unchecked Sendable {
     private let pathPrefix: String
     /// `Authorization: Bearer …\r\n`, or empty without a token.
     private let authorization: String
+    public let uploader: String?
 
     /// `token`: sent as `Authorization: Bearer <token>` on every request but
     /// `GET /health`; nil for a `--single-user` server.
     /// `connections`: at most this many open at once (at least 1).
-    public init(baseURL: String, timeout: TimeInterval = 30, token: String? = nil, connections: Int = 2) throws {
+    /// `uploader`: the store's uploader id, sent with every write.
+    public init(baseURL: String, timeout: TimeInterval = 30, token: String? = nil, connections: Int = 2, uploader: String? = nil) throws {
         guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host, !host.isEmpty else {
             throw APIError.invalidURL(baseURL)
         }
@@ -42,6 +44,7 @@ public final class SocketAPIClient: APIClient, @unchecked Sendable {
         while path.hasSuffix("/") { path.removeLast() }
         pathPrefix = path
         authorization = token.map { "Authorization: Bearer \($0)\r\n" } ?? ""
+        self.uploader = uploader
     }
 
     /// The first idle connection, else the least busy; counted busy until `release`.
@@ -83,7 +86,7 @@ public final class SocketAPIClient: APIClient, @unchecked Sendable {
     }
 
     public func postSteps(_ samples: [StepSample]) async throws -> StepSampleResponse {
-        try await postSteps(samples, encodedBody: StepsRequestBody.encode(samples))
+        try await postSteps(samples, encodedBody: StepsRequestBody.encode(samples, uploader: uploader))
     }
 
     public func postSteps(_ samples: [StepSample], encodedBody: Data) async throws -> StepSampleResponse {
@@ -91,11 +94,28 @@ public final class SocketAPIClient: APIClient, @unchecked Sendable {
     }
 
     public func postDeletions(_ ids: [UUID]) async throws -> DeletionResponse {
-        try decode(DeletionResponse.self, try await request("POST", "/steps/deletions", body: DeletionsRequestBody.encode(ids)))
+        try decode(DeletionResponse.self, try await request("POST", "/steps/deletions", body: DeletionsRequestBody.encode(ids, uploader: uploader)))
     }
 
     public func getSteps(limit: Int, offset: Int) async throws -> StepSampleListResponse {
         try decode(StepSampleListResponse.self, try await request("GET", "/steps?limit=\(limit)&offset=\(offset)"))
+    }
+
+    public func digest(uploader: String) async throws -> UploaderDigestResponse {
+        try decode(UploaderDigestResponse.self, try await request("GET", "/steps/digest?uploader=\(uploader)"))
+    }
+
+    public func dayDigests(uploader: String, after: String?) async throws -> DayDigestsPage {
+        try decode(DayDigestsPage.self, try await request("GET", "/steps/digest/days?uploader=\(uploader)" + (after.map { "&after=\($0)" } ?? "")))
+    }
+
+    public func daySamples(uploader: String, day: String, after: String?) async throws -> DaySamplesPage {
+        try decode(DaySamplesPage.self, try await request(
+            "GET", "/steps/digest/samples?uploader=\(uploader)&day=\(day)" + (after.map { "&after=\($0)" } ?? "")))
+    }
+
+    public func lookup(_ ids: [UUID]) async throws -> LookupResponse {
+        try decode(LookupResponse.self, try await request("POST", "/steps/digest/lookup", body: DeletionsRequestBody.encode(ids)))
     }
 
     public func healthCheck() async throws -> Bool {

@@ -6,7 +6,8 @@ enum FuzzSeedStore {
     /// Writes a store holding every record type into `directory`: samples
     /// (with and without device names, every origin), acknowledgements,
     /// deletions and their acknowledgement, intervals, a clear, a layering
-    /// range, a high score and a source anchor. With a small `segmentSize`
+    /// range, a high score, a source anchor, acknowledgements taken back, a
+    /// deletion restored and a destination. With a small `segmentSize`
     /// it spans several segments, each sealed one with its index snapshot.
     static func write(to directory: String, segmentSize: Int = FormatConstants.defaultSegmentSize, samples: Int = 24) throws {
         var options = StoreOptions(segmentSize: segmentSize)
@@ -34,6 +35,15 @@ enum FuzzSeedStore {
         try store.recordHighScore(DailyHighScore(day: 20_000, steps: 9_876, recordedAtMilliseconds: 1_700_000_300_000))
         try store.recordSourceAnchor(family: "health", anchor: Array("anchor-7".utf8))
         try store.clearIntervals(at: Date(timeIntervalSince1970: 1_700_000_400))
+        // What a reconcile writes: acknowledgements taken back (one held back with a reason), a
+        // deletion restored, the destination.
+        let acknowledged = try unsynced.compactMap { try store.sample(id: $0.id) }.filter(\.isSynced).prefix(2)
+        _ = try store.unacknowledge(acknowledged.enumerated().map { ($1, $0 == 0 ? nil : "written later by another uploader") },
+                                    at: Date(timeIntervalSince1970: 1_700_000_450))
+        _ = try store.restoreDeletions([deletions[0].id], at: Date(timeIntervalSince1970: 1_700_000_460))
+        try store.recordDestination(StoreDestination(serverId: "5E3D0000-0000-4000-8000-000000000001", user: "alice",
+                                                     url: "http://127.0.0.1:8000", uploader: UUID(uuid: uuidBytes(99)),
+                                                     recordedAtMilliseconds: 1_700_000_470_000, provenEqualAtMilliseconds: 0))
         // More upserts after a sync, left for close to sync.
         _ = try store.upsert(batch.suffix(3).map { var s = $0; s.count += 1; return s }, fetchedAt: Date(timeIntervalSince1970: 1_700_000_500))
         try store.close()

@@ -24,6 +24,11 @@ public struct CrashWorkload: Sendable {
         /// Upload's path: unsynced samples marked synced (acknowledgement
         /// records) and pending deletions acknowledged, a sync per chunk.
         case upload
+        /// A reconcile's corrections on an uploaded store: acknowledgements
+        /// taken back (some held back with a reason), lost deletions restored,
+        /// the destination recorded, a sync after each; then the repairs
+        /// uploaded (docs/RECONCILE.md).
+        case reconcile
     }
 
     public var kind: Kind
@@ -47,7 +52,7 @@ public struct CrashWorkload: Sendable {
         case .compaction, .backgroundCompaction:
             options.segmentSize = 12 << 10
             batches = 6 * scale; batchSize = 20
-        case .upload:
+        case .upload, .reconcile:
             batches = 4 * scale; batchSize = 30
         }
         options.compactionDeadBytes = 0 // only the compactions the workload runs
@@ -59,7 +64,7 @@ public struct CrashWorkload: Sendable {
         switch kind {
         case .ingest, .manySegments: return 0
         case .resumeTorn: return batches / 2
-        case .compaction, .backgroundCompaction, .upload: return batches
+        case .compaction, .backgroundCompaction, .upload, .reconcile: return batches
         }
     }
 
@@ -117,26 +122,71 @@ public struct CrashWorkload: Sendable {
             }
             closed = true
             try store.close()
+        case .reconcile:
+            let store = try StepLogStore.open(directory, options: options)
+            defer { try? store.close() }
+            if store.destination == nil {
+                try reconcile(store, log: log, acknowledge: acknowledge)
+            }
+            try upload(store, log: log, acknowledge: acknowledge)
+            try store.close()
         case .upload:
             let store = try StepLogStore.open(directory, options: options)
             defer { try? store.close() }
-            while true {
-                let chunk = try store.unsyncedSamples(limit: 25)
-                if chunk.isEmpty { break }
-                for s in chunk { log.note(s.sample.id, .live(count: s.sample.count, synced: true)) }
-                _ = try store.markSynced(chunk)
-                try store.sync()
-                acknowledge(log.mark(ranges: batches))
-            }
-            while true {
-                let chunk = try store.pendingDeletions(limit: 7)
-                if chunk.isEmpty { break }
-                for d in chunk { log.note(d.id, .absent) }
-                _ = try store.markDeletionsAcknowledged(chunk)
-                try store.sync()
-                acknowledge(log.mark(ranges: batches))
-            }
+            try upload(store, log: log, acknowledge: acknowledge)
             try store.close()
+        }
+    }
+
+    /// A reconcile's corrections: every third acknowledged live sample taken
+    /// back (every other chunk with a reason: held back), deletions restored
+    /// for UUIDs the store no longer holds, then the destination; a sync and
+    /// an acknowledgement after each. Resumable: what a failed run wrote is
+    /// no longer acknowledged, so it is not written again.
+    private func reconcile(_ store: StepLogStore, log: ExpectationLog, acknowledge: (ExpectationLog.Mark) -> Void) throws {
+        var live: [StoredSample] = []
+        try store.forEachSample { live.append($0) }
+        let chosen = live.enumerated().filter { $0.offset % 3 == 0 && $0.element.isSynced }.map(\.element)
+        var from = 0
+        while from < chosen.count {
+            let chunk = chosen[from..<min(chosen.count, from + 10)]
+            let reason: String? = (from / 10) % 2 == 1 ? "written later by another uploader" : nil
+            for s in chunk { log.note(s.id, .live(count: s.sample.count, synced: false)) }
+            _ = try store.unacknowledge(chunk.map { ($0, reason) }, at: Date(timeIntervalSince1970: 20))
+            try store.sync()
+            acknowledge(log.mark(ranges: batches))
+            from += chunk.count
+        }
+        let lost = (0..<6).map { Self.sample(8_000_000 + $0, version: 0).id }
+        for id in lost where try store.sampleState(id: id) == .absent { log.note(id, .deletionPending) }
+        _ = try store.restoreDeletions(lost, at: Date(timeIntervalSince1970: 21))
+        try store.sync()
+        acknowledge(log.mark(ranges: batches))
+        try store.recordDestination(StoreDestination(serverId: "crash-server", user: "alice", url: "http://127.0.0.1:8000",
+                                                     uploader: Self.sample(7_000_000, version: 0).id,
+                                                     recordedAtMilliseconds: 22_000, provenEqualAtMilliseconds: 0))
+        try store.sync()
+        acknowledge(log.mark(ranges: batches))
+    }
+
+    /// Upload's acknowledgements: unsynced samples marked synced, then pending
+    /// deletions acknowledged, a sync after each chunk.
+    private func upload(_ store: StepLogStore, log: ExpectationLog, acknowledge: (ExpectationLog.Mark) -> Void) throws {
+        while true {
+            let chunk = try store.unsyncedSamples(limit: 25)
+            if chunk.isEmpty { break }
+            for s in chunk { log.note(s.sample.id, .live(count: s.sample.count, synced: true)) }
+            _ = try store.markSynced(chunk)
+            try store.sync()
+            acknowledge(log.mark(ranges: batches))
+        }
+        while true {
+            let chunk = try store.pendingDeletions(limit: 7)
+            if chunk.isEmpty { break }
+            for d in chunk { log.note(d.id, .absent) }
+            _ = try store.markDeletionsAcknowledged(chunk)
+            try store.sync()
+            acknowledge(log.mark(ranges: batches))
         }
     }
 

@@ -132,11 +132,11 @@ def printable(text: str) -> str:
 
 
 def create_app(settings: Settings, store: Store) -> Starlette:
-    from .routes import daily, dashboard, health, openapi, steps
+    from .routes import daily, dashboard, digests, health, openapi, steps
 
     context = Context(settings, store)
     routes = [Route(path, guarded(endpoint), methods=methods)
-              for module in (health, steps, daily, openapi, dashboard) for path, endpoint, methods in module.routes(context)]
+              for module in (health, steps, daily, digests, openapi, dashboard) for path, endpoint, methods in module.routes(context)]
 
     async def answer_error(request: Request, error: Exception) -> Response:
         if isinstance(error, ApiError):

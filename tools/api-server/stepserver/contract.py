@@ -20,7 +20,7 @@ import urllib.parse
 from datetime import datetime, timedelta, timezone
 from itertools import repeat
 from operator import floordiv, sub
-from typing import Annotated, Optional, Union
+from typing import Annotated, NamedTuple, Optional, Union
 
 import msgspec
 
@@ -86,12 +86,72 @@ class Sample(msgspec.Struct, gc=False):
     sourceDeviceName: Optional[DeviceName] = None
 
 
+UploaderId = Annotated[str, msgspec.Meta(
+    min_length=1, max_length=ID_MAX_LENGTH, extra_json_schema={"pattern": ID_PATTERN},
+    description="the client's store that sends this (its random id, e.g. a UUID): the server records it as the "
+    "writer of each sample or deletion, and keeps digests per uploader (GET /steps/digest)")]
+
+
 class StepsBody(msgspec.Struct):
     samples: Annotated[list[Sample], msgspec.Meta(max_length=MAX_SAMPLES_PER_REQUEST)]
+    uploader: Optional[UploaderId] = None
 
 
 class DeletionsBody(msgspec.Struct):
     ids: Annotated[list[SampleId], msgspec.Meta(max_length=MAX_IDS_PER_REQUEST)]
+    uploader: Optional[UploaderId] = None
+
+
+class LookupBody(msgspec.Struct):
+    ids: Annotated[list[SampleId], msgspec.Meta(max_length=MAX_IDS_PER_REQUEST)]
+
+
+Hash = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{16}$", description="64 bits as 16 hex digits (docs/RECONCILE.md)")]
+Day = Annotated[str, msgspec.Meta(description="YYYY-MM-DD, a UTC day")]
+
+
+class UploaderDigest(msgspec.Struct):
+    """GET /steps/digest: who answers, and the digest of what an uploader holds here."""
+
+    serverId: Annotated[str, msgspec.Meta(description="random, made with the database (a restored backup keeps it)")]
+    user: str
+    uploader: str
+    count: Annotated[int, msgspec.Meta(description="live samples this uploader last wrote")]
+    digest: Annotated[Hash, msgspec.Meta(description="the sum of their content hashes mod 2^64")]
+    days: Annotated[int, msgspec.Meta(description="UTC days holding them")]
+
+
+class DayDigest(msgspec.Struct):
+    day: Day
+    count: int
+    digest: Hash
+
+
+class DayDigestsPage(msgspec.Struct):
+    days: list[DayDigest]
+    next: Annotated[Optional[str], msgspec.Meta(description="the `after` of the next page; null on the last")]
+
+
+class SampleHash(msgspec.Struct):
+    id: str
+    hash: Hash
+
+
+class DaySamplesPage(msgspec.Struct):
+    samples: list[SampleHash]
+    next: Annotated[Optional[str], msgspec.Meta(description="the `after` of the next page; null on the last")]
+
+
+class LookupEntry(msgspec.Struct, omit_defaults=True):
+    id: str
+    state: Annotated[str, msgspec.Meta(description="live, or deleted (its last word was a deletion)")]
+    uploader: Annotated[str, msgspec.Meta(description="who wrote the live version, or the deletion ('' for unknown)")]
+    day: Optional[Day] = None
+    hash: Optional[Hash] = None
+
+
+class LookupAnswer(msgspec.Struct):
+    samples: Annotated[list[LookupEntry], msgspec.Meta(description="the ids the server knows, in id order")]
 
 
 class StoredSample(msgspec.Struct):
@@ -176,6 +236,7 @@ class ValidSample(msgspec.Struct, gc=False):
 
 _steps_decoder = msgspec.json.Decoder(StepsBody)
 _deletions_decoder = msgspec.json.Decoder(DeletionsBody)
+_lookup_decoder = msgspec.json.Decoder(LookupBody)
 
 
 def describe(value: object) -> str:
@@ -293,24 +354,61 @@ def _decode(decoder: msgspec.json.Decoder, body: bytes):
         raise bad_request("body is not valid JSON: nested too deeply") from None
 
 
-def parse_samples(body: bytes, now_ns: int) -> list[ValidSample]:
-    """A POST /steps body's samples, each checked against the server's receive time `now_ns`."""
-    samples = _decode(_steps_decoder, body).samples
+class Upload(NamedTuple):
+    """A write's body: its samples (or ids) and the uploader that sent it ('' when it did not say)."""
+
+    items: list
+    uploader: str
+
+
+def parse_upload(body: bytes, now_ns: int) -> Upload:
+    """A POST /steps body: its samples, each checked against the server's receive time `now_ns`."""
+    decoded = _decode(_steps_decoder, body)
+    _check_uploader(decoded.uploader)
     names: dict[str, str] = {}
+    samples = decoded.samples
     ids_ok = map(_ID_RE.fullmatch, [sample.id for sample in samples])
     starts = instants_ns([sample.startDate for sample in samples])
     ends = instants_ns([sample.endDate for sample in samples])
-    return [check_sample(sample, index, now_ns, names, id_ok is not None, start, end)
-            for index, (sample, id_ok, start, end) in enumerate(zip(samples, ids_ok, starts, ends))]
+    return Upload([check_sample(sample, index, now_ns, names, id_ok is not None, start, end)
+                   for index, (sample, id_ok, start, end) in enumerate(zip(samples, ids_ok, starts, ends))],
+                  decoded.uploader or "")
+
+
+def parse_samples(body: bytes, now_ns: int) -> list[ValidSample]:
+    """A POST /steps body's samples (parse_upload without the uploader)."""
+    return parse_upload(body, now_ns).items
+
+
+def parse_deletion_upload(body: bytes) -> Upload:
+    """A POST /steps/deletions body: its ids."""
+    decoded = _decode(_deletions_decoder, body)
+    _check_uploader(decoded.uploader)
+    _check_ids(decoded.ids)
+    return Upload(decoded.ids, decoded.uploader or "")
 
 
 def parse_deletions(body: bytes) -> list[str]:
     """A POST /steps/deletions body's ids."""
-    ids = _decode(_deletions_decoder, body).ids
+    return parse_deletion_upload(body).items
+
+
+def parse_lookup(body: bytes) -> list[str]:
+    """A POST /steps/digest/lookup body's ids."""
+    ids = _decode(_lookup_decoder, body).ids
+    _check_ids(ids)
+    return ids
+
+
+def _check_ids(ids: list[str]) -> None:
     for index, value in enumerate(ids):
         if _ID_RE.fullmatch(value) is None:
             raise bad_request(_id_problem(value, f"ids[{index}]"))
-    return ids
+
+
+def _check_uploader(uploader: Optional[str]) -> None:
+    if uploader is not None and _ID_RE.fullmatch(uploader) is None:
+        raise bad_request(_id_problem(uploader, "uploader"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -319,7 +417,7 @@ def parse_deletions(body: bytes) -> list[str]:
 
 
 def parse_query(query: str, allowed: dict[str, str]) -> dict[str, str]:
-    """`allowed` maps a parameter name to its kind: "digits", "bool", "date", "zone", "text", "word".
+    """`allowed` maps a parameter name to its kind: "digits", "bool", "date", "zone", "text", "word", "id".
     Unknown names, repeats, empty values and anything percent-encoded or malformed are a 400."""
     values: dict[str, str] = {}
     if not query:
@@ -349,6 +447,9 @@ def parse_query(query: str, allowed: dict[str, str]) -> dict[str, str]:
                 raise bad_request(f"{name}: must be an IANA time zone like Europe/Zurich (got {json.dumps(value[:40])})")
         elif kind == "text":
             value = urllib.parse.unquote_plus(value)
+        elif kind == "id":
+            if _ID_RE.fullmatch(value) is None:
+                raise bad_request(_id_problem(value, name))
         elif kind == "word":
             if value not in ("all", "current"):
                 raise bad_request(f"{name}: must be all or current (got {json.dumps(value[:40])})")

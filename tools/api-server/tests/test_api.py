@@ -149,7 +149,8 @@ def test_the_sqlite_file_reads_as_its_documented_tables(sqlite_server):
                                  "source_device_name FROM samples").fetchone()
         daily = connection.execute("SELECT day, merged, raw FROM daily_totals").fetchall()
         mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
-    assert tables == {"stepsync_schema", "tokens", "request_seq", "samples", "sample_versions", "deletions", "daily_totals"}
+    assert tables == {"stepsync_schema", "tokens", "request_seq", "samples", "sample_versions", "deletions", "daily_totals",
+                      "sample_digests", "server_identity", "digest_stale", "digest_writer"}
     assert row == ("alice", sample["id"], sample["startDate"], sample["endDate"], sample["count"], "com.apple.health", "Apple Watch")
     assert daily == [(sample["startDate"][:10], sample["count"], sample["count"])]
     assert mode == "wal"

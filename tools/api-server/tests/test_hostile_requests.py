@@ -271,9 +271,11 @@ def test_the_reading_processes_end_with_a_killed_server(single):
 
 
 @pytest.mark.parametrize("path, query", [("/steps", "limit=x"), ("/steps", "nonsense=1"), ("/steps/daily", "from=x"),
-                                          ("/steps/deletions", "a=1")])
+                                          ("/steps/deletions", "a=1"), ("/steps/digest", "uploader=a%20b"),
+                                          ("/steps/digest/days", "after=x"), ("/steps/digest/samples", "day=x"),
+                                          ("/steps/digest/lookup", "a=1")])
 def test_no_token_is_401_before_the_query_is_validated(single, path, query):
-    method = "POST" if path == "/steps/deletions" else "GET"
+    method = "POST" if path in ("/steps/deletions", "/steps/digest/lookup") else "GET"
     response = requests.request(method, f"{single.url}{path}?{query}", data=b"{", timeout=10)
     assert response.status_code == 401, response.text
 

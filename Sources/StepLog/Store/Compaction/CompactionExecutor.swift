@@ -105,7 +105,8 @@ struct CompactionExecutor {
     }
 
     /// Frames what compaction keeps of a live `record`: its bytes as they
-    /// are, with an acknowledgement folded into a sample's flags, or only the
+    /// are, with a sample's acknowledgement folded into its flags (or one taken
+    /// back cleared from them), or only the
     /// entries of a samples-rejected record that still apply.
     static func rewrite(_ record: RecordView, as verdict: Liveness.Verdict, to frame: WriteBuffer) {
         if let current = verdict.currentRejections {
@@ -116,6 +117,7 @@ struct CompactionExecutor {
         RecordFrame.append(record.type, payloadSize: payload.count, to: frame) { p in
             if let base = payload.baseAddress { p.copyMemory(from: base, byteCount: payload.count) }
             if verdict.foldsAcknowledgement { SamplePayload.setSynced(p) }
+            if verdict.dropsAcknowledgement { SamplePayload.setSynced(p, false) }
         }
     }
 

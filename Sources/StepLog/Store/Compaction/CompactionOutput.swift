@@ -123,8 +123,8 @@ final class CompactionOutput {
             case .version(let uuid, let flags):
                 snapshotSamples.append(SegmentSnapshot.SampleEntry(uuid: uuid, offset: offset, flags: flags))
                 samplesWritten += 1
-            case .acknowledgements:
-                preconditionFailure("compaction copies no acknowledgement (it is folded into the versions)")
+            case .acknowledgements, .unacknowledgements:
+                preconditionFailure("compaction copies no acknowledgement or its loss (they are folded into the versions)")
             case .verbatim:
                 snapshotOthers.append(SegmentSnapshot.OtherRecord(offset: offset, type: type, payload: Array(payload)))
             case .nothing:

@@ -5,7 +5,8 @@
 /// status of a current interval, a current layering range, the latest high
 /// score of a day, the latest anchor of a source family, a rejection that
 /// still applies (a `samplesRejected` record is live while one of its entries
-/// is). Everything else (older versions, acknowledgements, acknowledged
+/// is; so is a `samplesUnacknowledged` record's entry with a reason, kept as a
+/// `samplesRejected` record), the latest record of each destination. Everything else (older versions, acknowledgements, acknowledged
 /// tombstones, superseded statuses, clears, synced-through and padding
 /// records) is dead: what compaction drops.
 enum Liveness {
@@ -21,6 +22,9 @@ enum Liveness {
         var isSyncMark = false
         /// A sample version whose acknowledgement compaction folds into its flags.
         var foldsAcknowledgement = false
+        /// A sample version written acknowledged (flag bit 1) whose acknowledgement
+        /// was taken back since (`samplesUnacknowledged`): compaction clears the bit.
+        var dropsAcknowledgement = false
         /// A samples-rejected record: the entries that still apply (all that compaction keeps).
         var currentRejections: [SampleRejection]?
     }
@@ -35,6 +39,7 @@ enum Liveness {
             if let entry = state.index.entry(sample.uuid, at: position) {
                 v.live = true
                 v.foldsAcknowledgement = entry.isSynced && !sample.isSynced
+                v.dropsAcknowledgement = !entry.isSynced && sample.isSynced
             }
         case .sampleDeleted(let tombstone):
             v.live = state.index.entry(tombstone.uuid, at: position) != nil
@@ -46,9 +51,14 @@ enum Liveness {
             v.live = state.highScorePositions[p.day] == position
         case .sourceAnchor(let p):
             v.live = state.anchors[p.family]?.position == position
-        case .samplesRejected(let p):
+        case .destination(let p):
+            v.live = state.destinations[StoreState.DestinationKey(p.destination)]?.position == position
+        case .samplesRejected(let p), .samplesUnacknowledged(let p):
             // Only the entries that still apply: a record can outlive some of its samples' versions.
-            let current = try p.rejections.filter { try state.isRejectionCurrent(UUIDBytes($0.id), recordedAt: position) }
+            // (An unacknowledgement is folded into the versions' flags: what is kept of one is the
+            // rejections of its entries with a reason, as a samples-rejected record.)
+            let rejecting = record.type == .samplesRejected ? p.rejections : p.rejections.filter { !$0.reason.isEmpty }
+            let current = try rejecting.filter { try state.isRejectionCurrent(UUIDBytes($0.id), recordedAt: position) }
             if !current.isEmpty {
                 v.live = true
                 v.currentRejections = current

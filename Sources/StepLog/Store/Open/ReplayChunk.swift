@@ -46,7 +46,7 @@ struct ReplayChunk: Sendable {
         case .sampleDeleted(let tombstone):
             addVersion(tombstone.uuid, .tombstone(at: position))
         case .samplesAcknowledged, .intervalStatus, .intervalsCleared, .layeringRange, .dailyHighScore,
-             .syncedThrough, .padding, .sourceAnchor, .samplesRejected:
+             .syncedThrough, .padding, .sourceAnchor, .samplesRejected, .destination, .samplesUnacknowledged:
             isVersion.append(false)
             others.append(Other(type: record.type.rawValue, payload: Array(record.payload), offset: offset, position: position))
             payloadBytes += record.payload.count

@@ -42,6 +42,10 @@ extension SegmentSnapshot {
                     event(uuid, UInt32(offset), flags)
                 case .acknowledgements(let ids):
                     for i in 0..<ids.count { event(ids.uuid(i), 0, FormatConstants.snapshotEntrySynced) }
+                case .unacknowledgements(let entries):
+                    for e in entries.rejections { event(UUIDBytes(e.id), 0, FormatConstants.snapshotEntryUnsynced) }
+                    // Its rejections (and the ends of rejections) are applied with the other records.
+                    others.append(OtherRecord(offset: UInt32(offset), type: record.type.rawValue, payload: Array(record.payload)))
                 case .verbatim:
                     others.append(OtherRecord(offset: UInt32(offset), type: record.type.rawValue, payload: Array(record.payload)))
                 case .nothing:
@@ -78,6 +82,9 @@ extension SegmentSnapshot {
         case version(UUIDBytes, flags: UInt8)
         /// The acknowledgement of each UUID (an event with the synced flag alone).
         case acknowledgements(AcknowledgedPayload)
+        /// Each UUID's acknowledgement lost (an event with the unsynced flag
+        /// alone); the record is also carried as it is, for its rejections.
+        case unacknowledgements(RejectionPayload)
         /// A record the snapshot carries as it is (it touches no sample).
         case verbatim
         /// Nothing: the record says what was durable, not what the log means.
@@ -92,7 +99,9 @@ extension SegmentSnapshot {
                 return .version(tombstone.uuid, flags: FormatConstants.snapshotEntryHasVersion | FormatConstants.snapshotEntryTombstone)
             case .samplesAcknowledged(let ids):
                 return .acknowledgements(ids)
-            case .intervalStatus, .intervalsCleared, .layeringRange, .dailyHighScore, .sourceAnchor, .samplesRejected:
+            case .samplesUnacknowledged(let entries):
+                return .unacknowledgements(entries)
+            case .intervalStatus, .intervalsCleared, .layeringRange, .dailyHighScore, .sourceAnchor, .samplesRejected, .destination:
                 return .verbatim
             case .syncedThrough, .padding:
                 return .nothing

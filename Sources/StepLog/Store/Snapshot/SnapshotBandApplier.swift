@@ -245,6 +245,8 @@ struct SnapshotBandApplier {
                             try state.applyRemoved(key, in: lane, mixedHash: hash, counting: counts)
                         } else if entry.isSynced {
                             try state.applyAcknowledged(key, in: lane, mixedHash: hash, counting: counts)
+                        } else if entry.isUnsynced {
+                            try state.applyUnacknowledged(key, in: lane, mixedHash: hash, counting: counts)
                         }
                         i &+= 1
                     }

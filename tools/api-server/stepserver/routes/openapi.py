@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from .. import contract
 from ..app import Context, json_response
+from .digests import MAX_DAYS_PER_PAGE, MAX_SAMPLES_PER_PAGE
 
 
 def _error(description: str) -> dict:
@@ -41,13 +42,17 @@ COMMON_ERRORS = {
 def build_schema() -> dict[str, Any]:
     types = [contract.StepsBody, contract.DeletionsBody, contract.StepsPage, contract.SavedAnswer,
              contract.DeletedAnswer, contract.ClearedAnswer, contract.HealthAnswer, contract.ErrorAnswer,
-             contract.DailyDocument]
+             contract.DailyDocument, contract.UploaderDigest, contract.DayDigestsPage, contract.DaySamplesPage,
+             contract.LookupBody, contract.LookupAnswer]
     _, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
     years = f"(199[0-9]|[2-9][0-9]{{3}})" if (contract.MIN_DAILY_YEAR, contract.MAX_DAILY_YEAR) == (1990, 9998) else None
     assert years, "the day pattern below spells MIN_DAILY_YEAR and MAX_DAILY_YEAR out"
     day = {"type": "string", "format": "date", "pattern": f"^{years}-[0-9]{{2}}-[0-9]{{2}}$"}
     pattern = f"[ \\t]*=?[^,=\\t ]([^,]{{0,{contract.MAX_PRIORITY_PATTERN_BYTES - 3}}}[^,\\t ])?[ \\t]*"  # not empty, not "="
     priority = {"type": "string", "pattern": f"^{pattern}(,{pattern}){{0,{contract.MAX_PRIORITY_PATTERNS - 1}}}$"}
+    an_id = {"type": "string", "pattern": contract.ID_PATTERN}
+    uploader = {**_query("uploader", "the client's store id", an_id), "required": True}
+    utc_day = {"type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -90,6 +95,39 @@ def build_schema() -> dict[str, Any]:
                                    f"{contract.MAX_PRIORITY_PATTERNS}, none empty)", priority),
                         ],
                         "responses": {"200": _ok("DailyDocument"), **COMMON_ERRORS}},
+            },
+            "/steps/digest": {
+                "get": {"summary": "who answers (serverId, user) and the digest of the live samples an uploader last "
+                        "wrote (docs/RECONCILE.md); O(days)",
+                        "parameters": [uploader],
+                        "responses": {"200": _ok("UploaderDigest"), **COMMON_ERRORS}},
+            },
+            "/steps/digest/days": {
+                "get": {"summary": "the digest of each UTC day holding samples an uploader last wrote, in day order",
+                        "parameters": [
+                            uploader,
+                            _query("after", "the days after this one (the previous page's next)", utc_day),
+                            _query("limit", f"days a page, default and at most {MAX_DAYS_PER_PAGE}",
+                                   {"type": "integer", "minimum": 0, "maximum": MAX_DAYS_PER_PAGE}),
+                        ],
+                        "responses": {"200": _ok("DayDigestsPage"), **COMMON_ERRORS}},
+            },
+            "/steps/digest/samples": {
+                "get": {"summary": "the ids and content hashes of the live samples an uploader last wrote that start on one "
+                        "UTC day, in id order",
+                        "parameters": [
+                            uploader,
+                            {**_query("day", "YYYY-MM-DD", utc_day), "required": True},
+                            _query("after", "the ids after this one (the previous page's next)", an_id),
+                            _query("limit", f"samples a page, default and at most {MAX_SAMPLES_PER_PAGE}",
+                                   {"type": "integer", "minimum": 0, "maximum": MAX_SAMPLES_PER_PAGE}),
+                        ],
+                        "responses": {"200": _ok("DaySamplesPage"), **COMMON_ERRORS}},
+            },
+            "/steps/digest/lookup": {
+                "post": {"summary": f"what the server knows of up to {contract.MAX_IDS_PER_REQUEST} ids: live (who wrote it, "
+                         "its UTC day and content hash) or deleted (by whom); unknown ids are left out",
+                         "requestBody": _body("LookupBody"), "responses": {"200": _ok("LookupAnswer"), **COMMON_ERRORS}},
             },
             "/steps/deletions": {
                 "post": {"summary": f"delete up to {contract.MAX_IDS_PER_REQUEST} ids; unknown or deleted ids are "

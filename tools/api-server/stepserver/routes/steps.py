@@ -5,7 +5,7 @@ body is read."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -33,9 +33,10 @@ def page(store, check_gone: Callable[[], None], user: str, offset: int, limit: i
 def routes(context: Context) -> list:
     store = context.store
 
-    async def write(request: Request, parse: Callable[[bytearray, int], Any], apply: Callable[[str, Any, str], int]) -> int:
+    async def write(request: Request, parse: Callable[[bytearray, int], contract.Upload],
+                    apply: Callable[[str, list, str, str], int]) -> int:
         """A write's common path: the query (none), the token, the body within its budget, parsed and
-        freed, then applied with the request's receive time."""
+        freed, then applied with the request's receive time and the body's uploader; -1 for no items."""
         now_ns = time.time_ns()
         user = await context.user(request)
         contract.parse_query(query_text(request), {})
@@ -47,18 +48,18 @@ def routes(context: Context) -> list:
             finally:
                 body.clear()  # the bytes are not needed once parsed
                 context.budget.release(user, reserved)
-            return apply(user, parsed, contract.utc_text(now_ns)) if parsed else -1
+            return apply(user, parsed.items, contract.utc_text(now_ns), parsed.uploader) if parsed.items else -1
 
         return await run_in_threadpool(handle)
 
     async def post_steps(request: Request) -> Response:
-        saved = await write(request, contract.parse_samples, store.save)
+        saved = await write(request, contract.parse_upload, store.save)
         if saved < 0:
             return json_response({"saved": 0, "message": "No samples provided"})
         return json_response({"saved": saved, "message": "Success"})
 
     async def post_deletions(request: Request) -> Response:
-        deleted = await write(request, lambda body, now_ns: contract.parse_deletions(body), store.delete_ids)
+        deleted = await write(request, lambda body, now_ns: contract.parse_deletion_upload(body), store.delete_ids)
         return json_response({"deleted": max(deleted, 0), "message": "Success"})
 
     async def get_steps(request: Request) -> Response:

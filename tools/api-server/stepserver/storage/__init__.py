@@ -19,12 +19,13 @@ def open_storage(data: Path, database: Optional[str], pool_size: int = 8, check:
 
         postgres = PostgresDatabase(database, pool_size)
         store = Store(postgres)
-        postgres.open(store.rebuild_daily_totals, pool=pool)
+        postgres.open(store.rebuild_daily_totals, store.rebuild_digests, pool=pool)
         return store
     from .jsonl_import import earlier_layout, import_layout
     from .sqlite import SqliteDatabase
 
     sqlite = SqliteDatabase(data)
     store = Store(sqlite)
-    sqlite.open(lambda tx: import_layout(data, tx, store) if earlier_layout(data) else None, check=check)
+    sqlite.open(lambda tx: import_layout(data, tx, store) if earlier_layout(data) else None, check=check,
+                rebuild_digests=store.rebuild_digests)
     return store

@@ -54,6 +54,7 @@ def import_layout(directory: Path, tx: Transaction, store: Store) -> None:
     for path in histories:
         live, versions, deletions = _import_history(path, path.stem, tx)
         store.rebuild_daily_totals(tx, path.stem)
+        store.rebuild_digests(tx, path.stem)
         totals = [totals[0] + live, totals[1] + versions, totals[2] + deletions]
     tokens = _import_tokens(directory / "tokens.sqlite", tx)
     log(f"imported {len(histories)} users ({totals[0]} live samples, {totals[1]} earlier versions, {totals[2]} "

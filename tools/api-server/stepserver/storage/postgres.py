@@ -36,7 +36,7 @@ CONNECT_TIMEOUT_S = 5
 HEALTH_CACHE_S = 1.0
 LOCK_SPACE = 0x5735  # the user's and the migration's advisory locks: (LOCK_SPACE, hashtext(user) or 0); a day's: (hashtext(user), day)
 PIPELINED_ROWS = 100  # an insert of up to this many rows is one INSERT in the pipeline; more go by COPY
-TYPES = {"blob": "BYTEA", "request_seq": "CREATE SEQUENCE IF NOT EXISTS request_seq"}
+TYPES = {"dialect": "postgres", "blob": "BYTEA", "request_seq": "CREATE SEQUENCE IF NOT EXISTS request_seq"}
 
 
 class PostgresTransaction:
@@ -118,6 +118,10 @@ class PostgresTransaction:
     def next_request(self) -> int:
         return self.cursor.execute("SELECT nextval('request_seq')").fetchone()[0]
 
+    def mark_server_write(self) -> None:
+        self.pipelined()
+        self.cursor.execute("SET LOCAL stepsync.writer = 'server'")
+
 
 def in_transaction(connection: psycopg.Connection, work: Callable[[PostgresTransaction], Any]) -> Any:
     """work(tx) in one transaction on the connection, committed (the COMMIT travels in the pipeline with
@@ -156,14 +160,16 @@ class PostgresDatabase:
         parts = conninfo_to_dict(self.conninfo)
         return f"database {parts.get('dbname', '?')} on {parts.get('host', 'localhost')}"
 
-    def open(self, rebuild_totals: Callable[[PostgresTransaction], None], pool: bool = True) -> int:
+    def open(self, rebuild_totals: Callable[[PostgresTransaction], None], rebuild_digests: Callable[[PostgresTransaction], None],
+             pool: bool = True) -> int:
         """Migrates the schema (rebuild_totals computes the daily totals after a migration from the
-        earlier server) and opens the pool. Returns the version found."""
+        earlier server, rebuild_digests the digests after one from version 6 or earlier) and opens
+        the pool. Returns the version found."""
         try:
             with psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT_S) as connection:
                 def migrate(tx: PostgresTransaction) -> int:
                     tx.run("SELECT pg_advisory_xact_lock(?, 0)", (LOCK_SPACE,))
-                    return schema.migrate(tx, TYPES, lambda: rebuild_totals(tx))
+                    return schema.migrate(tx, TYPES, lambda: rebuild_totals(tx), lambda: rebuild_digests(tx))
 
                 found = in_transaction(connection, migrate)
                 if found not in (0, schema.VERSION):

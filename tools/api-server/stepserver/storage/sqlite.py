@@ -32,7 +32,7 @@ POOL_SIZE = 4  # writes take turns anyway; reads are short
 CACHE_KIB = 16 * 1024  # each connection's page cache, at most: the indexes of a large history stay in memory
 CHECKPOINT_PAGES = 10_000  # the WAL is copied back into the file after about 40 MB, not SQLite's 4 MB
 PARAMETERS_A_STATEMENT = 10_000  # SQLite's limit is 32,766 (SQLITE_MAX_VARIABLE_NUMBER)
-TYPES = {"blob": "BLOB", "request_seq": "CREATE TABLE request_seq (value BIGINT NOT NULL); INSERT INTO request_seq VALUES (0)"}
+TYPES = {"dialect": "sqlite", "blob": "BLOB", "request_seq": "CREATE TABLE request_seq (value BIGINT NOT NULL); INSERT INTO request_seq VALUES (0)"}
 _DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
@@ -41,6 +41,7 @@ class SqliteTransaction:
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self.connection = connection
+        self.server_write = False
 
     def rows(self, sql: str, parameters: tuple = ()) -> list[tuple]:
         return self.connection.execute(sql, parameters).fetchall()
@@ -84,6 +85,12 @@ class SqliteTransaction:
     def next_request(self) -> int:
         return self.connection.execute("UPDATE request_seq SET value = value + 1 RETURNING value").fetchone()[0]
 
+    def mark_server_write(self) -> None:
+        """A row in digest_writer until the commit (writes of every process take turns: one at a time)."""
+        if not self.server_write:
+            self.connection.execute("INSERT INTO digest_writer (active) VALUES (1)")
+            self.server_write = True
+
 
 class SqliteDatabase:
     def __init__(self, directory: Path) -> None:
@@ -99,10 +106,11 @@ class SqliteDatabase:
         return f"data {self.path}"
 
     def open(self, migrate_extra: Optional[Callable[[SqliteTransaction], None]] = None,
-             check: bool = True) -> int:
+             check: bool = True, rebuild_digests: Callable[[SqliteTransaction], None] = lambda tx: None) -> int:
         """Creates or opens the file, migrates the schema (then runs migrate_extra in the same
-        transaction when the file was new: the import of an earlier layout), checks it. Returns the
-        schema version found (0: a new file). StartupError with one line when it cannot."""
+        transaction when the file was new: the import of an earlier layout; rebuild_digests computes
+        the digests after a migration from version 6), checks it. Returns the schema version found
+        (0: a new file). StartupError with one line when it cannot."""
         if self.directory.exists() and not self.directory.is_dir():
             raise StartupError(f"--data {self.directory} is not a directory")
         if not self.directory.exists():
@@ -118,7 +126,7 @@ class SqliteDatabase:
 
             def work(tx: SqliteTransaction) -> None:
                 nonlocal found
-                found = schema.migrate(tx, TYPES, lambda: None)
+                found = schema.migrate(tx, TYPES, lambda: None, lambda: rebuild_digests(tx))
                 if found == 0 and migrate_extra is not None:
                     migrate_extra(tx)
 
@@ -175,7 +183,10 @@ class SqliteDatabase:
         except sqlite3.OperationalError as error:
             raise self._unavailable(error) from None
         try:
-            result = work(SqliteTransaction(connection))
+            tx = SqliteTransaction(connection)
+            result = work(tx)
+            if tx.server_write:
+                connection.execute("DELETE FROM digest_writer")
             connection.execute("COMMIT")
             return result
         except BaseException as error:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable, Iterator, Optional, Protocol
 
-from .. import daily_totals
+from .. import daily_totals, digests
 from ..contract import MAX_DURATION_SECONDS, StoredSample, ValidSample
 from .schema import SEQ_PER_REQUEST
 
@@ -33,6 +33,7 @@ _LOOKBACK_NS = MAX_DURATION_SECONDS * 1_000_000_000  # a sample overlapping an i
 SAMPLE_COLUMNS = ("user_name, id, seq, start_date, end_date, start_ns, end_ns, count, source_bundle_id, "
                   "source_device_name, received_at")
 _STORED = "id, start_date, end_date, count, source_bundle_id, source_device_name, received_at"
+_HASHED = "id, start_ns, end_ns, count, source_bundle_id, source_device_name, uploader"  # a content hash's fields
 
 
 class Transaction(Protocol):
@@ -72,6 +73,11 @@ class Transaction(Protocol):
     def next_request(self) -> int:
         """The next request number (request_seq)."""
 
+    def mark_server_write(self) -> None:
+        """Says that this transaction's changes to samples are the server's, which keeps the digests
+        itself: the triggers that mark digests stale after anyone else's change let them be
+        (storage/schema.py)."""
+
 
 class Database(Protocol):
     def write(self, work: Callable[[Transaction], Any]) -> Any:
@@ -106,8 +112,11 @@ class Store:
 
     # -- samples ------------------------------------------------------------------------------------
 
-    def save(self, user: str, samples: list[ValidSample], received_at: str) -> int:
-        """Stores what is new or changed; returns how many samples that was."""
+    def save(self, user: str, samples: list[ValidSample], received_at: str, uploader: str = "") -> int:
+        """Stores what is new or changed, written by `uploader` (the client's store, '' when it does not
+        say); returns how many samples that was. A sample stored with identical content keeps its
+        uploader, unless that is '' (written before uploaders were known): then it becomes this
+        uploader's, without a new version."""
         unique = dict(zip((sample.id for sample in samples), samples))  # a repeated id: last content, first place
         if not unique:
             return 0
@@ -120,59 +129,81 @@ class Store:
 
         def work(tx: Transaction) -> int:
             tx.lock_user(user, alone=False)
+            tx.mark_server_write()
             base = tx.next_request() * SEQ_PER_REQUEST
             among, parameters = tx.one_of("id", sorted(unique))
             stored = {row[0]: row[1:] for row in tx.rows(
-                f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns "
+                f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns, uploader "
                 f"FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}", (user, *parameters))}
-            fresh, changed, spans = [], [], []
+            fresh, changed, claimed, spans = [], [], [], []
+            changes = digests.Changes()
             for position, sample in enumerate(unique.values()):
                 row = (user, sample.id, base + position, sample.start_date, sample.end_date, sample.start_ns,
-                       sample.end_ns, sample.count, sample.bundle, sample.device, received_at)
+                       sample.end_ns, sample.count, sample.bundle, sample.device, received_at, uploader)
                 before = stored.get(sample.id)
-                if before is None:
-                    fresh.append(row)
-                elif before[:5] != (sample.start_date, sample.end_date, sample.count, sample.bundle, sample.device):
-                    changed.append(row)
-                    spans.append((before[5] // _NS_PER_MS, before[6] // _NS_PER_MS))
+                if before is not None and before[:5] == (sample.start_date, sample.end_date, sample.count, sample.bundle, sample.device):
+                    if before[7] != "" or not uploader:
+                        continue
+                    claimed.append(sample.id)  # the same content, this uploader's now: no new version
+                    changes.remove("", before[5], _stored_hash(sample.id, before))
+                    spans.append(batch[sample.id])  # its day is locked: the day's digests change
                 else:
-                    continue
-                spans.append(batch[sample.id])
+                    if before is None:
+                        fresh.append(row)
+                    else:
+                        changed.append(row)
+                        spans.append((before[5] // _NS_PER_MS, before[6] // _NS_PER_MS))
+                        changes.remove(before[7], before[5], _stored_hash(sample.id, before))
+                    spans.append(batch[sample.id])
+                changes.add(uploader, sample.start_ns, digests.content_hash(
+                    sample.id, sample.start_ns, sample.end_ns, sample.count, sample.bundle, sample.device))
             if fresh:
-                tx.insert("samples", SAMPLE_COLUMNS, sorted(fresh, key=lambda row: row[1]))  # in id order, as locked
+                tx.insert("samples", f"{SAMPLE_COLUMNS}, uploader", sorted(fresh, key=lambda row: row[1]))  # in id order, as locked
             if changed:
                 tx.run_many(f"INSERT INTO sample_versions (user_name, seq, {_STORED}) "
                             f"SELECT user_name, seq, {_STORED} FROM samples WHERE user_name = ? AND id = ?",
                             [(user, row[1]) for row in changed])
                 tx.run_many("UPDATE samples SET seq = ?, start_date = ?, end_date = ?, start_ns = ?, end_ns = ?, count = ?, "
-                            "source_bundle_id = ?, source_device_name = ?, received_at = ? WHERE user_name = ? AND id = ?",
+                            "source_bundle_id = ?, source_device_name = ?, received_at = ?, uploader = ? "
+                            "WHERE user_name = ? AND id = ?",
                             [(*row[2:], user, row[1]) for row in changed])
+            if claimed:
+                tx.run_many("UPDATE samples SET uploader = ? WHERE user_name = ? AND id = ?",
+                            [(uploader, user, sample_id) for sample_id in claimed])
             self._rewrite_days(tx, user, spans, batch, batch_rows, (base, base + SEQ_PER_REQUEST))
+            _apply_digest_changes(tx, user, changes)
             return len(fresh) + len(changed)
 
         return self.database.write(work)
 
-    def delete_ids(self, user: str, ids: list[str], received_at: str) -> int:
-        """Deletes those ids that are live; returns how many were (unknown or deleted ids are fine)."""
+    def delete_ids(self, user: str, ids: list[str], received_at: str, uploader: str = "") -> int:
+        """Deletes those ids that are live, on behalf of `uploader`; returns how many were (unknown or
+        deleted ids are fine)."""
         unique = list(dict.fromkeys(ids))
         if not unique:
             return 0
 
         def work(tx: Transaction) -> int:
             tx.lock_user(user, alone=False)
+            tx.mark_server_write()
             among, parameters = tx.one_of("id", sorted(unique))
-            live = tx.rows(f"SELECT id, start_ns, end_ns FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}",
+            live = tx.rows(f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns, "
+                           f"uploader FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}",
                            (user, *parameters))
             if not live:
                 return 0
             base = tx.next_request() * SEQ_PER_REQUEST
             tx.run_many(f"INSERT INTO sample_versions (user_name, seq, {_STORED}) "
                         f"SELECT user_name, seq, {_STORED} FROM samples WHERE user_name = ? AND id = ?",
-                        [(user, sample_id) for sample_id, _, _ in live])
-            tx.insert("deletions", "user_name, seq, id, received_at",
-                      [(user, base + position, sample_id, received_at) for position, (sample_id, _, _) in enumerate(live)])
-            tx.run_many("DELETE FROM samples WHERE user_name = ? AND id = ?", [(user, sample_id) for sample_id, _, _ in live])
-            self._rewrite_days(tx, user, [(start // _NS_PER_MS, end // _NS_PER_MS) for _, start, end in live])
+                        [(user, row[0]) for row in live])
+            tx.insert("deletions", "user_name, seq, id, received_at, uploader",
+                      [(user, base + position, row[0], received_at, uploader) for position, row in enumerate(live)])
+            tx.run_many("DELETE FROM samples WHERE user_name = ? AND id = ?", [(user, row[0]) for row in live])
+            self._rewrite_days(tx, user, [(row[6] // _NS_PER_MS, row[7] // _NS_PER_MS) for row in live])
+            changes = digests.Changes()
+            for row in live:
+                changes.remove(row[8], row[6], _stored_hash(row[0], row[1:]))
+            _apply_digest_changes(tx, user, changes)
             return len(live)
 
         return self.database.write(work)
@@ -182,7 +213,8 @@ class Store:
 
         def work(tx: Transaction) -> None:
             tx.lock_user(user, alone=True)
-            for table in ("samples", "sample_versions", "deletions", "daily_totals"):
+            tx.mark_server_write()
+            for table in ("samples", "sample_versions", "deletions", "daily_totals", "sample_digests", "digest_stale"):
                 tx.run(f"DELETE FROM {table} WHERE user_name = ?", (user,))
 
         self.database.write(work)
@@ -265,6 +297,113 @@ class Store:
                        "user_name, day, source_bundle_id, source_device_name, merged, raw, merged_quarters, raw_quarters",
                        [(user, *row) for row in rows])
 
+    def rebuild_digests(self, tx: Transaction, user: Optional[str] = None) -> None:
+        """Computes sample_digests from the samples (of every user, or one): after a migration or an
+        import, in the transaction that makes the schema, before any write can run beside it."""
+        if user is None:
+            tx.run("DELETE FROM sample_digests")
+            tx.run("DELETE FROM digest_stale")
+            rows = tx.each(f"SELECT user_name, {_HASHED} FROM samples")
+        else:
+            tx.run("DELETE FROM sample_digests WHERE user_name = ?", (user,))
+            tx.run("DELETE FROM digest_stale WHERE user_name = ?", (user,))
+            rows = tx.each(f"SELECT user_name, {_HASHED} FROM samples WHERE user_name = ?", (user,))
+        totals: dict[tuple[str, str, int], list[int]] = {}
+        for name, sample_id, start_ns, end_ns, count, bundle, device, uploader in rows:
+            total = totals.setdefault((name, uploader, digests.day_of(start_ns)), [0, 0])
+            total[0] += 1
+            total[1] += digests.content_hash(sample_id, start_ns, end_ns, count, bundle, device)
+        if totals:
+            tx.insert("sample_digests", "user_name, uploader, day, count, digest",
+                      [(*key, count, digests.to_signed(total)) for key, (count, total) in totals.items()])
+
+    # -- digests (docs/RECONCILE.md) ---------------------------------------------------------------
+
+    def server_id(self) -> str:
+        return self.database.read(lambda tx: tx.rows("SELECT server_id FROM server_identity"))[0][0]
+
+    def refresh_digests(self, user: str) -> int:
+        """Computes again, from the samples, the user's digests that a change the server did not make
+        marked stale (an operator's DELETE or UPDATE): O(samples of those days), only after such a
+        change. Returns how many (uploader, day) digests that was."""
+        if not self.database.read(lambda tx: tx.rows("SELECT 1 FROM digest_stale WHERE user_name = ? LIMIT 1", (user,))):
+            return 0
+
+        def work(tx: Transaction) -> int:
+            tx.lock_user(user, alone=False)
+            tx.mark_server_write()
+            stale = sorted(tx.rows(f"SELECT uploader, day FROM digest_stale WHERE user_name = ?{tx.locking()}", (user,)))
+            days = sorted({day for _, day in stale})
+            tx.lock_days(user, daily_totals.runs_of(days))
+            for day in days:
+                totals: dict[str, list[int]] = {}
+                for row in tx.rows(f"SELECT {_HASHED} FROM samples WHERE user_name = ? AND start_ns >= ? AND start_ns < ?",
+                                   (user, day * digests.DAY_NS, (day + 1) * digests.DAY_NS)):
+                    total = totals.setdefault(row[6], [0, 0])
+                    total[0] += 1
+                    total[1] += digests.content_hash(*row[:6])
+                for uploader in sorted({who for who, when in stale if when == day}):
+                    tx.run("DELETE FROM sample_digests WHERE user_name = ? AND uploader = ? AND day = ?", (user, uploader, day))
+                    if uploader in totals:
+                        count, total = totals[uploader]
+                        tx.insert("sample_digests", "user_name, uploader, day, count, digest",
+                                  [(user, uploader, day, count, digests.to_signed(total))])
+            tx.run_many("DELETE FROM digest_stale WHERE user_name = ? AND uploader = ? AND day = ?",
+                        [(user, uploader, day) for uploader, day in stale])
+            return len(stale)
+
+        return self.database.write(work)
+
+    def uploader_digest(self, user: str, uploader: str) -> tuple[int, int, int]:
+        """(count, digest, days) of the live samples `uploader` last wrote: one row a day summed."""
+        self.refresh_digests(user)
+        rows = self.database.read(lambda tx: tx.rows(
+            "SELECT count, digest FROM sample_digests WHERE user_name = ? AND uploader = ?", (user, uploader)))
+        return (*digests.combine(rows), len(rows))
+
+    def day_digests(self, user: str, uploader: str, after: Optional[int], limit: int) -> list[tuple[int, int, int]]:
+        """(day, count, digest) of the UTC days after `after` (days since 1970) holding samples
+        `uploader` last wrote, in day order, at most `limit`."""
+        self.refresh_digests(user)
+        return self.database.read(lambda tx: [(day, count, digest & digests.MASK) for day, count, digest in tx.rows(
+            "SELECT day, count, digest FROM sample_digests WHERE user_name = ? AND uploader = ? AND day > ? "
+            "ORDER BY day LIMIT ?", (user, uploader, -1 if after is None else after, limit))])
+
+    def day_hashes(self, user: str, uploader: str, day: int, after: Optional[str], limit: int) -> list[tuple[str, int]]:
+        """(id, content hash) of the live samples `uploader` last wrote that start on the UTC `day`,
+        in id order after `after`, at most `limit`."""
+        start = day * digests.DAY_NS
+        if not 0 <= start < 2 ** 63 - digests.DAY_NS:
+            return []  # no sample starts before 1970 or past what the databases' integers hold (2262)
+        # The day's rows by the start index, put in id order here: ORDER BY id in SQL lets a planner walk
+        # the primary key through the user's whole history instead (O(samples) a request).
+        rows = self.database.read(lambda tx: tx.rows(
+            f"SELECT {_HASHED} FROM samples WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND uploader = ?",
+            (user, start, start + digests.DAY_NS, uploader)))
+        page = sorted(row for row in rows if row[0] > (after or ""))[:limit]
+        return [(row[0], digests.content_hash(*row[:6])) for row in page]
+
+    def lookup(self, user: str, ids: list[str]) -> list[tuple]:
+        """What the server knows of each id: ("live", id, uploader, day, hash) for a live sample,
+        ("deleted", id, uploader) for one whose last word was a deletion; unknown ids are left out."""
+        unique = sorted(set(ids))
+        if not unique:
+            return []
+
+        def work(tx: Transaction) -> list[tuple]:
+            among, parameters = tx.one_of("id", unique)
+            found = {row[0]: ("live", row[0], row[6], digests.day_of(row[1]), digests.content_hash(*row[:6]))
+                     for row in tx.rows(f"SELECT {_HASHED} FROM samples WHERE user_name = ? AND {among}", (user, *parameters))}
+            rest = [sample_id for sample_id in unique if sample_id not in found]
+            if rest:
+                among, parameters = tx.one_of("id", rest)
+                for sample_id, uploader in tx.rows(f"SELECT id, uploader FROM deletions WHERE user_name = ? AND {among} "
+                                                   "ORDER BY seq", (user, *parameters)):
+                    found[sample_id] = ("deleted", sample_id, uploader)  # the latest deletion last
+            return [found[sample_id] for sample_id in unique if sample_id in found]
+
+        return self.database.read(work)
+
     # -- tokens -------------------------------------------------------------------------------------
 
     def add_token(self, token_id: str, user: str, token_hash: bytes, created_at: str) -> None:
@@ -317,3 +456,40 @@ def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int, with_id
 def _overlaps(sample: tuple, begin_ms: int, end_ms: int) -> bool:
     """Whether a (start_ms, end_ms, …) sample overlaps [begin_ms, end_ms) (an instantaneous one: starts in it)."""
     return sample[0] < end_ms and (sample[1] > begin_ms or begin_ms <= sample[0])
+
+
+def _stored_hash(sample_id: str, row: tuple) -> int:
+    """The content hash of a stored row (start_date, end_date, count, bundle, device, start_ns, end_ns, ...)."""
+    return digests.content_hash(sample_id, row[5], row[6], row[2], row[3], row[4])
+
+
+def _apply_digest_changes(tx: Transaction, user: str, changes: digests.Changes) -> None:
+    """Adds a write's changes to sample_digests (the caller holds the locks of the days they touch: the
+    daily totals' locks, whose days include every start day). A digest of no samples is removed."""
+    deltas = changes.nonzero()
+    for uploader in sorted({key[0] for key in deltas}):
+        days = sorted(day for who, day in deltas if who == uploader)
+        among, parameters = tx.one_of("day", days)
+        stored = {day: (count, digest) for day, count, digest in tx.rows(
+            f"SELECT day, count, digest FROM sample_digests WHERE user_name = ? AND uploader = ? AND {among}",
+            (user, uploader, *parameters))}
+        inserts, updates, deletes = [], [], []
+        for day in days:
+            count, total = deltas[(uploader, day)]
+            before = stored.get(day)
+            if before is not None:
+                count += before[0]
+                total += before[1]
+            if count == 0 and total & digests.MASK == 0:
+                if before is not None:
+                    deletes.append((user, uploader, day))
+            elif before is None:
+                inserts.append((user, uploader, day, count, digests.to_signed(total)))
+            else:
+                updates.append((count, digests.to_signed(total), user, uploader, day))
+        if deletes:
+            tx.run_many("DELETE FROM sample_digests WHERE user_name = ? AND uploader = ? AND day = ?", deletes)
+        if updates:
+            tx.run_many("UPDATE sample_digests SET count = ?, digest = ? WHERE user_name = ? AND uploader = ? AND day = ?", updates)
+        if inserts:
+            tx.insert("sample_digests", "user_name, uploader, day, count, digest", inserts)

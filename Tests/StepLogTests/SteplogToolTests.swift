@@ -229,7 +229,7 @@ import ToolSupport
         let other = tmp.sub("photos")
         try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false)
         writeFile(other + "/IMG_0001.jpg", [0xFF, 0xD8])
-        for command in [["compact", other], ["recover", other], ["stats", other]] {
+        for command in [["compact", other], ["recover", other], ["stats", other], ["verify", other]] {
             let refused = await run(command)
             #expect(refused.code == 1 && refused.lines == ["steplog \(command[0]): \(other) is not a StepLog store: it holds files that are not StepLog files (IMG_0001.jpg) and no segments"],
                     "\(refused.lines)")

@@ -11,4 +11,13 @@ public enum StoreDirectoryCheck {
         case .other: throw StepLogError.notAStore(path: path, reason: "it is not a directory")
         }
     }
+
+    /// A directory without segments that holds other files (a photo folder, a
+    /// home directory) is not a store: refused, not taken for an empty one.
+    /// `strangers` are the names that are no StepLog file (LOCK, segments,
+    /// snapshots and temporary files are).
+    public static func refuseStrangers(_ strangers: [String], segments: Int, in path: String) throws {
+        guard segments == 0, let first = strangers.min() else { return }
+        throw StepLogError.notAStore(path: path, reason: "it holds files that are not StepLog files (\(first)) and no segments")
+    }
 }

@@ -49,7 +49,12 @@ public enum StoreVerifier {
         var result = Result()
         var found: [SegmentInfo] = []
         var snapshotSequences: Set<UInt64> = []
-        for name in try Directory.names(in: directory).sorted() {
+        let names = try Directory.names(in: directory).sorted()
+        try StoreDirectoryCheck.refuseStrangers(
+            names.filter { $0 != FormatConstants.lockFileName && !$0.hasSuffix(FormatConstants.temporarySuffix)
+                && SegmentName.sequence(of: $0) == nil && SegmentName.snapshotSequence(of: $0) == nil },
+            segments: names.filter { SegmentName.sequence(of: $0) != nil }.count, in: directory)
+        for name in names {
             let path = Directory.join(directory, name)
             if name.hasSuffix(FormatConstants.temporarySuffix) {
                 result.notes.append("\(name) is a leftover temporary file (removed by the next writer)")

@@ -137,9 +137,7 @@ struct StoreOpener {
             if let sequence = SegmentName.snapshotSequence(of: name) { listing.snapshots.insert(sequence); continue }
             strangers.append(name)
         }
-        if listing.segments.isEmpty, let first = strangers.sorted().first {
-            throw StepLogError.notAStore(path: directory, reason: "it holds files that are not StepLog files (\(first)) and no segments")
-        }
+        try StoreDirectoryCheck.refuseStrangers(strangers, segments: listing.segments.count, in: directory)
         listing.segments.sort { $0.sequence < $1.sequence }
         return listing
     }

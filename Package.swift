@@ -37,7 +37,7 @@ let package = Package(
                           path: "tools/stepbench"),
 
         // The crash-consistency checker's large run (power-loss states, error injection).
-        .executableTarget(name: "crashcheck", dependencies: ["StepLog", "StepTestSupport"], path: "tools/crashcheck"),
+        .executableTarget(name: "crashcheck", dependencies: ["StepLog", "StepTestSupport", "ToolSupport"], path: "tools/crashcheck"),
 
         // A fixture program the SIGKILL tests start and kill.
         .executableTarget(name: "steplog-crash-writer", dependencies: ["StepLog"], path: "Tests/CrashWriter"),

@@ -33,7 +33,9 @@ import Testing
             #expect(unknown.code == 2 && unknown.lines.first == "\(tool) help: unknown command 'frobnicate'")
             #expect(try run(tool, ["--version"]) == (0, ["\(tool) 1.0.0 (StepLog format 2)"]))
         }
-        #expect(try runProgram(builtProduct("stepbench"), ["--version"]) == (0, ["stepbench 1.0.0 (StepLog format 2)"]))
+        for tool in ["stepbench", "crashcheck"] {
+            #expect(try runProgram(builtProduct(tool), ["--version"]) == (0, ["\(tool) 1.0.0 (StepLog format 2)"]))
+        }
     }
 
     /// Every `$S …` (stepsync) and `$L …` (steplog) line of the README names a

@@ -15,6 +15,7 @@
 import Foundation
 import StepLog
 import StepTestSupport
+import ToolSupport
 
 let usageText = "usage: crashcheck [--workloads \(CrashWorkload.Kind.allCases.map(\.rawValue).joined(separator: ","))] [--models ext4,strict] [--scale N] [--stride K] [--inject [--inject-stride K]] [--json]\n"
 
@@ -55,6 +56,9 @@ while !arguments.isEmpty {
     case "--json": json = true
     case "-h", "--help":
         print(usageText, terminator: "")
+        exit(0)
+    case "--version":
+        print(ToolVersion.line("crashcheck"))
         exit(0)
     default: usage("unknown option '\(option)'")
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The server's refusal of one sample version: which sample, when, and the
-/// server's reason (`count: must be between 0 and 1000000 (got -1)`). It
+/// server's reason (`endDate: must not be before startDate (…)`). It
 /// applies to the version current when it was recorded; a new version of the
 /// sample (changed content) is not rejected until the server refuses it too.
 public struct SampleRejection: Hashable, Sendable {

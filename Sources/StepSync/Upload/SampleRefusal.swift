@@ -1,11 +1,11 @@
 /// A 400 the server gave for one sample of a batch: its message names the
-/// sample first, `samples[3].count: must be between 0 and 1000000 (got -1)`
+/// sample first, `samples[3].endDate: must not be before startDate (…)`
 /// (the server validates the whole batch and names the first bad sample).
 /// Any other 400 (a malformed body, too many samples) is about the request.
 struct SampleRefusal: Equatable, Sendable {
     /// The sample's index in the batch as the server numbered it.
     var index: Int
-    /// The message without the `samples[i].` prefix: `count: must be …`.
+    /// The message without the `samples[i].` prefix: `endDate: must not be …`.
     var reason: String
 
     init(index: Int, reason: String) {

@@ -130,11 +130,12 @@ class Store:
         def work(tx: Transaction) -> int:
             tx.lock_user(user, alone=False)
             tx.mark_server_write()
-            base = tx.next_request() * SEQ_PER_REQUEST
             among, parameters = tx.one_of("id", sorted(unique))
             stored = {row[0]: row[1:] for row in tx.rows(
                 f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns, uploader "
                 f"FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}", (user, *parameters))}
+            # The seq once the rows are held: a write that waited for another's rows comes after it.
+            base = tx.next_request() * SEQ_PER_REQUEST
             fresh, changed, claimed, spans = [], [], [], []
             changes = digests.Changes()
             for position, sample in enumerate(unique.values()):

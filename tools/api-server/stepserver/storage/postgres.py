@@ -66,11 +66,17 @@ class PostgresTransaction:
                 if not failed:
                     raise
 
+    # A statement whose answer is read gets a cursor of its own. In pipeline mode the answers of the
+    # statements queued before it are handed to their cursor as they arrive, possibly after this
+    # statement was sent: on the shared cursor such an answer (a DELETE's) would stand in for this
+    # one's, and reading it fails ("the last operation didn't produce records"), as seen under load
+    # after a database restart. psycopg's advice for pipelines is the same (psycopg#604).
+
     def rows(self, sql: str, parameters: tuple = ()) -> list[tuple]:
-        return self.cursor.execute(sql.replace("?", "%s"), parameters).fetchall()
+        return self.connection.execute(sql.replace("?", "%s"), parameters).fetchall()
 
     def each(self, sql: str, parameters: tuple = ()) -> Iterator[tuple]:
-        return iter(self.cursor.execute(sql.replace("?", "%s"), parameters))
+        return iter(self.connection.execute(sql.replace("?", "%s"), parameters))
 
     def run(self, sql: str, parameters: tuple = ()) -> int:
         self.end_pipeline()  # the count is the answer's
@@ -116,7 +122,7 @@ class PostgresTransaction:
         return " FOR UPDATE"
 
     def next_request(self) -> int:
-        return self.cursor.execute("SELECT nextval('request_seq')").fetchone()[0]
+        return self.connection.execute("SELECT nextval('request_seq')").fetchone()[0]
 
     def mark_server_write(self) -> None:
         self.pipelined()

@@ -124,7 +124,9 @@ enum UploadCommand {
         }
         let checked = CheckedUpload(store: store, client: client, service: service, url: url, uploader: uploader)
         checked.onStage = { stage in
-            guard stage != "uploading" else { return }
+            // A stage is a moment on a terminal's redrawn line; in a log it would be a line of its own
+            // before every upload's answer (counts and errors say what happened).
+            guard stage != "uploading", progress.isInteractive else { return }
             progress.update("\(stage)…", force: true)
         }
         checked.onReconcileProgress = { done, total in progress.update("reconciling: \(Format.count(done)) of \(Format.count(total)) days narrowed") }

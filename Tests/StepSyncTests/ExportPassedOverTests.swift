@@ -100,17 +100,17 @@ import Testing
         let kept = try dir.write("kept.xml", ExportTestDocument.xml([ExportTestRecord.step(minute: 0, count: 5).xml]))
         #expect(try runProgram(stepsync, ["ingest", "--store", store, "--source", kept]).code == 0)
         let before = try storeFiles(store)
-        let records = ["2741.7", "12.5"].enumerated().map { i, value -> String in
+        let records = ["-3", "12.5.1"].enumerated().map { i, value -> String in
             var r = ExportTestRecord.step(minute: i, count: 0)
             r.value = value
             return r.xml
         }
         let path = try dir.write("fractions.xml", ExportTestDocument.xml(records))
-        let line = try #require(Self.lineOf("value=\"2741.7\"", in: path))
+        let line = try #require(Self.lineOf("value=\"-3\"", in: path))
         let ingest = try runProgram(stepsync, ["ingest", "--store", store, "--source", path, "--json"], mergeStandardError: true)
         #expect(ingest.code == 1)
         #expect(ingest.lines.last == "stepsync ingest: \(path): every one of its 2 step records was skipped, the first for: "
-                + "value \"2741.7\" is not a whole number (fractional steps are not stored yet) (line \(line)); nothing was stored")
+                + "value \"-3\" is negative (line \(line)); nothing was stored")
         #expect(try storeFiles(store) == before)
         // An export with no step records at all is not that: it imports (and is a snapshot).
         let none = try dir.write("none.xml", ExportTestDocument.xml([]))

@@ -7,9 +7,8 @@ public struct SampleSpan {
     public var origin: SampleOrigin
     public var startMilliseconds: Int64
     public var endMilliseconds: Int64
-    public var count: UInt32
-    /// The count in thousandths of a step (`count × 1000` plus its fraction).
-    public var countThousandths: UInt64 { UInt64(count) * 1000 }
+    /// The count in thousandths of a step.
+    public var countThousandths: UInt64
     /// UTF-8 bytes of `sourceBundleId`.
     public var sourceBundleId: UnsafeRawBufferPointer
     /// UTF-8 bytes of `sourceDeviceName`; nil when the sample has none.

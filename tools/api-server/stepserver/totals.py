@@ -172,8 +172,9 @@ def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]
             span = end - start
             whole, fraction = divmod(count, 1000)
             day = bisect_right(cuts, a) - 1
-            if b <= cuts[day + 1]:  # the usual sample, inside one day: its one piece
-                raw_k[day] += done(whole, fraction, b - start, span) - done(whole, fraction, a - start, span)
+            if b <= cuts[day + 1]:  # the usual sample, inside one day: its one piece, inline
+                raw_k[day] += (whole * (b - start) // span - whole * (a - start) // span) * 1000 + (
+                    fraction * (b - start) // span - fraction * (a - start) // span if fraction else 0)
             else:
                 _pieces(start, end, count, a, b, cuts, raw_k, 0)
             # The parts of [a, b) that no higher source covers: between the covered intervals.
@@ -186,7 +187,8 @@ def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]
                     continue
                 stop = min(b, covered_starts[i]) if i < len(covered_starts) else b
                 if stop <= cuts[day + 1] and position >= cuts[day]:
-                    merged_k[day] += done(whole, fraction, stop - start, span) - done(whole, fraction, position - start, span)
+                    merged_k[day] += (whole * (stop - start) // span - whole * (position - start) // span) * 1000 + (
+                        fraction * (stop - start) // span - fraction * (position - start) // span if fraction else 0)
                 else:
                     _pieces(start, end, count, position, stop, cuts, merged_k, 0)
                 position = stop

@@ -286,9 +286,14 @@ enum GoldenExample {
             #expect(decode(code, []) == .failure(.unknownType(code)))
             #expect(PayloadProblem.unknownType(code).description == "unknown record type \(code)")
             #expect(!RecordType.isDefined(code, inVersion: 2))
+            #expect(!RecordType.isDefined(code, inVersion: FormatConstants.formatVersion))
         }
-        // Version 1 segments know only types 1...6.
-        for code in UInt8(1)...UInt8(13) { #expect(RecordType.isDefined(code, inVersion: 1) == (code <= 6)) }
+        // Version 1 segments know only types 1...6; versions 2 and 3 every type 1...13 (11-13 included).
+        for code in UInt8(1)...UInt8(13) {
+            #expect(RecordType.isDefined(code, inVersion: 1) == (code <= 6))
+            #expect(RecordType.isDefined(code, inVersion: 2))
+            #expect(RecordType.isDefined(code, inVersion: 3))
+        }
     }
 
     /// Types 12 and 13 (docs/RECONCILE.md), byte for byte against an independent

@@ -112,7 +112,7 @@ def test_postgres_database_of_the_earlier_server_is_migrated(tmp_path, postgres_
         connection.execute(LEGACY)
     server = ServerProcess(tmp_path, database=database).start()  # (its token's creation migrates)
     try:
-        assert "database schema migrated from version 5 to 7" in capfd.readouterr().err
+        assert "database schema migrated from version 5 to 8" in capfd.readouterr().err
         assert [(r["id"], r["count"]) for r in server.all_samples(versions="all")] == [("a", 100), ("c", 5), ("b", 60), ("a", 70)]
         day = server.session.get(server.url + "/steps/daily", params={"from": "2024-01-01", "to": "2024-01-01"},
                                  timeout=30).json()["days"][0]

@@ -46,9 +46,10 @@ TOKEN_MODE = os.environ.get("E2E_SERVER_TOKENS") == "1"
 TOKEN_ENV = {}
 
 
-HISTORY = """SELECT seq, id, start_date, end_date, count, source_bundle_id, source_device_name, received_at FROM samples
+# Counts are kept in thousandths of a step; the history shows them as the wire does (whole: the integer).
+HISTORY = """SELECT seq, id, start_date, end_date, count_thousandths, source_bundle_id, source_device_name, received_at FROM samples
 WHERE user_name = ? UNION ALL
-SELECT seq, id, start_date, end_date, count, source_bundle_id, source_device_name, received_at FROM sample_versions
+SELECT seq, id, start_date, end_date, count_thousandths, source_bundle_id, source_device_name, received_at FROM sample_versions
 WHERE user_name = ? UNION ALL
 SELECT seq, id, NULL, NULL, NULL, NULL, NULL, received_at FROM deletions WHERE user_name = ? ORDER BY seq"""
 KEYS = ["id", "startDate", "endDate", "count", "sourceBundleId", "sourceDeviceName", "receivedAt"]
@@ -137,8 +138,13 @@ class Server:
             raise
         finally:
             connection.close()
-        return [dict(zip(KEYS, row[1:])) if row[2] is not None else {"deleted": row[1], "receivedAt": row[7]}
-                for row in rows]
+        return [dict(zip(KEYS, (*row[1:4], wire_count(row[4]), *row[5:]))) if row[2] is not None
+                else {"deleted": row[1], "receivedAt": row[7]} for row in rows]
+
+
+def wire_count(thousandths):
+    """A stored count as GET /steps answers it: the integer when whole, else up to three decimals."""
+    return thousandths // 1000 if thousandths % 1000 == 0 else thousandths / 1000
 
 
 def get_json(url, path, token=None):

@@ -13,6 +13,7 @@ import re
 import urllib.parse
 import urllib.request
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 
@@ -70,8 +71,7 @@ def read_export(path):
         f = r["fields"]
         value = Decimal(f["value"])
         if value != value.to_integral_value():
-            fractional += 1
-            continue
+            fractional += 1  # kept, in thousandths of a step (docs/EXPORT.md)
         source = f.get("sourceName", f.get("source"))
         device = device_fields(f["device"]) if "device" in f else {}
         metadata = dict(r["metadata"])
@@ -81,7 +81,10 @@ def read_export(path):
         if identity in identities:
             continue  # the same record printed twice
         identities.add(identity)
-        kept.append({"source": source, "start": instant(f["startDate"]), "end": instant(f["endDate"]), "count": int(value),
+        thousandths = int(value.scaleb(3).quantize(Decimal(1), rounding="ROUND_HALF_EVEN"))
+        kept.append({"source": source, "start": instant(f["startDate"]), "end": instant(f["endDate"]),
+                     "count": thousandths // 1000 if thousandths % 1000 == 0 else thousandths / 1000,
+                     "thousandths": thousandths, "value": value,
                      "deviceName": device.get("name"),
                      "byAppleDevice": device.get("manufacturer", "").startswith("Apple")
                      and (device.get("model") in ("iPhone", "Watch") or device.get("model", "").startswith("iPod"))
@@ -116,20 +119,26 @@ def rfc3339(milliseconds):
 
 
 def raw_per_utc_day(samples):
-    """Each sample spread evenly over its span, floored cumulatively (docs/TOTALS.md section 4)."""
-    days = collections.Counter()
+    """Each sample spread evenly over its span, floored cumulatively (docs/TOTALS.md section 4: the
+    whole steps and the thousandths apart), each day's thousandths rounded half to even to steps; and
+    the exact sum of the values prorated over days, for the within-a-step check."""
+    days, exact = collections.Counter(), collections.defaultdict(Fraction)
     for s in samples:
+        c = s["thousandths"]
         if s["start"] == s["end"]:
-            days[rfc3339(s["start"])[:10]] += s["count"]
+            days[rfc3339(s["start"])[:10]] += c
+            exact[rfc3339(s["start"])[:10]] += Fraction(s["value"])
             continue
         t, done = s["start"], 0
         while t < s["end"]:
             midnight = (t // 86_400_000 + 1) * 86_400_000
             stop = min(midnight, s["end"])
-            reached = s["count"] * (stop - s["start"]) // (s["end"] - s["start"])
+            span, elapsed = s["end"] - s["start"], stop - s["start"]
+            reached = (c // 1000) * elapsed // span * 1000 + (c % 1000) * elapsed // span
             days[rfc3339(t)[:10]] += reached - done
+            exact[rfc3339(t)[:10]] += Fraction(s["value"]) * Fraction(stop - t, span)
             done, t = reached, stop
-    return days
+    return {day: round(Fraction(v, 1000)) for day, v in days.items() if v}, exact
 
 
 def kind(bundle, device):
@@ -166,8 +175,10 @@ def test_every_era_reads_as_the_independent_reader_reads_it(server, tmp_path, pa
     assert sorted(map(shape, stored)) == sorted(mine)
 
     daily = json.loads(stepsync("daily", "--store", str(store), "--tz", "UTC", "--by-source", "--json").stdout)
-    raw = raw_per_utc_day(expected["samples"])
-    assert {day["date"]: day["raw"] for day in daily["days"] if day["raw"]} == dict(raw)
+    raw, exact = raw_per_utc_day(expected["samples"])
+    assert {day["date"]: day["raw"] for day in daily["days"] if day["date"] in raw} == raw
+    for day in daily["days"]:  # within a step of the values' sum (their share of the day)
+        assert abs(day["raw"] - exact.get(day["date"], 0)) <= 1, day
     for day in daily["days"]:
         kinds = [kind(s["bundleId"], s["deviceName"]) for s in day["sources"]]
         assert kinds == sorted(kinds), day  # Watch, then iPhone, then the apps

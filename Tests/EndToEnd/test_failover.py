@@ -166,7 +166,7 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
             checked += len(live)
 
         # The rejoined standby holds what the primary holds.
-        digest = "SELECT count(*), md5(string_agg(user_name || id || count, ',' ORDER BY user_name, id)) FROM samples"
+        digest = "SELECT count(*), md5(string_agg(user_name || id || count_thousandths, ',' ORDER BY user_name, id)) FROM samples"
         position = cluster.sql(new_primary, "SELECT pg_current_wal_lsn()")
         wait_for_standby = time.monotonic() + 60
         while cluster.sql(old_primary, f"SELECT pg_last_wal_replay_lsn() >= '{position}'") != "t":

@@ -187,7 +187,7 @@ def test_damage_by_hand_and_a_lost_deletion_are_found_and_repaired(backend, tmp_
 
     # One sample's count changed by hand.
     sample = days[sorted(days)[20]][3]
-    sql(backend, "UPDATE samples SET count = count + 1 WHERE user_name = ? AND id = ?", (backend.user, sample["id"]))
+    sql(backend, "UPDATE samples SET count_thousandths = count_thousandths + 1000 WHERE user_name = ? AND id = ?", (backend.user, sample["id"]))
     report = upload(store, backend)
     found(report, versionsDifferent=1)
     assert report["samplesSynced"] == 1 and report["check"]["provenEqual"]
@@ -310,8 +310,8 @@ def test_reconcile_killed_again_and_again_converges(backend, tmp_path):
     assert final["check"]["provenEqual"]
     assert_equal(backend, store)
     # Nothing duplicated: no id has two equal versions in a row in the server's history.
-    history = rows(backend, "SELECT id, count, start_date, end_date FROM sample_versions WHERE user_name = ? "
-                   "UNION ALL SELECT id, count, start_date, end_date FROM samples WHERE user_name = ?", (backend.user, backend.user))
+    history = rows(backend, "SELECT id, count_thousandths, start_date, end_date FROM sample_versions WHERE user_name = ? "
+                   "UNION ALL SELECT id, count_thousandths, start_date, end_date FROM samples WHERE user_name = ?", (backend.user, backend.user))
     versions = {}
     for row in history:
         versions.setdefault(row[0], []).append(row[1:])

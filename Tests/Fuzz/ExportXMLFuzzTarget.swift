@@ -38,7 +38,7 @@ private struct Outcome: Equatable, CustomStringConvertible {
 
     var description: String {
         "\(records.count) records, \(sources.count) sources, \(synced.count)/\(replaced.count) synced/replaced, "
-            + "malformed \(malformed) (fractional \(fractional)), out of contract \(outOfContract), nested \(nested), "
+            + "malformed \(malformed), fractional \(fractional), out of contract \(outOfContract), nested \(nested), "
             + "lenient \(lenient), date \(exportDate.map(String.init) ?? "-"), "
             + "error \(error ?? "-")"
     }
@@ -87,7 +87,7 @@ private func scan(_ xml: [UInt8], piece: Int) -> Outcome {
     outcome.outOfContract = scanner.outOfContractStepRecords
     outcome.nested = scanner.nestedStepRecordsSkipped
     outcome.lenient = scanner.lenientStepRecords
-    outcome.fractional = scanner.fractionalStepRecords
+    outcome.fractional = scanner.builder.fractionalValues
     outcome.examples = scanner.malformedExamples + scanner.outOfContractExamples
     outcome.exportDate = scanner.exportDateMilliseconds
     return outcome

@@ -94,18 +94,19 @@ private func checkSampleView(_ payload: UnsafeRawBufferPointer, against r: Sampl
     fuzzCheck(view.uuid.uuid == r.sample.id, "view uuid differs")
     fuzzCheck(view.startMilliseconds == r.sample.startMilliseconds && view.endMilliseconds == r.sample.endMilliseconds,
               "view start or end differs")
-    fuzzCheck(Int(view.count) == r.sample.count && view.fetchedAtMilliseconds == r.fetchedAtMilliseconds, "view count or fetchedAt differs")
+    fuzzCheck(Int64(view.countThousandths) == r.sample.countThousandths && view.fetchedAtMilliseconds == r.fetchedAtMilliseconds, "view count or fetchedAt differs")
     fuzzCheck(view.origin == r.sample.origin && view.isSynced == r.isSynced, "view origin or synced flag differs")
     fuzzCheck(String(decoding: view.sourceBundleId, as: UTF8.self) == r.sample.sourceBundleId, "view bundle differs")
     fuzzCheck(view.sourceDeviceName.map { String(decoding: $0, as: UTF8.self) } == r.sample.sourceDeviceName, "view device differs")
     let span = view.span
-    fuzzCheck(span.id == view.uuid && span.count == view.count && span.sourceBundleId.elementsEqual(view.sourceBundleId), "span differs")
+    fuzzCheck(span.id == view.uuid && span.countThousandths == view.countThousandths && span.sourceBundleId.elementsEqual(view.sourceBundleId), "span differs")
 }
 
 /// True when re-encoding the sample must give the same bytes: no undefined
 /// flag bits and both strings valid UTF-8.
 private func isCanonicalSample(_ payload: UnsafeRawBufferPointer) -> Bool {
     let known = FormatConstants.sampleFlagSynced | FormatConstants.sampleFlagHasDeviceName | FormatConstants.sampleOriginMask
+        | FormatConstants.sampleFlagHasCountFraction
     guard let view = try? SamplePayload.checked(payload).get(), view.flags & ~known == 0 else { return false }
     return isValidUTF8(view.sourceBundleId) && view.sourceDeviceName.map(isValidUTF8) != false
 }

@@ -70,8 +70,12 @@ enum GoldenExample {
         let header = SegmentHeader(sequence: 1, basePosition: 0).encoded()
         #expect(header.count == FormatConstants.segmentHeaderSize)
         #expect(GoldenExample.hex(header) ==
-            "535445504c4f4700" + "0200" + "0000" + "0100000000000000" + "0000000000000000" + "0000000000000000"
-            + "0000000000000000" + "dd806df5") // range end 0, masked CRC-32C of the 44 bytes before it
+            "535445504c4f4700" + "0300" + "0000" + "0100000000000000" + "0000000000000000" + "0000000000000000"
+            + "0000000000000000" + "74dc15c8") // range end 0, masked CRC-32C of the 44 bytes before it
+        // Version 2's header, which this build still reads (its layout is version 3's).
+        let v2 = GoldenExample.bytes("535445504c4f4700" + "0200" + "0000" + "0100000000000000" + "0000000000000000"
+                                     + "0000000000000000" + "0000000000000000" + "dd806df5")
+        #expect(try v2.withUnsafeBytes { try SegmentHeader.decode($0).get() } == SegmentHeader(sequence: 1, basePosition: 0, version: 2))
         let decoded = try header.withUnsafeBytes { try SegmentHeader.decode($0).get() }
         #expect(decoded == SegmentHeader(sequence: 1, basePosition: 0))
         #expect(decoded.dataStart == 4096)
@@ -91,10 +95,10 @@ enum GoldenExample {
         #expect(header.dataStart == 40 && header.size == 40)
         #expect(header.encoded() == v1)
         // Versions this build does not know are named as such, not called damage.
-        var v3 = SegmentHeader(sequence: 1, basePosition: 0, version: 3).encoded()
-        #expect(v3.withUnsafeBytes { SegmentHeader.decode($0) } == .failure(.unsupportedVersion(3)))
-        v3[20] ^= 1
-        #expect(v3.withUnsafeBytes { SegmentHeader.decode($0) } == .failure(.checksumMismatch))
+        var v4 = SegmentHeader(sequence: 1, basePosition: 0, version: 4).encoded()
+        #expect(v4.withUnsafeBytes { SegmentHeader.decode($0) } == .failure(.unsupportedVersion(4)))
+        v4[20] ^= 1
+        #expect(v4.withUnsafeBytes { SegmentHeader.decode($0) } == .failure(.checksumMismatch))
     }
 
     @Test func versionTwoRecords() {
@@ -116,6 +120,47 @@ enum GoldenExample {
         #expect(GoldenExample.hex(GoldenExample.encoded(.sampleUpsert(SampleRecord(sample: exported, fetchedAtMilliseconds: GoldenExample.fetchedAt)))) ==
             "4e000000" + "01" + "9e7e8217" + "6f9619ff8b86d011b42d00c04fc964ff" + "40c4ab0c8d010000" + "a0aeac0c8d010000"
             + "2d000000" + "80c162278d010000" + "09" + "1000" + "636f6d2e6170706c652e6865616c7468" + "0d00" + "6950686f6e652031352050726f")
+    }
+
+    /// Version 3: a count with a fraction (2741.7 steps) keeps its whole
+    /// steps in `count` and its thousandths (700) in a u16 after the strings,
+    /// flagged by bit 4; a whole count's record is version 2's, byte for byte.
+    @Test func sampleUpsertWithAFraction() throws {
+        var sample = GoldenExample.sample
+        sample.origin = .export
+        sample.countThousandths = 2_741_700
+        let bytes = GoldenExample.encoded(.sampleUpsert(SampleRecord(sample: sample, fetchedAtMilliseconds: GoldenExample.fetchedAt)))
+        #expect(GoldenExample.hex(bytes) ==
+            "50000000" + "01" + "35367ec1" + "6f9619ff8b86d011b42d00c04fc964ff" + "40c4ab0c8d010000" + "a0aeac0c8d010000"
+            + "b50a0000" + "80c162278d010000" + "19" + "1000" + "636f6d2e6170706c652e6865616c7468" + "0d00" + "6950686f6e652031352050726f"
+            + "bc02") // count 2741, flags 0x19 (device, export, fraction), fraction 700
+        let payload = Array(bytes.dropFirst(FormatConstants.recordHeaderSize))
+        try payload.withUnsafeBytes { p in
+            let view = try SamplePayload.checked(p).get()
+            #expect(view.count == 2_741 && view.countFraction == 700 && view.countThousandths == 2_741_700)
+            #expect(view.record.sample == sample && view.hasSameContent(as: sample))
+            var whole = sample
+            whole.countThousandths = 2_741_000
+            #expect(!view.hasSameContent(as: whole))
+            // A fraction in a version 2 segment is corruption, not a reading.
+            guard case .failure = RecordView.decode(type: RecordType.sampleUpsert.rawValue, payload: p, version: 2) else {
+                Issue.record("a version 2 segment took a fraction"); return
+            }
+        }
+        // A fraction of 0 or of 1000 or more is malformed (a whole count has none).
+        for bad: UInt16 in [0, 1_000, 65_535] {
+            var damaged = payload
+            damaged[damaged.count - 2] = UInt8(bad & 0xFF)
+            damaged[damaged.count - 1] = UInt8(bad >> 8)
+            damaged.withUnsafeBytes { p in
+                guard case .failure = SamplePayload.checked(p) else { Issue.record("fraction \(bad) was taken"); return }
+            }
+        }
+        // Whole counts: no flag, no field, the bytes of version 2.
+        sample.countThousandths = 45_000
+        #expect(GoldenExample.hex(GoldenExample.encoded(.sampleUpsert(SampleRecord(sample: sample, fetchedAtMilliseconds: GoldenExample.fetchedAt))))
+                == "4e000000019e7e82176f9619ff8b86d011b42d00c04fc964ff40c4ab0c8d010000a0aeac0c8d0100002d00000080c162278d010000"
+                + "091000636f6d2e6170706c652e6865616c74680d006950686f6e652031352050726f")
     }
 
     @Test func sampleUpsertRecord() {
@@ -241,9 +286,14 @@ enum GoldenExample {
             #expect(decode(code, []) == .failure(.unknownType(code)))
             #expect(PayloadProblem.unknownType(code).description == "unknown record type \(code)")
             #expect(!RecordType.isDefined(code, inVersion: 2))
+            #expect(!RecordType.isDefined(code, inVersion: FormatConstants.formatVersion))
         }
-        // Version 1 segments know only types 1...6.
-        for code in UInt8(1)...UInt8(13) { #expect(RecordType.isDefined(code, inVersion: 1) == (code <= 6)) }
+        // Version 1 segments know only types 1...6; versions 2 and 3 every type 1...13 (11-13 included).
+        for code in UInt8(1)...UInt8(13) {
+            #expect(RecordType.isDefined(code, inVersion: 1) == (code <= 6))
+            #expect(RecordType.isDefined(code, inVersion: 2))
+            #expect(RecordType.isDefined(code, inVersion: 3))
+        }
     }
 
     /// Types 12 and 13 (docs/RECONCILE.md), byte for byte against an independent
@@ -333,7 +383,7 @@ enum GoldenExample {
 
         let zeros = { (n: Int) in String(repeating: "00", count: n) }
         let expected = GoldenExample.bytes(
-            "535445504c4f4700020000000100000000000000000000000000000000000000000000000000000000000000dd806df5" + zeros(4096 - 48)
+            "535445504c4f470003000000010000000000000000000000000000000000000000000000000000000000000074dc15c8" + zeros(4096 - 48)
             // 4096: the sample (origin export)
             + "4e000000019e7e82176f9619ff8b86d011b42d00c04fc964ff40c4ab0c8d010000a0aeac0c8d0100002d00000080c162278d010000"
             + "091000636f6d2e6170706c652e6865616c74680d006950686f6e652031352050726f"

@@ -7,7 +7,7 @@ import Testing
     struct Seen: Equatable {
         var start: Int64
         var end: Int64
-        var count: Int
+        var count: Int64 // thousandths
         var bundle: [UInt8]
         var device: [UInt8]?
     }
@@ -15,7 +15,7 @@ import Testing
     func spans(_ store: StepLogStore) throws -> [Seen] {
         var seen: [Seen] = []
         try store.forEachSampleSpan { s in
-            seen.append(Seen(start: s.startMilliseconds, end: s.endMilliseconds, count: Int(s.count),
+            seen.append(Seen(start: s.startMilliseconds, end: s.endMilliseconds, count: Int64(s.countThousandths),
                              bundle: Array(s.sourceBundleId), device: s.sourceDeviceName.map { Array($0) }))
         }
         return seen
@@ -25,7 +25,7 @@ import Testing
         var seen: [Seen] = []
         try store.forEachSample { s in
             let x = s.sample
-            seen.append(Seen(start: x.startMilliseconds, end: x.endMilliseconds, count: x.count,
+            seen.append(Seen(start: x.startMilliseconds, end: x.endMilliseconds, count: x.countThousandths,
                              bundle: Array(x.sourceBundleId.utf8), device: x.sourceDeviceName.map { Array($0.utf8) }))
         }
         return seen
@@ -42,8 +42,10 @@ import Testing
             for _ in 0..<100 {
                 let n = UInt64(rng.next(in: 0...2_000)) // often a sample written before: a newer version
                 let device: String? = rng.next(in: 0...3) == 0 ? nil : (rng.next(in: 0...9) == 0 ? String(repeating: "Ä", count: 700) : "iPhone")
-                batch.append(makeSample(n, count: round * 10 + rng.next(in: 0...9), bundle: rng.next(in: 0...1) == 0 ? "Jane’s Apple\u{00A0}Watch" : "",
-                                        device: device))
+                var sample = makeSample(n, count: round * 10 + rng.next(in: 0...9), bundle: rng.next(in: 0...1) == 0 ? "Jane’s Apple\u{00A0}Watch" : "",
+                                        device: device)
+                if rng.next(in: 0...3) == 0 { sample.countThousandths += Int64(rng.next(in: 1...999)) } // a fraction (format 3)
+                batch.append(sample)
             }
             try store.upsert(batch, fetchedAt: Date())
             if round % 3 == 0 { try store.sync() } // and some left pending in the writer
@@ -77,7 +79,7 @@ import Testing
             let lock = NSLock()
             nonisolated(unsafe) var byRun: [Int: [Seen]] = [:]
             let read = try store.forEachSampleRecordSpan(parts: parts) { run, s in
-                let seen = Seen(start: s.startMilliseconds, end: s.endMilliseconds, count: Int(s.count),
+                let seen = Seen(start: s.startMilliseconds, end: s.endMilliseconds, count: Int64(s.countThousandths),
                                 bundle: Array(s.sourceBundleId), device: s.sourceDeviceName.map { Array($0) })
                 lock.lock()
                 byRun[run, default: []].append(seen)

@@ -117,7 +117,7 @@ import ToolSupport
                               ("samplesRejected", "reasons=[")] {
             #expect(all.contains { $0.contains(" \(type) ") && $0.contains(field) }, "dump shows no \(type) with \(field)")
         }
-        #expect(all.first?.hasPrefix("000000000001.log: version 2, sequence 1, base position 0") == true && all.first?.contains("records from offset 4096") == true)
+        #expect(all.first?.hasPrefix("000000000001.log: version 3, sequence 1, base position 0") == true && all.first?.contains("records from offset 4096") == true)
         r = await run(["dump", dir, "--segment", "999"])
         #expect(r.code == 1)
         // recover: damage in a sealed segment → the prefix is kept and the rest set aside.

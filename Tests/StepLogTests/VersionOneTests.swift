@@ -105,7 +105,7 @@ import Testing
             #expect(try StoreDigest.of(store) == expected)
             let infos = store.segmentInfos
             #expect(infos.count == v1Files.count + 1)
-            #expect(infos.last!.header.version == 2 && infos.last!.basePosition == infos[infos.count - 2].endPosition)
+            #expect(infos.last!.header.version == FormatConstants.formatVersion && infos.last!.basePosition == infos[infos.count - 2].endPosition)
             // Samples written by version 1 behave as any: changed, deleted, acknowledged.
             var changed = makeSample(5)
             changed.count = 12_345
@@ -138,7 +138,7 @@ import Testing
         let report = try StepLogStore.compact(directory: tmp.path, options: StoreOptions(segmentSize: 6_000 + 4_096))
         #expect(report.before.deadBytes > 0 && report.after.deadBytes == 0)
         let store = try StepLogStore.open(tmp.path, options: .fullReplay)
-        #expect(store.segmentInfos.allSatisfy { $0.header.version == 2 })
+        #expect(store.segmentInfos.allSatisfy { $0.header.version == FormatConstants.formatVersion })
         #expect(try StoreDigest.of(store) == expected)
         try store.close()
         #expect(try StoreVerifier.verify(directory: tmp.path).problems.isEmpty)

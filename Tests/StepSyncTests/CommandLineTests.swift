@@ -31,10 +31,10 @@ import Testing
             }
             let unknown = try run(tool, ["help", "frobnicate"])
             #expect(unknown.code == 2 && unknown.lines.first == "\(tool) help: unknown command 'frobnicate'")
-            #expect(try run(tool, ["--version"]) == (0, ["\(tool) 1.0.0 (StepLog format 2)"]))
+            #expect(try run(tool, ["--version"]) == (0, ["\(tool) 1.0.0 (StepLog format 3)"]))
         }
         for tool in ["stepbench", "crashcheck"] {
-            #expect(try runProgram(builtProduct(tool), ["--version"]) == (0, ["\(tool) 1.0.0 (StepLog format 2)"]))
+            #expect(try runProgram(builtProduct(tool), ["--version"]) == (0, ["\(tool) 1.0.0 (StepLog format 3)"]))
         }
     }
 

@@ -43,8 +43,11 @@ import Testing
             default: duration = Int64(rng.next(in: 1...180)) * 60_000
             }
             let source = sources[rng.next(in: 0...(sources.count - 1))]
+            // A third of the counts have a fraction (thousandths), as an older export's values do.
+            let whole = rng.next(in: 0...9) == 0 ? 0 : rng.next(in: 1...6_000)
+            let fraction = rng.next(in: 0...2) == 0 ? rng.next(in: 1...999) : 0
             samples.append(StepSample(id: DerivedUUID.make(99, UInt64(i), UInt64(n)), startMilliseconds: start, endMilliseconds: start + duration,
-                                      count: rng.next(in: 0...9) == 0 ? 0 : rng.next(in: 1...6_000),
+                                      countThousandths: Int64(whole) * 1000 + Int64(fraction),
                                       sourceBundleId: source.bundleId, sourceDeviceName: source.deviceName))
         }
         return Case(calendar: calendar, days: days, samples: samples)
@@ -79,13 +82,15 @@ import Testing
             let table = SampleTable(c.samples)
             c.days = table.dayRange(in: c.calendar)!
             let totals = Self.merge(c)
-            var raw: Int64 = 0
-            for d in totals.days {
+            let n = totals.sources.count
+            for (i, d) in totals.days.enumerated() {
                 #expect(d.merged <= d.raw)
                 for s in d.sources { #expect(s.merged <= s.raw && s.merged >= 0) }
-                raw += d.raw
+                // Whole steps within half a step of the day's thousandths.
+                let thousandths = (0..<n).reduce(Int64(0)) { $0 + totals.rawBySource[i * n + $1] }
+                #expect(abs(d.raw * 1000 - thousandths) <= 500)
             }
-            #expect(raw == c.samples.reduce(0) { $0 + Int64($1.count) })
+            #expect(totals.rawBySource.reduce(0, +) == c.samples.reduce(0) { $0 + $1.countThousandths })
             // The order samples arrive in changes nothing.
             var shuffled = c.samples
             shuffled.shuffle(using: &rng)
@@ -165,11 +170,16 @@ import Testing
     }
 
     @Test func completedStepsAreExactEvenWhere64BitsOverflow() {
-        // 4,294,967,295 steps over 100 days, at 99 days: the product needs 128 bits.
-        let count = UInt32.max, length: Int64 = 100 * 86_400_000
-        #expect(DailyMerge.completed(count, start: 0, end: length, at: 99 * 86_400_000) == Int64(count) * 99 / 100)
-        #expect(DailyMerge.completed(count, start: 5, end: 5 + length, at: 5 + length) == Int64(count))
-        #expect(DailyMerge.completed(600, start: 0, end: 600_000, at: 300_000) == 300)
-        #expect(DailyMerge.completed(100, start: 0, end: 420_000, at: 120_000) == 28) // floor(28.57)
+        // 4,294,967,295.999 steps over 100 days, at 99 days: the product needs 128 bits.
+        let count = UInt64(UInt32.max), length: Int64 = 100 * 86_400_000
+        let thousandths = count * 1000 + 999
+        #expect(DailyMerge.completed(thousandths, start: 0, end: length, at: 99 * 86_400_000)
+                == Int64(count) * 99 / 100 * 1000 + 999 * 99 / 100)
+        #expect(DailyMerge.completed(thousandths, start: 5, end: 5 + length, at: 5 + length) == Int64(thousandths))
+        #expect(DailyMerge.completed(600_000, start: 0, end: 600_000, at: 300_000) == 300_000)
+        #expect(DailyMerge.completed(100_000, start: 0, end: 420_000, at: 120_000) == 28_000) // floor(28.57) whole steps
+        // A fraction: floor(w × p) steps and floor(f × p) thousandths, so whole counts keep their totals.
+        #expect(DailyMerge.completed(100_700, start: 0, end: 420_000, at: 120_000) == 28_000 + 200) // 0.7 × 2/7 = 0.2
+        #expect(DailyMerge.completed(1_500, start: 0, end: 3, at: 1) == 0 + 166)
     }
 }

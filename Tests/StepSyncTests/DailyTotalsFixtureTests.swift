@@ -8,7 +8,7 @@ import Testing
 /// store holding the case's samples.
 @Suite struct DailyTotalsFixtureTests {
     @Test func theFixtureHasTheCasesTheDocumentPromises() {
-        #expect(TotalsFixture.all.map(\.name) == ["custom-priority.json", "dst-23h.json", "dst-25h.json", "instantaneous.json",
+        #expect(TotalsFixture.all.map(\.name) == ["custom-priority.json", "dst-23h.json", "dst-25h.json", "fractional.json", "instantaneous.json",
                                                    "midnight.json", "overlap.json", "renamed-devices-priority.json",
                                                    "renamed-devices.json", "three-sources.json"])
     }

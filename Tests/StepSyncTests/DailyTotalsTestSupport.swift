@@ -32,7 +32,7 @@ struct TotalsFixture: CustomStringConvertible {
             StepSample(id: UUID(uuidString: s["id"] as! String)!,
                        startMilliseconds: ISO8601.parse(s["startDate"] as! String)!,
                        endMilliseconds: ISO8601.parse(s["endDate"] as! String)!,
-                       count: s["count"] as! Int,
+                       countThousandths: SampleContract.thousandths(ofCount: (s["count"] as! NSNumber).doubleValue)!,
                        sourceBundleId: s["sourceBundleId"] as! String,
                        sourceDeviceName: s["sourceDeviceName"] as? String)
         }
@@ -60,9 +60,12 @@ enum NaiveDailyTotals {
     static func rows(_ samples: [StepSample], priority: SourcePriority, calendar: LocalDayCalendar,
                      days: ClosedRange<Int64>) -> (sources: [StepSource], rows: [Row]) {
         let sources = priority.ordered(Set(samples.map(StepSource.init(of:))))
-        let xs = samples.map { s in (s: s.startMilliseconds, e: s.endMilliseconds, c: Int64(s.count),
+        let xs = samples.map { s in (s: s.startMilliseconds, e: s.endMilliseconds, c: s.countThousandths,
                                      k: sources.firstIndex(of: StepSource(of: s))!) }
-        func f(_ x: (s: Int64, e: Int64, c: Int64, k: Int), _ t: Int64) -> Int64 { x.c * (t - x.s) / (x.e - x.s) }
+        // In thousandths: floor(w × p) whole steps and floor(f × p) thousandths of the fraction.
+        func f(_ x: (s: Int64, e: Int64, c: Int64, k: Int), _ t: Int64) -> Int64 {
+            (x.c / 1000) * (t - x.s) / (x.e - x.s) * 1000 + (x.c % 1000) * (t - x.s) / (x.e - x.s)
+        }
         var rows: [Row] = []
         for d in days {
             let ds = calendar.startMilliseconds(ofDay: d), de = calendar.startMilliseconds(ofDay: d + 1)

@@ -22,9 +22,9 @@ import Testing
         guard let id = string(.id) else { return .id }
         guard let start = string(.startDate) else { return .startDate }
         guard let end = string(.endDate) else { return .endDate }
-        // A JSON integer: digits with an optional minus sign, no fraction, no exponent.
-        guard case .number(let literal)? = sample["count"], literal.allSatisfy({ $0 == "-" || $0.isASCII && $0.isNumber }),
-              let count = Int(literal) else { return .count }
+        // A JSON number, read as the nearest double as JSON parsers do; at most three decimals.
+        guard case .number(let literal)? = sample["count"], let value = Double(literal) else { return .count }
+        let count = SampleContract.thousandths(ofCount: value)
         guard let bundle = string(.sourceBundleId) else { return .sourceBundleId }
         var device: String?
         switch sample["sourceDeviceName"] {
@@ -32,7 +32,7 @@ import Testing
         case .string(let text?)?: device = text
         default: return .sourceDeviceName
         }
-        return SampleContract.check(id: id, startDate: start, endDate: end, count: count, sourceBundleId: bundle,
+        return SampleContract.check(id: id, startDate: start, endDate: end, countThousandths: count, sourceBundleId: bundle,
                                     sourceDeviceName: device, now: now)?.field
     }
 
@@ -101,7 +101,7 @@ import Testing
         for (sample, field) in cases {
             #expect(SampleContract.check(sample, nowMilliseconds: now)?.field == field, "\(sample)")
             let wire = SampleContract.check(id: sample.id.uuidString, startDate: ISO8601.format(milliseconds: sample.startMilliseconds),
-                                            endDate: ISO8601.format(milliseconds: sample.endMilliseconds), count: sample.count,
+                                            endDate: ISO8601.format(milliseconds: sample.endMilliseconds), countThousandths: sample.countThousandths,
                                             sourceBundleId: sample.sourceBundleId, sourceDeviceName: sample.sourceDeviceName,
                                             now: SampleContract.Instant(milliseconds: now))
             #expect(wire?.field == field, "\(sample) on the wire")
@@ -110,7 +110,7 @@ import Testing
         let far = sample(253_402_300_800_000, 253_402_300_800_000)
         #expect(SampleContract.check(far, nowMilliseconds: now)?.field == .endDate)
         #expect(SampleContract.check(id: id.uuidString, startDate: ISO8601.format(milliseconds: far.startMilliseconds),
-                                     endDate: ISO8601.format(milliseconds: far.endMilliseconds), count: 1, sourceBundleId: "b",
+                                     endDate: ISO8601.format(milliseconds: far.endMilliseconds), countThousandths: 1000, sourceBundleId: "b",
                                      sourceDeviceName: nil, now: SampleContract.Instant(milliseconds: now)) != nil)
     }
 

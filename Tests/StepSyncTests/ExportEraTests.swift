@@ -27,17 +27,13 @@ import Testing
     @Test func iOS8CompactDatesSourceNamesAndMetadataAttributes() throws {
         let provider = try AppleHealthExportProvider(path: Self.era("ios8-2014.xml"))
         let s = provider.summary
-        #expect(provider.sampleCount == 11)
+        #expect(provider.sampleCount == 13)
         #expect(s.exportDateMilliseconds == 1_426_957_507_000)                  // 20150321180507+0100
-        #expect(s.malformedStepRecords == 2 && s.fractionalStepRecords == 2 && s.unreadableFieldStepRecords == 0)
-        #expect(s.malformedExamples.map(\.reason) == [
-            "value \"2741.7\" is not a whole number (fractional steps are not stored yet)",
-            "value \"12.25\" is not a whole number (fractional steps are not stored yet)"])
+        #expect(s.malformedStepRecords == 0 && s.fractionalStepRecords == 2 && s.roundedStepRecords == 0)
         // The two Health Mate step records; the BodyMass one is not a step record.
         #expect(s.lenientStepRecords == 2)
         #expect(s.notices == [
-            "2 step records read leniently (words in the tag that are not name=\"value\", such as an iOS 8 export's metadata keys with spaces)",
-            "2 step records with a fractional value skipped (fractional steps are not stored yet)"])
+            "2 step records read leniently (words in the tag that are not name=\"value\", such as an iOS 8 export's metadata keys with spaces)"])
         let samples = provider.allSamples()
         #expect(Set(samples.map(\.sourceBundleId)) == ["Lenas iPhone", "Health Mate", "Misfit"])
         #expect(samples.allSatisfy { $0.sourceDeviceName == nil })
@@ -45,8 +41,8 @@ import Testing
         // The same wall time on either side of the DST change: an hour apart.
         let night = samples.filter { $0.count == 35 || $0.count == 41 }.map(\.startMilliseconds)
         #expect(night == [1_414_282_200_000, 1_414_285_800_000])
-        let counts: [Int] = [842, 1120, 96, 35, 41, 1307, 1744, 2210, 318, 655, 904]
-        #expect(samples.map(\.count).reduce(0, +) == counts.reduce(0, +))
+        let counts: [Int64] = [842, 1120, 96, 35, 41, 1307, 1744, 2210, 318, 655, 904].map { $0 * 1000 } + [2_741_700, 12_250]
+        #expect(samples.map(\.countThousandths).reduce(0, +) == counts.reduce(0, +))
     }
 
     /// A word right before a step attribute may be the head of a metadata key

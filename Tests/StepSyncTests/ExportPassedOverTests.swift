@@ -93,6 +93,37 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: dir.path + "/store"))
     }
 
+    /// Fractional values (an older export's, an app's) are kept to the
+    /// thousandth, end to end: stored, exported as the wire writes them, and
+    /// summed into the day's total (within a step of the values' sum); digits
+    /// past the third decimal are rounded half to even, and said.
+    @Test func fractionalValuesAreKeptToTheThousandth() throws {
+        let dir = TemporaryDirectory("steplog-export")
+        let store = dir.path + "/store"
+        let values = ["2741.7", "12.5", "0.33351", "42", "0.0005"]
+        let records = values.enumerated().map { i, value -> String in
+            var r = ExportTestRecord.step(minute: 10 * i, count: 0, source: "Pedometer")
+            r.value = value
+            return r.xml
+        }
+        let path = try dir.write("fractions.xml", ExportTestDocument.xml(records))
+        let ingest = try runProgram(stepsync, ["ingest", "--store", store, "--source", path], mergeStandardError: true)
+        #expect(ingest.code == 0, "\(ingest.lines)")
+        #expect(ingest.lines.contains("  note: 2 step values with more than three decimals rounded to the thousandth of a step"), "\(ingest.lines)")
+        let export = try runProgram(stepsync, ["export", "--store", store])
+        let counts = try export.lines.map { line -> String in
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            return "\(object["count"]!)"
+        }
+        #expect(Set(counts) == ["2741.7", "12.5", "0.334", "42", "0"])
+        #expect(export.lines.contains { $0.contains("\"count\":2741.7,") } && export.lines.contains { $0.contains("\"count\":42,") })
+        let daily = try runProgram(stepsync, ["daily", "--store", store, "--tz", "UTC", "--json"])
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(daily.lines.joined().utf8)) as? [String: Any])
+        let day = try #require((document["days"] as? [[String: Any]])?.first)
+        // 2741.7 + 12.5 + 0.334 + 42 + 0 = 2796.534 steps: 2797.
+        #expect(day["raw"] as? Int == 2_797 && day["merged"] as? Int == 2_797)
+    }
+
     /// Every step record skipped for its value (or the contract): exit 1, the first reason.
     @Test func anExportWhoseEveryRecordIsSkippedForItsValueFails() throws {
         let dir = TemporaryDirectory("steplog-export")
@@ -100,17 +131,17 @@ import Testing
         let kept = try dir.write("kept.xml", ExportTestDocument.xml([ExportTestRecord.step(minute: 0, count: 5).xml]))
         #expect(try runProgram(stepsync, ["ingest", "--store", store, "--source", kept]).code == 0)
         let before = try storeFiles(store)
-        let records = ["2741.7", "12.5"].enumerated().map { i, value -> String in
+        let records = ["-3", "12.5.1"].enumerated().map { i, value -> String in
             var r = ExportTestRecord.step(minute: i, count: 0)
             r.value = value
             return r.xml
         }
         let path = try dir.write("fractions.xml", ExportTestDocument.xml(records))
-        let line = try #require(Self.lineOf("value=\"2741.7\"", in: path))
+        let line = try #require(Self.lineOf("value=\"-3\"", in: path))
         let ingest = try runProgram(stepsync, ["ingest", "--store", store, "--source", path, "--json"], mergeStandardError: true)
         #expect(ingest.code == 1)
         #expect(ingest.lines.last == "stepsync ingest: \(path): every one of its 2 step records was skipped, the first for: "
-                + "value \"2741.7\" is not a whole number (fractional steps are not stored yet) (line \(line)); nothing was stored")
+                + "value \"-3\" is negative (line \(line)); nothing was stored")
         #expect(try storeFiles(store) == before)
         // An export with no step records at all is not that: it imports (and is a snapshot).
         let none = try dir.write("none.xml", ExportTestDocument.xml([]))

@@ -128,23 +128,31 @@ import Testing
         func parse(_ text: String) -> ExportStepValue? {
             Array(text.utf8).withUnsafeBufferPointer { try? ExportStepValue.parse($0).get() }
         }
-        func whole(_ text: String) -> UInt32? { parse(text)?.wholeSteps }
+        func whole(_ text: String) -> UInt64? { parse(text).flatMap { $0.hasFraction ? nil : $0.thousandths / 1000 } }
         #expect(whole("12") == 12)
         #expect(whole("12.0") == 12)
         #expect(whole("12.") == 12)
         #expect(whole("12.000000") == 12)
         #expect(whole("0") == 0)
-        #expect(whole("4294967295") == UInt32.max)
-        // Fractions are read, to the thousandth; a sample takes only whole steps for now.
+        #expect(whole("4294967295") == UInt64(UInt32.max))
+        // Fractions are read to the thousandth; digits past it round half to even.
         #expect(parse("2741.7") == ExportStepValue(thousandths: 2_741_700, finerThanThousandths: false))
         #expect(parse("0.5") == ExportStepValue(thousandths: 500, finerThanThousandths: false))
         #expect(parse("12.345") == ExportStepValue(thousandths: 12_345, finerThanThousandths: false))
         #expect(parse("12.3450") == ExportStepValue(thousandths: 12_345, finerThanThousandths: false))
-        #expect(parse("12.3456") == ExportStepValue(thousandths: 12_345, finerThanThousandths: true))
+        #expect(parse("12.3456") == ExportStepValue(thousandths: 12_346, finerThanThousandths: true))
+        #expect(parse("12.3454") == ExportStepValue(thousandths: 12_345, finerThanThousandths: true))
+        #expect(parse("12.3445") == ExportStepValue(thousandths: 12_344, finerThanThousandths: true)) // half to even
+        #expect(parse("12.3455") == ExportStepValue(thousandths: 12_346, finerThanThousandths: true))
+        #expect(parse("12.34450001") == ExportStepValue(thousandths: 12_345, finerThanThousandths: true))
+        #expect(parse("0.0005") == ExportStepValue(thousandths: 0, finerThanThousandths: true))
+        #expect(parse("0.9999") == ExportStepValue(thousandths: 1_000, finerThanThousandths: true))
         #expect(parse("4294967295.999") == ExportStepValue(thousandths: 4_294_967_295_999, finerThanThousandths: false))
         for fractional in ["2741.7", "0.5", "12.0001"] { #expect(whole(fractional) == nil, "\(fractional)") }
-        let tooLarge = Array("4294967296".utf8).withUnsafeBufferPointer { ExportStepValue.parse($0) }
-        #expect(tooLarge == .failure(ExportStepValue.Problem(reason: "value \"4294967296\" is too large for a step count")))
+        for large in ["4294967296", "4294967295.9995"] {
+            let tooLarge = Array(large.utf8).withUnsafeBufferPointer { ExportStepValue.parse($0) }
+            #expect(tooLarge == .failure(ExportStepValue.Problem(reason: "value \"\(large)\" is too large for a step count")))
+        }
         for bad in ["-3", "abc", "", " 12", "1e3", "+4", ".5", "12.0.0", "0x10"] {
             #expect(parse(bad) == nil, "\(bad)")
         }

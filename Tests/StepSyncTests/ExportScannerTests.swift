@@ -198,7 +198,7 @@ import Testing
             (broken(10) { $0.startDate = nil }, "missing startDate"),
             (broken(11) { $0.value = "abc" }, "value \"abc\" is not a number"),
             (broken(12) { $0.startDate = "2021-02-30 10:00:00 -0800" }, "bad startDate \"2021-02-30 10:00:00 -0800\""),
-            (broken(13) { $0.value = "12.5" }, "value \"12.5\" is not a whole number (fractional steps are not stored yet)"),
+            (broken(13) { $0.value = "1.2.5" }, "value \"1.2.5\" is not a number"),
             (broken(14) { $0.value = "-3" }, "value \"-3\" is negative"),
             (broken(15) { $0.endDate = nil }, "missing endDate"),
             (broken(16) { $0.value = nil }, "missing value"),
@@ -207,12 +207,15 @@ import Testing
         for (record, _) in bad { body.append(record.xml) }
         body.append(ExportTestRecord.step(minute: 20, count: 6).xml)
         body.append(broken(21) { $0.value = "12.0" }.xml)     // whole: kept
+        body.append(broken(22) { $0.value = "12.5" }.xml)     // a fraction: kept, in thousandths
+        body.append(broken(23) { $0.value = "0.33333" }.xml)  // past the thousandth: rounded
         let text = ExportTestDocument.xml(body)
         let provider = try AppleHealthExportProvider(path: try dir.write("malformed.xml", text))
-        #expect(provider.allSamples().map(\.count) == [5, 6, 12])
+        #expect(provider.allSamples().map(\.countThousandths) == [5_000, 6_000, 12_000, 12_500, 333])
         #expect(provider.summary.malformedStepRecords == 7)
-        // Of them: one fraction, two bad values, four missing or bad dates and values.
-        #expect(provider.summary.fractionalStepRecords == 1)
+        #expect(provider.summary.fractionalStepRecords == 2 && provider.summary.roundedStepRecords == 1)
+        #expect(provider.summary.notices == ["1 step value with more than three decimals rounded to the thousandth of a step"])
+        // Of them: three bad values, four missing or bad dates and values.
         #expect(provider.summary.unreadableFieldStepRecords == 4)
         let recordLines = text.components(separatedBy: "\n").enumerated()
             .filter { $0.element.contains("HKQuantityTypeIdentifierStepCount") }.map { $0.offset + 1 }

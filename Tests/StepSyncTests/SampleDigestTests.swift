@@ -54,7 +54,8 @@ import Testing
             let start = try #require(ISO8601.parse(dto.startDate)), end = try #require(ISO8601.parse(dto.endDate))
             #expect(start * 1_000_000 == vector.startNs && end * 1_000_000 == vector.endNs, "\(vector.name)")
             let sample = StepSample(id: try #require(UUID(uuidString: dto.id)), startMilliseconds: start, endMilliseconds: end,
-                                    count: dto.count, sourceBundleId: dto.sourceBundleId, sourceDeviceName: dto.sourceDeviceName,
+                                    countThousandths: dto.countThousandths, sourceBundleId: dto.sourceBundleId,
+                                    sourceDeviceName: dto.sourceDeviceName,
                                     origin: .export)
             #expect(SampleDigest.day(sample) == vector.day, "\(vector.name)")
             let hash = hasher.hash(sample)
@@ -92,12 +93,13 @@ import Testing
     func aStoresDigestsAreItsSamplesHashes(parts: Int) throws {
         let dir = TemporaryDirectory()
         let store = try StepLogStore.open(dir.path, options: StoreOptions(segmentSize: 16 << 10))
-        // The shared vectors (device names null, empty, non-ASCII, 512 bytes) and enough mock-like samples
+        // The shared vectors (device names null, empty, non-ASCII, 512 bytes, counts with fractions, read
+        // from the records' countFraction) and enough mock-like samples
         // to fill several segments, half of them acknowledged, one of them rejected.
         var samples = try SampleDigestTests.vectors.vectors.map { vector in
             let dto = vector.sample
             return StepSample(id: try #require(UUID(uuidString: dto.id)), startMilliseconds: try #require(ISO8601.parse(dto.startDate)),
-                              endMilliseconds: try #require(ISO8601.parse(dto.endDate)), count: dto.count,
+                              endMilliseconds: try #require(ISO8601.parse(dto.endDate)), countThousandths: dto.countThousandths,
                               sourceBundleId: dto.sourceBundleId, sourceDeviceName: dto.sourceDeviceName, origin: .export)
         }
         samples += (0..<2_000).map { i in

@@ -29,7 +29,7 @@ import Testing
         try reopened.forEachSample { samples.append($0.sample) }
         let expected = SampleTable(samples)
         func rows(_ t: SampleTable) -> [String] {
-            t.entries.map { "\($0.start) \($0.end) \($0.count) \(t.sources[Int($0.source)].label)" }
+            t.entries.map { "\($0.start) \($0.end) \($0.countThousandths) \(t.sources[Int($0.source)].label)" }
         }
         #expect(expected.sources.count == 100)
         for threads in [1, 2, 3, 8] {
@@ -63,8 +63,8 @@ import Testing
             let expected = SampleTable(samples)
             for threads in [1, 3] {
                 let table = try SampleTable(store: store, threads: threads)
-                #expect(table.entries.map { "\($0.start) \($0.count) \(table.sources[Int($0.source)].label)" }
-                        == expected.entries.map { "\($0.start) \($0.count) \(expected.sources[Int($0.source)].label)" }, "\(what), \(threads) threads")
+                #expect(table.entries.map { "\($0.start) \($0.countThousandths) \(table.sources[Int($0.source)].label)" }
+                        == expected.entries.map { "\($0.start) \($0.countThousandths) \(expected.sources[Int($0.source)].label)" }, "\(what), \(threads) threads")
             }
         }
         try check("written once", uncheckedMatches: true)

@@ -21,7 +21,7 @@ import Testing
         try store.forEachSample { s in
             let x = s.sample
             result[x.id.uuidString] = StepSampleDTO(id: x.id.uuidString, startDate: ISO8601.format(milliseconds: x.startMilliseconds),
-                                                    endDate: ISO8601.format(milliseconds: x.endMilliseconds), count: x.count,
+                                                    endDate: ISO8601.format(milliseconds: x.endMilliseconds), countThousandths: x.countThousandths,
                                                     sourceBundleId: x.sourceBundleId, sourceDeviceName: x.sourceDeviceName)
         }
         return result

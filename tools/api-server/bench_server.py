@@ -192,13 +192,13 @@ def post_all(port: int, bodies: list[bytes], in_flight: int) -> float:
 
 def rows_of(samples: list[dict], request: int) -> list[tuple]:
     return [("local", sample["id"], request * 100_000 + k, sample["startDate"], sample["endDate"],
-             instant_ns(sample["startDate"]), instant_ns(sample["endDate"]), sample["count"], sample["sourceBundleId"],
+             instant_ns(sample["startDate"]), instant_ns(sample["endDate"]), sample["count"] * 1000, sample["sourceBundleId"],
              sample["sourceDeviceName"], RECEIVED) for k, sample in enumerate(samples)]
 
 
 UPSERT = (f"INSERT INTO samples ({SAMPLE_COLUMNS}) VALUES ({', '.join('?' * 11)}) ON CONFLICT (user_name, id) DO UPDATE SET "
           "seq = excluded.seq, start_date = excluded.start_date, end_date = excluded.end_date, start_ns = excluded.start_ns, "
-          "end_ns = excluded.end_ns, count = excluded.count, source_bundle_id = excluded.source_bundle_id, "
+          "end_ns = excluded.end_ns, count_thousandths = excluded.count_thousandths, source_bundle_id = excluded.source_bundle_id, "
           "source_device_name = excluded.source_device_name, received_at = excluded.received_at")
 
 
@@ -212,7 +212,7 @@ def sqlite_connection(directory: Path) -> tuple[SqliteDatabase, sqlite3.Connecti
     """A connection with the server's settings (WAL, synchronous=FULL, its cache and checkpoints) on a
     new file with its schema."""
     database = SqliteDatabase(directory)
-    database.open(check=False)
+    database.open(lambda tx: None, check=False)  # a new file: no daily totals to rebuild
     return database, database._connect()
 
 

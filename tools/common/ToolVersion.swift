@@ -6,7 +6,7 @@ import StepLog
 public enum ToolVersion {
     public static let number = "1.0.0"
 
-    /// "stepsync 1.0.0 (StepLog format 2)".
+    /// "stepsync 1.0.0 (StepLog format 3)".
     public static func line(_ tool: String) -> String {
         "\(tool) \(number) (StepLog format \(FormatConstants.formatVersion))"
     }

@@ -88,6 +88,8 @@ enum DumpCommand {
     /// One field of a dumped record.
     enum Value {
         case text(String?), number(Int64), flag(Bool), time(Int64), list([String])
+        /// A step count in thousandths, written as the wire writes it (`2741.7`, `45`).
+        case steps(Int64)
     }
 
     static func fields(type: UInt8, payload: UnsafeRawBufferPointer) -> (String, [(String, Value)]) {
@@ -99,7 +101,7 @@ enum DumpCommand {
             switch record {
             case .sampleUpsert(let r):
                 return (name, [("id", .text(r.sample.id.uuidString)), ("start", .time(r.sample.startMilliseconds)),
-                               ("end", .time(r.sample.endMilliseconds)), ("count", .number(Int64(r.sample.count))),
+                               ("end", .time(r.sample.endMilliseconds)), ("count", .steps(r.sample.countThousandths)),
                                ("sourceBundleId", .text(r.sample.sourceBundleId)), ("sourceDeviceName", .text(r.sample.sourceDeviceName)),
                                ("fetchedAt", .time(r.fetchedAtMilliseconds)), ("synced", .flag(r.isSynced)),
                                ("origin", .text(r.sample.origin.description))])
@@ -161,6 +163,7 @@ enum DumpCommand {
                 switch value {
                 case .text(let t): w.value(t)
                 case .number(let n): w.value(n)
+                case .steps(let thousandths): w.stepCount(thousandths: thousandths)
                 case .flag(let b): w.value(b)
                 case .time(let ms): w.timestamp(milliseconds: ms)
                 case .list(let items): w.beginArray(); for i in items { w.value(i) }; w.endArray()
@@ -173,6 +176,7 @@ enum DumpCommand {
             switch value {
             case .text(let t): return "\(key)=\(t.map { "\"\($0)\"" } ?? "null")"
             case .number(let n): return "\(key)=\(n)"
+            case .steps(let thousandths): return "\(key)=\(StepCountText.format(thousandths: thousandths))"
             case .flag(let b): return "\(key)=\(b)"
             case .time(let ms): return "\(key)=\(ISO8601.format(milliseconds: ms))"
             case .list(let items): return "\(key)=[\(items.count)] " + items.prefix(3).joined(separator: ",") + (items.count > 3 ? ",…" : "")

@@ -102,6 +102,7 @@ enum SourceFactory {
         skipped("malformed", s.malformedStepRecords, s.malformedExamples)
         skipped("outOfContract", s.outOfContractStepRecords, s.outOfContractExamples)
         w.field("fractionalStepRecords", s.fractionalStepRecords)
+        w.field("roundedStepRecords", s.roundedStepRecords)
         w.field("lenientStepRecords", s.lenientStepRecords)
         w.field("exportDate", s.exportDateMilliseconds.map { ISO8601.format(milliseconds: $0) })
         if let unreadable = s.unreadableExportDate { w.field("unreadableExportDate", unreadable) }

@@ -2,16 +2,18 @@
 // docs/FORMAT.md is the prose specification; the golden-vector tests pin the bytes.
 // Never renumber, never reuse a retired value.
 
-/// Constants of the segment file format (version 2; version 1 is still read).
+/// Constants of the segment file format (version 3; versions 1 and 2 are still read).
 public enum FormatConstants {
     // MARK: Segment files
 
     /// First 8 bytes of every segment file: ASCII "STEPLOG" followed by a NUL byte.
     public static let segmentMagic: [UInt8] = [0x53, 0x54, 0x45, 0x50, 0x4C, 0x4F, 0x47, 0x00]
     /// The version this code writes.
-    public static let formatVersion: UInt16 = 2
+    public static let formatVersion: UInt16 = 3
     /// Every version this code reads.
-    public static let readableVersions: ClosedRange<UInt16> = 1...2
+    public static let readableVersions: ClosedRange<UInt16> = 1...3
+    /// The first version whose sample upserts may carry a count's fraction.
+    public static let countFractionSinceVersion: UInt16 = 3
     /// Size of a version 2 segment header in bytes (zeros follow it up to `dataStartV2`).
     public static let segmentHeaderSize = 48
     /// Size of a version 1 segment header; its records follow it at once.
@@ -29,14 +31,14 @@ public enum FormatConstants {
 
     // Segment header layout (little-endian):
     //   0  magic              8 bytes
-    //   8  version            u16   (1 or 2)
+    //   8  version            u16   (1, 2 or 3)
     //  10  flags              u16   (segmentFlag*)
     //  12  sequence           u64
     //  20  base position      u64   (log position of byte 0 of this file)
     //  28  compacted through  u64   (compaction outputs: replaces segments with sequence <= this; else 0)
     // version 1:
     //  36  header checksum    u32   (masked CRC-32C of bytes 0..<36)
-    // version 2:
+    // versions 2 and 3:
     //  36  range end          u64   (log position where the next segment starts; 0: where this one ends)
     //  44  header checksum    u32   (masked CRC-32C of bytes 0..<44)
     static let headerVersionOffset = 8
@@ -95,6 +97,9 @@ public enum FormatConstants {
     /// Sample upsert flags bits 2...3: the sample's origin (`SampleOrigin`).
     public static let sampleOriginShift: UInt8 = 2
     public static let sampleOriginMask: UInt8 = 0b11 << 2
+    /// Sample upsert flag (version 3): the count has a fraction, a u16 of
+    /// thousandths (1...999) after the strings; without it the count is whole.
+    public static let sampleFlagHasCountFraction: UInt8 = 1 << 4
     /// Fixed part of a sample upsert payload, before the strings.
     static let samplePayloadFixedSize = 16 + 8 + 8 + 4 + 8 + 1 + 2
     /// Longest UTF-8 string a sample may carry (bundle id, device name).

@@ -40,7 +40,7 @@ public enum RecordView {
         guard let type = RecordType(rawValue: rawType) else { return .failure(.unknownType(rawType)) }
         guard type.sinceVersion <= version else { return .failure(.undefinedInVersion(rawType, version: version)) }
         switch type {
-        case .sampleUpsert: return SamplePayload.checked(payload).map { .sampleUpsert($0) }
+        case .sampleUpsert: return SamplePayload.checked(payload, version: version).map { .sampleUpsert($0) }
         case .samplesAcknowledged: return AcknowledgedPayload.checked(payload).map { .samplesAcknowledged($0) }
         case .intervalStatus: return IntervalStatusPayload.checked(payload).map { .intervalStatus($0) }
         case .intervalsCleared: return IntervalsClearedPayload.checked(payload).map { .intervalsCleared($0) }

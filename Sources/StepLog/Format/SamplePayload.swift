@@ -6,6 +6,11 @@ import Foundation
 ///
 ///     0 uuid[16] | 16 start i64 | 24 end i64 | 32 count u32 | 36 fetchedAt i64
 ///     44 flags u8 | 45 bundleLen u16 | 47 bundle[bundleLen] | (deviceLen u16 | device[deviceLen])?
+///     | (countFraction u16)?
+///
+/// `count` is the whole steps; `countFraction` (version 3, flag bit 4) the
+/// thousandths past them, 1...999. A whole count has no fraction field, so
+/// its bytes are those of version 2.
 public struct SamplePayload {
     /// The payload's bytes (a view: valid only while the record's buffer is).
     public let bytes: UnsafeRawBufferPointer
@@ -23,25 +28,31 @@ public struct SamplePayload {
     @inline(__always)
     init(wellFormed bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-    /// A view of `bytes` when they are a well-formed sample payload.
+    /// A view of `bytes` when they are a well-formed sample payload of a
+    /// segment of format `version`.
     @inline(__always)
-    public static func checked(_ bytes: UnsafeRawBufferPointer) -> Result<SamplePayload, PayloadProblem> {
-        guard isWellFormed(bytes) else { return .failure(problem(bytes)) }
+    public static func checked(_ bytes: UnsafeRawBufferPointer,
+                               version: UInt16 = FormatConstants.formatVersion) -> Result<SamplePayload, PayloadProblem> {
+        guard isWellFormed(bytes, version: version) else { return .failure(problem(bytes)) }
         return .success(SamplePayload(wellFormed: bytes))
     }
 
-    /// True when the lengths inside the payload add up to its size and the
-    /// UUID is not the nil UUID (which no writer stores: the index cannot hold it).
+    /// True when the lengths inside the payload add up to its size, the
+    /// UUID is not the nil UUID (which no writer stores: the index cannot
+    /// hold it), and a count's fraction (only from version 3) is 1...999.
     @inline(__always)
-    static func isWellFormed(_ payload: UnsafeRawBufferPointer) -> Bool {
+    static func isWellFormed(_ payload: UnsafeRawBufferPointer, version: UInt16) -> Bool {
         guard payload.count >= fixedSize, !UUIDBytes(loadingFrom: payload, at: 0).isNil else { return false }
-        let bundle = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: bundleLengthOffset, as: UInt16.self)))
-        let hasDevice = payload[flagsOffset] & FormatConstants.sampleFlagHasDeviceName != 0
-        if !hasDevice { return payload.count == fixedSize + bundle }
-        let deviceAt = fixedSize + bundle
-        guard payload.count >= deviceAt + 2 else { return false }
-        let device = Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: deviceAt, as: UInt16.self)))
-        return payload.count == deviceAt + 2 + device
+        let flags = payload[flagsOffset]
+        var end = fixedSize + Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: bundleLengthOffset, as: UInt16.self)))
+        if flags & FormatConstants.sampleFlagHasDeviceName != 0 {
+            guard payload.count >= end + 2 else { return false }
+            end += 2 + Int(UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: end, as: UInt16.self)))
+        }
+        guard flags & FormatConstants.sampleFlagHasCountFraction != 0 else { return payload.count == end }
+        guard version >= FormatConstants.countFractionSinceVersion, payload.count == end + 2 else { return false }
+        let fraction = UInt16(littleEndian: payload.loadUnaligned(fromByteOffset: end, as: UInt16.self))
+        return fraction >= 1 && fraction <= 999
     }
 
     /// Why a payload is not well formed (when `isWellFormed` is false).
@@ -75,8 +86,20 @@ public struct SamplePayload {
     @inline(__always)
     public var endMilliseconds: Int64 { Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: Self.endOffset, as: Int64.self)) }
 
+    /// The whole steps of the count.
     @inline(__always)
     public var count: UInt32 { UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: Self.countOffset, as: UInt32.self)) }
+
+    /// The thousandths past the whole steps (0 when the count is whole).
+    @inline(__always)
+    public var countFraction: UInt16 {
+        guard flags & FormatConstants.sampleFlagHasCountFraction != 0 else { return 0 }
+        return UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: bytes.count - 2, as: UInt16.self))
+    }
+
+    /// The count in thousandths of a step.
+    @inline(__always)
+    public var countThousandths: UInt64 { UInt64(count) * 1000 + UInt64(countFraction) }
 
     @inline(__always)
     public var fetchedAtMilliseconds: Int64 { Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: Self.fetchedAtOffset, as: Int64.self)) }
@@ -101,13 +124,13 @@ public struct SamplePayload {
     @inline(__always)
     public var span: SampleSpan {
         SampleSpan(id: uuid, origin: origin, startMilliseconds: startMilliseconds, endMilliseconds: endMilliseconds,
-                   count: count, sourceBundleId: sourceBundleId, sourceDeviceName: sourceDeviceName)
+                   countThousandths: countThousandths, sourceBundleId: sourceBundleId, sourceDeviceName: sourceDeviceName)
     }
 
     /// The whole version, decoded (strings and all).
     public var record: SampleRecord {
         let sample = StepSample(id: uuid.uuid, startMilliseconds: startMilliseconds, endMilliseconds: endMilliseconds,
-                                count: Int(count), sourceBundleId: String(decoding: sourceBundleId, as: UTF8.self),
+                                countThousandths: Int64(countThousandths), sourceBundleId: String(decoding: sourceBundleId, as: UTF8.self),
                                 sourceDeviceName: sourceDeviceName.map { String(decoding: $0, as: UTF8.self) }, origin: origin)
         return SampleRecord(sample: sample, fetchedAtMilliseconds: fetchedAtMilliseconds, isSynced: isSynced)
     }
@@ -116,7 +139,7 @@ public struct SamplePayload {
     /// field but fetchedAt, the synced flag and the origin), compared byte-wise.
     public func hasSameContent(as s: StepSample) -> Bool {
         guard startMilliseconds == s.startMilliseconds, endMilliseconds == s.endMilliseconds,
-              count == UInt32(truncatingIfNeeded: s.count) else { return false }
+              countThousandths == UInt64(truncatingIfNeeded: s.countThousandths) else { return false }
         guard Self.equalUTF8(sourceBundleId, s.sourceBundleId) else { return false }
         switch (sourceDeviceName, s.sourceDeviceName) {
         case (nil, nil): return true
@@ -143,17 +166,19 @@ public struct SamplePayload {
         var device = s.sourceDeviceName
         let bundleCount = bundle.utf8.count
         let deviceCount = device.map { $0.utf8.count }
-        let payloadSize = fixedSize + bundleCount + (deviceCount.map { 2 + $0 } ?? 0)
+        let fraction = UInt16(truncatingIfNeeded: s.countThousandths % 1000)
+        let payloadSize = fixedSize + bundleCount + (deviceCount.map { 2 + $0 } ?? 0) + (fraction != 0 ? 2 : 0)
         RecordFrame.append(.sampleUpsert, payloadSize: payloadSize, to: buffer) { p in
             let id = UUIDBytes(s.id)
             p.storeBytes(of: id.high.bigEndian, as: UInt64.self)
             p.storeBytes(of: id.low.bigEndian, toByteOffset: 8, as: UInt64.self)
             p.storeBytes(of: s.startMilliseconds.littleEndian, toByteOffset: startOffset, as: Int64.self)
             p.storeBytes(of: s.endMilliseconds.littleEndian, toByteOffset: endOffset, as: Int64.self)
-            p.storeBytes(of: UInt32(truncatingIfNeeded: s.count).littleEndian, toByteOffset: countOffset, as: UInt32.self)
+            p.storeBytes(of: UInt32(truncatingIfNeeded: s.countThousandths / 1000).littleEndian, toByteOffset: countOffset, as: UInt32.self)
             p.storeBytes(of: fetchedAt.littleEndian, toByteOffset: fetchedAtOffset, as: Int64.self)
             var flags: UInt8 = (synced ? FormatConstants.sampleFlagSynced : 0) | s.origin.rawValue << FormatConstants.sampleOriginShift
             if deviceCount != nil { flags |= FormatConstants.sampleFlagHasDeviceName }
+            if fraction != 0 { flags |= FormatConstants.sampleFlagHasCountFraction }
             p.storeBytes(of: flags, toByteOffset: flagsOffset, as: UInt8.self)
             p.storeBytes(of: UInt16(bundleCount).littleEndian, toByteOffset: bundleLengthOffset, as: UInt16.self)
             var at = fixedSize
@@ -163,7 +188,9 @@ public struct SamplePayload {
                 p.storeBytes(of: UInt16(deviceCount).littleEndian, toByteOffset: at, as: UInt16.self)
                 at += 2
                 device!.withUTF8 { if $0.count > 0 { (p + at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+                at += deviceCount
             }
+            if fraction != 0 { p.storeBytes(of: fraction.littleEndian, toByteOffset: at, as: UInt16.self) }
         }
     }
 

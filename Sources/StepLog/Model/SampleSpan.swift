@@ -7,7 +7,8 @@ public struct SampleSpan {
     public var origin: SampleOrigin
     public var startMilliseconds: Int64
     public var endMilliseconds: Int64
-    public var count: UInt32
+    /// The count in thousandths of a step.
+    public var countThousandths: UInt64
     /// UTF-8 bytes of `sourceBundleId`.
     public var sourceBundleId: UnsafeRawBufferPointer
     /// UTF-8 bytes of `sourceDeviceName`; nil when the sample has none.

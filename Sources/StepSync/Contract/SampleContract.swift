@@ -12,7 +12,12 @@ import StepLog
 ///   with at most 9 fraction digits; 2000-01-01T00:00:00Z ≤ startDate ≤
 ///   endDate ≤ now + 24 h, and endDate − startDate ≤ 48 h ("now": the
 ///   server's receive time, the importer's clock at import time);
-/// - `count`: an integer 0…1,000,000;
+/// - `count`: a number of steps 0…1,000,000 with at most three decimals (a
+///   whole count is an integer; `2741.7` is kept as 2 741 700 thousandths).
+///   The number is read as the nearest double `d`, as JSON parsers do; it has
+///   at most three decimals when `d × 1000` is within a millionth of a whole
+///   number (`countTolerance`), which every literal of at most three decimals
+///   is and no literal with a fourth non-zero decimal is;
 /// - `sourceBundleId`: 1–512 UTF-8 bytes without U+0000;
 /// - `sourceDeviceName`: null, or 0–512 UTF-8 bytes without U+0000.
 ///
@@ -25,6 +30,10 @@ public enum SampleContract {
     public static let futureToleranceMilliseconds: Int64 = 24 * 3_600_000      // endDate ≤ now + 24 h
     public static let maxDurationMilliseconds: Int64 = 48 * 3_600_000          // endDate − startDate ≤ 48 h
     public static let maxCount = 1_000_000
+    public static let maxCountThousandths = Int64(maxCount) * 1000
+    /// How far `d × 1000` may be from a whole number of thousandths (the
+    /// double's rounding, under 1.2e-7 up to `maxCount`).
+    public static let countTolerance = 1e-6
     public static let maxSourceBundleIdBytes = 512
     public static let maxSourceDeviceNameBytes = 512
     public static let maxFractionDigits = 9
@@ -93,20 +102,33 @@ public enum SampleContract {
     public static func check(_ sample: StepSample, nowMilliseconds: Int64) -> Violation? {
         if let problem = checkID(sample.id.uuidString) { return problem }
         return checkContent(start: Instant(milliseconds: sample.startMilliseconds),
-                            end: Instant(milliseconds: sample.endMilliseconds), count: sample.count,
+                            end: Instant(milliseconds: sample.endMilliseconds), countThousandths: sample.countThousandths,
                             sourceBundleId: sample.sourceBundleId, sourceDeviceName: sample.sourceDeviceName,
                             now: Instant(milliseconds: nowMilliseconds))
     }
 
-    /// Checks a sample in its wire form: the dates as the JSON strings.
-    public static func check(id: String, startDate: String, endDate: String, count: Int, sourceBundleId: String,
+    /// Checks a sample in its wire form: the dates as the JSON strings, the
+    /// count in thousandths (`thousandths(ofCount:)`; nil when it has more than three decimals).
+    public static func check(id: String, startDate: String, endDate: String, countThousandths: Int64?, sourceBundleId: String,
                              sourceDeviceName: String?, now: Instant) -> Violation? {
         if let problem = checkID(id) { return problem }
         guard let start = parseTimestamp(startDate) else { return Violation(.startDate, notATimestamp(.startDate, startDate)) }
         if start < earliestStart { return tooEarly(start) }
         guard let end = parseTimestamp(endDate) else { return Violation(.endDate, notATimestamp(.endDate, endDate)) }
-        return checkContent(start: start, end: end, count: count, sourceBundleId: sourceBundleId,
-                            sourceDeviceName: sourceDeviceName, now: now)
+        if let problem = checkDates(start: start, end: end, now: now) { return problem }
+        guard let countThousandths else { return Violation(.count, "count has more than three decimals") }
+        if let problem = checkCount(thousandths: countThousandths) { return problem }
+        return checkSource(sourceBundleId: sourceBundleId, sourceDeviceName: sourceDeviceName)
+    }
+
+    /// A JSON number's thousandths, or nil when it has more than three
+    /// decimals (is not finite): the rule of `count` above.
+    public static func thousandths(ofCount value: Double) -> Int64? {
+        let scaled = value * 1000
+        guard scaled.isFinite, abs(scaled) < 9e15 else { return nil }
+        let whole = scaled.rounded()
+        guard abs(scaled - whole) < countTolerance else { return nil }
+        return Int64(whole)
     }
 
     public static func checkID(_ id: String) -> Violation? {
@@ -121,10 +143,10 @@ public enum SampleContract {
     }
 
     /// The rules on dates and count for an import: `startDate` onwards.
-    public static func checkContent(start: Instant, end: Instant, count: Int, sourceBundleId: String,
+    public static func checkContent(start: Instant, end: Instant, countThousandths: Int64, sourceBundleId: String,
                                     sourceDeviceName: String?, now: Instant) -> Violation? {
         if let problem = checkDates(start: start, end: end, now: now) { return problem }
-        if let problem = checkCount(count) { return problem }
+        if let problem = checkCount(thousandths: countThousandths) { return problem }
         return checkSource(sourceBundleId: sourceBundleId, sourceDeviceName: sourceDeviceName)
     }
 
@@ -141,8 +163,10 @@ public enum SampleContract {
         return nil
     }
 
-    public static func checkCount(_ count: Int) -> Violation? {
-        guard count >= 0, count <= maxCount else { return Violation(.count, "count \(count) is outside 0…\(maxCount)") }
+    public static func checkCount(thousandths: Int64) -> Violation? {
+        guard thousandths >= 0, thousandths <= maxCountThousandths else {
+            return Violation(.count, "count \(StepCountText.format(thousandths: thousandths)) is outside 0…\(maxCount)")
+        }
         return nil
     }
 

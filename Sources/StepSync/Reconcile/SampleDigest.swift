@@ -4,9 +4,13 @@ import StepLog
 /// docs/RECONCILE.md): XXH64, seed 0, of
 ///
 ///     idLen:u8 id start:i64 end:i64 count:i64 bundleLen:u16 bundle (00 | 01 deviceLen:u16 device)
+///     (countFraction:u16)?
 ///
 /// little-endian, the id as the upload spells it (`uuidString`), instants in
-/// nanoseconds since 1970 UTC, names as their UTF-8 bytes. Two versions of a
+/// nanoseconds since 1970 UTC, names as their UTF-8 bytes; `count` is the whole
+/// steps and `countFraction` the thousandths past them (1-999), present only
+/// when there are any, so a whole count's bytes are those digests kept before
+/// counts had fractions. Two versions of a
 /// sample hash alike only when every field the server keeps is equal; the
 /// origin and fetchedAt are not content.
 ///
@@ -33,6 +37,7 @@ public struct SampleDigest {
         } else {
             bytes.append(0)
         }
+        appendFraction(sample.countFraction)
         return XXHash64.hash(bytes)
     }
 
@@ -52,6 +57,7 @@ public struct SampleDigest {
         } else {
             bytes.append(0)
         }
+        appendFraction(Int(payload.countFraction))
         return XXHash64.hash(bytes)
     }
 
@@ -73,6 +79,12 @@ public struct SampleDigest {
 
     private mutating func append(_ value: Int64) {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// `countFraction:u16` when the count has a fraction; nothing for a whole count.
+    private mutating func appendFraction(_ thousandths: Int) {
+        guard thousandths != 0 else { return }
+        withUnsafeBytes(of: UInt16(thousandths).littleEndian) { bytes.append(contentsOf: $0) }
     }
 
     private static let hexDigits = Array("0123456789ABCDEF".utf8)

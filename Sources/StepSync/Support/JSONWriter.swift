@@ -1,3 +1,5 @@
+import StepLog
+
 /// Builds JSON text into bytes without Foundation's encoders: uploads and
 /// exports write one object per sample, millions of times.
 public struct JSONWriter {
@@ -31,6 +33,14 @@ public struct JSONWriter {
         bytes.append(contentsOf: (d.isFinite ? String(d) : "null").utf8)
     }
     public mutating func null() { separate(); bytes.append(contentsOf: "null".utf8) }
+
+    /// A step count given in thousandths, as the wire has it (`StepCountText`):
+    /// an integer when whole, else up to three decimals.
+    public mutating func stepCount(thousandths: Int64) {
+        if thousandths % 1000 == 0 { return value(thousandths / 1000) }
+        separate()
+        bytes.append(contentsOf: StepCountText.bytes(thousandths: thousandths))
+    }
 
     /// An ISO 8601 UTC timestamp string.
     public mutating func timestamp(milliseconds: Int64) {

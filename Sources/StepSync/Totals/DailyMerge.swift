@@ -68,16 +68,26 @@ public enum DailyMerge {
                            mergedBySource: merged, rawBySource: raw)
     }
 
-    /// F(t): the steps a sample spreading `count` evenly over [start, end) has
-    /// completed by `t`, floor(count × (t − start) / (end − start)), exact.
+    /// F(t), in thousandths: what a sample spreading its count `w + f/1000`
+    /// (w whole steps, f thousandths) evenly over [start, end) has completed by
+    /// `t`, floor(w × p) steps and floor(f × p) thousandths with
+    /// p = (t − start) / (end − start), exact (docs/TOTALS.md §4). A whole
+    /// count's F is 1000 × the whole-step rule's.
     @inline(__always)
-    public static func completed(_ count: UInt32, start: Int64, end: Int64, at t: Int64) -> Int64 {
+    public static func completed(_ thousandths: UInt64, start: Int64, end: Int64, at t: Int64) -> Int64 {
         let elapsed = t - start, length = end - start
-        if elapsed >= length { return Int64(count) }
+        if elapsed >= length { return Int64(thousandths) }
         if elapsed <= 0 { return 0 }
-        if elapsed < 1 << 31 { return Int64(count) * elapsed / length } // < 2^63
-        let product = Int64(count).multipliedFullWidth(by: elapsed)
-        return length.dividingFullWidth(product).quotient
+        let fraction = Int64(thousandths % 1000)
+        let whole = share(Int64(thousandths / 1000), elapsed, length) * 1000
+        return fraction == 0 ? whole : whole + share(fraction, elapsed, length)
+    }
+
+    /// floor(n × elapsed / length) for 0 ≤ n < 2^42, 0 < elapsed < length, exact.
+    @inline(__always)
+    private static func share(_ n: Int64, _ elapsed: Int64, _ length: Int64) -> Int64 {
+        if elapsed < 1 << 31 && n < 1 << 32 { return n * elapsed / length } // < 2^63
+        return length.dividingFullWidth(n.multipliedFullWidth(by: elapsed)).quotient
     }
 
     /// A run of consecutive days and the samples that reach into it (sorted
@@ -140,13 +150,13 @@ public enum DailyMerge {
             while bounds[day + 1] <= from { day += 1 } // starts ascend: so does `day`
             let slot = Int(x.source)
             if x.start == x.end {
-                raw[day * n + slot] += Int64(x.count)
+                raw[day * n + slot] += Int64(x.countThousandths)
                 continue
             }
             var k = day
-            var before = completed(x.count, start: x.start, end: x.end, at: from)
+            var before = completed(x.countThousandths, start: x.start, end: x.end, at: from)
             while k < dayCount && bounds[k] < x.end {
-                let after = completed(x.count, start: x.start, end: x.end, at: min(x.end, bounds[k + 1]))
+                let after = completed(x.countThousandths, start: x.start, end: x.end, at: min(x.end, bounds[k + 1]))
                 raw[k * n + slot] += after - before
                 before = after
                 k += 1
@@ -204,7 +214,7 @@ public enum DailyMerge {
                 if x.start == x.end {
                     // An instant: counted unless a higher rank covers it.
                     if x.start >= bounds[0] && !(j < cover.count && cover[j].start <= x.start) {
-                        merged[day * n + rank] += Int64(x.count)
+                        merged[day * n + rank] += Int64(x.countThousandths)
                     }
                     continue
                 }
@@ -244,10 +254,10 @@ public enum DailyMerge {
         guard a < b else { return }
         var d = day
         while bounds[d + 1] <= a { d += 1 }
-        var before = completed(x.count, start: x.start, end: x.end, at: a)
+        var before = completed(x.countThousandths, start: x.start, end: x.end, at: a)
         while a < b {
             let cut = min(b, bounds[d + 1])
-            let after = completed(x.count, start: x.start, end: x.end, at: cut)
+            let after = completed(x.countThousandths, start: x.start, end: x.end, at: cut)
             merged[d * n + rank] += after - before
             before = after
             a = cut

@@ -11,7 +11,7 @@ public struct DailyTotals: Sendable {
     /// `start(D)` of each day and of the day after the last (dayCount + 1
     /// values; none when there are no days).
     public let boundaries: [Int64]
-    /// Day-major tables: [day * sources.count + position in `sources`].
+    /// Day-major tables in thousandths of a step: [day * sources.count + position in `sources`].
     let mergedBySource: [Int64]
     let rawBySource: [Int64]
 
@@ -36,10 +36,17 @@ public struct DailyTotals: Sendable {
             let m = mergedBySource[i * n + p], r = rawBySource[i * n + p]
             merged += m
             raw += r
-            if r > 0 { shares.append(DayTotal.Source(source: sources[p], merged: m, raw: r)) }
+            if r > 0 { shares.append(DayTotal.Source(source: sources[p], merged: Self.steps(m), raw: Self.steps(r))) }
         }
-        return DayTotal(day: firstDay + Int64(i), merged: merged, raw: raw,
+        return DayTotal(day: firstDay + Int64(i), merged: Self.steps(merged), raw: Self.steps(raw),
                         milliseconds: boundaries[i + 1] - boundaries[i], sources: shares)
+    }
+
+    /// Whole steps from thousandths, rounded half to even (docs/TOTALS.md §4):
+    /// a day's total is within half a step of its thousandths; a whole count's exact.
+    public static func steps(_ thousandths: Int64) -> Int64 {
+        let (q, r) = (thousandths / 1000, thousandths % 1000) // thousandths ≥ 0
+        return r > 500 || (r == 500 && q % 2 == 1) ? q + 1 : q
     }
 
     /// Every day's row, in order.

@@ -1,15 +1,16 @@
 import Foundation
 import StepLog
 
-/// Samples as the merge reads them: 24 bytes each (start, end, count and an
-/// index into `sources`), with each distinct source kept once. Millions of
+/// Samples as the merge reads them: 32 bytes each (start, end, count in
+/// thousandths and an index into `sources`), with each distinct source kept once. Millions of
 /// samples from a store fit in tens of megabytes, and the merge never touches
 /// a string.
 public struct SampleTable: Sendable {
     public struct Entry: Sendable {
         public var start: Int64
         public var end: Int64
-        public var count: UInt32
+        /// The count in thousandths of a step.
+        public var countThousandths: UInt64
         /// Index into `sources` (or, inside the merge, a priority position).
         public var source: UInt32
 
@@ -18,18 +19,18 @@ public struct SampleTable: Sendable {
         static let limit: Int64 = 1 << 60
 
         @inline(__always)
-        init(start: Int64, end: Int64, count: UInt32, source: UInt32) {
+        init(start: Int64, end: Int64, countThousandths: UInt64, source: UInt32) {
             self.start = start
             self.end = end
-            self.count = count
+            self.countThousandths = countThousandths
             self.source = source
         }
 
         /// From a sample's fields: times clamped to ±`limit`, end at least start.
         @inline(__always)
-        init(_ start: Int64, _ end: Int64, _ count: UInt32, _ source: UInt32) {
+        init(_ start: Int64, _ end: Int64, _ countThousandths: UInt64, _ source: UInt32) {
             let s = min(max(start, -Self.limit), Self.limit)
-            self.init(start: s, end: min(max(end, s), Self.limit), count: count, source: source)
+            self.init(start: s, end: min(max(end, s), Self.limit), countThousandths: countThousandths, source: source)
         }
     }
 
@@ -113,7 +114,7 @@ public struct SampleTable: Sendable {
 
         @inline(__always)
         func add(_ s: SampleSpan) {
-            entries.append(Entry(s.startMilliseconds, s.endMilliseconds, s.count, index(s)))
+            entries.append(Entry(s.startMilliseconds, s.endMilliseconds, s.countThousandths, index(s)))
         }
 
         @inline(__always)
@@ -184,9 +185,10 @@ public struct SampleTable: Sendable {
         return taken
     }
 
-    /// Adds a sample; a count outside 0...UInt32.max (which the store refuses) is clamped.
+    /// Adds a sample; a count outside `StepSample`'s range (which the store refuses) is clamped.
     public mutating func append(_ s: StepSample) {
-        entries.append(Entry(s.startMilliseconds, s.endMilliseconds, UInt32(clamping: s.count), index(s.sourceBundleId, s.sourceDeviceName)))
+        let thousandths = UInt64(clamping: min(s.countThousandths, StepSample.maxCountThousandths))
+        entries.append(Entry(s.startMilliseconds, s.endMilliseconds, thousandths, index(s.sourceBundleId, s.sourceDeviceName)))
     }
 
     /// The interned index of a source; consecutive samples mostly share one,

@@ -22,14 +22,60 @@ public struct DeletionResponse: Codable, Hashable, Sendable {
     }
 }
 
-/// A sample as the API returns it from `GET /steps` (seed 002's DTO).
+/// A sample as the API returns it from `GET /steps` (seed 002's DTO). Its
+/// `count` is a JSON number with up to three decimals, kept here in thousandths.
 public struct StepSampleDTO: Codable, Hashable, Sendable {
     public var id: String
     public var startDate: String
     public var endDate: String
-    public var count: Int
+    public var countThousandths: Int64
     public var sourceBundleId: String
     public var sourceDeviceName: String?
+
+    public init(id: String, startDate: String, endDate: String, countThousandths: Int64, sourceBundleId: String,
+                sourceDeviceName: String?) {
+        self.id = id
+        self.startDate = startDate
+        self.endDate = endDate
+        self.countThousandths = countThousandths
+        self.sourceBundleId = sourceBundleId
+        self.sourceDeviceName = sourceDeviceName
+    }
+
+    /// The whole steps of the count (its fraction dropped).
+    public var count: Int { Int(countThousandths / 1000) }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, startDate, endDate, count, sourceBundleId, sourceDeviceName
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(String.self, forKey: .id)
+        startDate = try c.decode(String.self, forKey: .startDate)
+        endDate = try c.decode(String.self, forKey: .endDate)
+        let count = try c.decode(Double.self, forKey: .count)
+        guard let thousandths = SampleContract.thousandths(ofCount: count) else {
+            throw DecodingError.dataCorruptedError(forKey: .count, in: c, debugDescription: "count \(count) has more than three decimals")
+        }
+        countThousandths = thousandths
+        sourceBundleId = try c.decode(String.self, forKey: .sourceBundleId)
+        sourceDeviceName = try c.decodeIfPresent(String.self, forKey: .sourceDeviceName)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(startDate, forKey: .startDate)
+        try c.encode(endDate, forKey: .endDate)
+        if countThousandths % 1000 == 0 {
+            try c.encode(countThousandths / 1000, forKey: .count)
+        } else {
+            try c.encode(Decimal(countThousandths) / 1000, forKey: .count)
+        }
+        try c.encode(sourceBundleId, forKey: .sourceBundleId)
+        try c.encode(sourceDeviceName, forKey: .sourceDeviceName)
+    }
 }
 
 /// Response of `GET /steps`.

@@ -186,7 +186,7 @@ public final class InMemoryAPIClient: APIClient, @unchecked Sendable {
 
     static func dto(_ s: StepSample) -> StepSampleDTO {
         StepSampleDTO(id: s.id.uuidString, startDate: ISO8601.format(milliseconds: s.startMilliseconds),
-                      endDate: ISO8601.format(milliseconds: s.endMilliseconds), count: s.count,
+                      endDate: ISO8601.format(milliseconds: s.endMilliseconds), countThousandths: s.countThousandths,
                       sourceBundleId: s.sourceBundleId, sourceDeviceName: s.sourceDeviceName)
     }
 

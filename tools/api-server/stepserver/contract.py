@@ -1,10 +1,11 @@
 """The wire contract: what a request may hold, its limits, and the one-line error for each violation.
 
-One definition, one parser. The msgspec types below decode every body (strictly: a count of 1.0, a
-boolean or a string is not an integer) and the OpenAPI schema is generated from the same types
+One definition, one parser. The msgspec types below decode every body (strictly: a boolean or a
+string is not a number) and the OpenAPI schema is generated from the same types
 (routes/openapi.py). What msgspec cannot express is checked right after the decode, in field order,
 as the Swift `SampleContract` (Sources/StepSync/Contract) checks a sample: the id's alphabet, the
-dates' grammar, calendar and bounds (to the nanosecond), UTF-8 byte lengths and U+0000. The shared
+dates' grammar, calendar and bounds (to the nanosecond), a count's three decimals at most, UTF-8 byte
+lengths and U+0000. The shared
 vectors (Tests/Fixtures/contract/samples.json) hold both sides to the same answers, and a property
 test (tests/test_contract_fuzz.py) looks for a body where they differ.
 
@@ -34,6 +35,12 @@ MIN_DATE_TEXT = "2000-01-01T00:00:00Z"
 MAX_FUTURE_SECONDS = 24 * 3600  # endDate <= the server's receive time + 24 h
 MAX_DURATION_SECONDS = 48 * 3600  # endDate - startDate <= 48 h
 MAX_COUNT = 1_000_000
+# A count is kept in thousandths of a step (2741.7 -> 2_741_700). A JSON number is read as the
+# nearest double d; it has at most three decimals when d * 1000 is within COUNT_TOLERANCE of a whole
+# number (the double's rounding is under 1.2e-7 up to MAX_COUNT; a fourth decimal is at least 1e-1 away
+# once scaled). The Swift SampleContract.thousandths(ofCount:) is the same rule.
+COUNT_SCALE = 1000
+COUNT_TOLERANCE = 1e-6
 MAX_SOURCE_BYTES = 512  # sourceBundleId 1..512, sourceDeviceName 0..512 UTF-8 bytes, no U+0000
 MAX_SAMPLES_PER_REQUEST = 10_000
 MAX_IDS_PER_REQUEST = 1_000
@@ -69,8 +76,12 @@ DateTime = Annotated[str, msgspec.Meta(
     extra_json_schema={"pattern": DATE_PATTERN},
     description="RFC 3339 date-time (fraction up to 9 digits, Z or +-HH:MM); stored as sent. "
     f"{MIN_DATE_TEXT} <= startDate <= endDate <= the server's time + 24 h; endDate - startDate <= 48 h")]
-# The type of a count on the wire and in storage (storage/schema.py's COUNT_TYPE is its column).
-Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT, description="steps; a JSON integer (no fraction, no exponent)")]
+# The type of a count on the wire: an integer as ever, or a number with up to three decimals. In
+# storage it is thousandths (storage/schema.py's COUNT_TYPE is its column).
+_COUNT_TEXT = "steps; an integer, or a number with at most three decimals (2741.7)"
+Count = Union[Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT, description=_COUNT_TEXT)],
+              Annotated[float, msgspec.Meta(ge=0, le=MAX_COUNT, description=_COUNT_TEXT,
+                                            extra_json_schema={"multipleOf": 1 / COUNT_SCALE})]]
 BundleId = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_SOURCE_BYTES, description="1-512 UTF-8 bytes, no U+0000")]
 DeviceName = Annotated[str, msgspec.Meta(max_length=MAX_SOURCE_BYTES, description="0-512 UTF-8 bytes, no U+0000")]
 
@@ -160,10 +171,15 @@ class StoredSample(msgspec.Struct):
     id: str
     startDate: str
     endDate: str
-    count: int
+    count: Annotated[Union[int, float], msgspec.Meta(description="an integer when whole, else up to three decimals")]
     sourceBundleId: str
     sourceDeviceName: Optional[str]
     receivedAt: Annotated[str, msgspec.Meta(description="UTC, whole seconds, e.g. 2024-01-20T15:00:00Z")]
+
+    @classmethod
+    def from_row(cls, id: str, start_date: str, end_date: str, count_thousandths: int, bundle: str,
+                 device: Optional[str], received_at: str) -> "StoredSample":
+        return cls(id, start_date, end_date, count_value(count_thousandths), bundle, device, received_at)
 
 
 class StepsPage(msgspec.Struct):
@@ -229,7 +245,7 @@ class ValidSample(msgspec.Struct, gc=False):
     end_date: str
     start_ns: int
     end_ns: int
-    count: int
+    count_thousandths: int
     bundle: str
     device: Optional[str]
 
@@ -278,6 +294,22 @@ def instants_ns(texts: list[str]) -> list[Optional[int]]:
             for micro, fraction in zip(microseconds, [match[1] for match in matches])]
 
 
+def count_thousandths(count: Union[int, float]) -> Optional[int]:
+    """A wire count in thousandths of a step; None when it has more than three decimals."""
+    if type(count) is int:
+        return count * COUNT_SCALE
+    scaled = count * COUNT_SCALE
+    whole = round(scaled)
+    return whole if abs(scaled - whole) < COUNT_TOLERANCE else None
+
+
+def count_value(thousandths: int) -> Union[int, float]:
+    """A stored count for the wire: the integer when whole (as it always was), else the number with up
+    to three decimals (msgspec writes the shortest text that reads back as it: 2741.7)."""
+    whole, fraction = divmod(thousandths, COUNT_SCALE)
+    return whole if fraction == 0 else thousandths / COUNT_SCALE
+
+
 def utc_text(nanoseconds: int) -> str:
     return datetime.fromtimestamp(nanoseconds // _NS, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -318,6 +350,9 @@ def check_sample(sample: Sample, index: int, now_ns: int, names: dict[str, str],
     if end - start > MAX_DURATION_SECONDS * _NS:
         raise bad_request(f"samples[{index}].endDate: must be at most 48 hours after startDate "
                           f"({sample.startDate} .. {sample.endDate})")
+    thousandths = count_thousandths(sample.count)
+    if thousandths is None:
+        raise bad_request(f"samples[{index}].count: must have at most three decimals (got {describe(sample.count)})")
     bundle, device = sample.sourceBundleId, sample.sourceDeviceName
     if not _source_ok(bundle, 1):
         raise bad_request(f"samples[{index}].sourceBundleId: must be a string of 1-{MAX_SOURCE_BYTES} UTF-8 bytes "
@@ -325,7 +360,7 @@ def check_sample(sample: Sample, index: int, now_ns: int, names: dict[str, str],
     if device is not None and not _source_ok(device, 0):
         raise bad_request(f"samples[{index}].sourceDeviceName: must be null or a string of 0-{MAX_SOURCE_BYTES} UTF-8 "
                           f"bytes without U+0000 (got {describe(device)})")
-    return ValidSample(sample.id, sample.startDate, sample.endDate, start, end, sample.count,
+    return ValidSample(sample.id, sample.startDate, sample.endDate, start, end, thousandths,
                        names.setdefault(bundle, bundle), device if device is None else names.setdefault(device, device))
 
 

@@ -3,7 +3,7 @@ of GET /steps/daily made from them.
 
 Per user, UTC day and source: the merged and raw steps of the merge of docs/TOTALS.md section 4 with
 the default priority, and the same cut at every UTC quarter hour of the day (two lists of 96
-integers). A write rewrites the UTC days it touched from the live samples, in its own transaction
+integers), all in thousandths of a step. A write rewrites the UTC days it touched from the live samples, in its own transaction
 (storage/store.py), so every reader finds them current: no cache, no invalidation. Its own samples are
 merged from memory (before the transaction, as if alone on their days: rows_by_day); only the days on
 which the transaction finds other live samples are merged again with them. A local day in any
@@ -66,7 +66,7 @@ def runs_of(days: Iterable[int]) -> list[tuple[int, int]]:
 
 
 def rows_by_day(samples: list[tuple[int, int, int, str, Optional[str]]]) -> dict[str, list[tuple]]:
-    """day_rows of every UTC day the samples (start_ms, end_ms, count, bundle, device) overlap, merged
+    """day_rows of every UTC day the samples (start_ms, end_ms, count in thousandths, bundle, device) overlap, merged
     from them alone, by day (its text). A sample's days are consecutive, so it lies in one run of them."""
     runs = touched_days(samples)
     groups: list[list[tuple]] = [[] for _ in runs]
@@ -82,7 +82,7 @@ def rows_by_day(samples: list[tuple[int, int, int, str, Optional[str]]]) -> dict
 
 def day_rows(samples: Iterable[tuple[int, int, int, str, Optional[str]]], first: int, last: int) -> list[tuple]:
     """The daily_totals rows of the UTC days first .. last from every live sample overlapping them
-    (start_ms, end_ms, count, bundle, device): (day, bundle, device, merged, raw, merged_quarters,
+    (start_ms, end_ms, count in thousandths, bundle, device): (day, bundle, device, merged, raw, merged_quarters,
     raw_quarters), one per day and source with steps."""
     cuts = list(range(first * DAY_MS, (last + 1) * DAY_MS + 1, QUARTER_MS))
     order, raw, merged = merge_between_cuts(samples, cuts, DEFAULT_PRIORITY)

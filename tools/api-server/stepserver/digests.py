@@ -2,10 +2,13 @@
 
 A live sample's content hash is XXH64 (seed 0) of its canonical bytes:
 
-    content := idLen:u8 id start:i64 end:i64 count:i64 bundleLen:u16 bundle device
+    content := idLen:u8 id start:i64 end:i64 count:i64 bundleLen:u16 bundle device [countFraction:u16]
     device  := 00 | 01 deviceLen:u16 device          (null, or the name)
 
-little-endian, instants in nanoseconds since 1970 UTC, strings as their UTF-8 bytes. The Swift
+little-endian, instants in nanoseconds since 1970 UTC, strings as their UTF-8 bytes; count is the
+whole steps and countFraction the thousandths past them (1-999), present only when there are any:
+a whole count's bytes are what they were before counts had fractions, so digests kept then still
+match. The Swift
 `SampleDigest` computes the same; Tests/Fixtures/digest/vectors.json pins both. A digest of a set of
 samples is their count and the sum of their hashes mod 2^64: it does not depend on order, and a
 sample's hash is added when it arrives and subtracted when it is replaced or deleted. The table
@@ -26,8 +29,10 @@ _HEAD = struct.Struct("<qqqH")
 _xxh64 = xxhash.xxh64_intdigest
 
 
-def content_hash(sample_id: str, start_ns: int, end_ns: int, count: int, bundle: str, device: Optional[str]) -> int:
-    """The sample's content hash (unsigned 64-bit)."""
+def content_hash(sample_id: str, start_ns: int, end_ns: int, count_thousandths: int, bundle: str,
+                 device: Optional[str]) -> int:
+    """The sample's content hash (unsigned 64-bit); its count in thousandths of a step."""
+    count, fraction = divmod(count_thousandths, 1000)
     identity = sample_id.encode("ascii")
     bundle_bytes = bundle.encode("utf-8")
     if device is None:
@@ -35,6 +40,8 @@ def content_hash(sample_id: str, start_ns: int, end_ns: int, count: int, bundle:
     else:
         device_bytes = device.encode("utf-8")
         tail = b"\x01" + len(device_bytes).to_bytes(2, "little") + device_bytes
+    if fraction:
+        tail += fraction.to_bytes(2, "little")
     return _xxh64(bytes((len(identity),)) + identity + _HEAD.pack(start_ns, end_ns, count, len(bundle_bytes))
                   + bundle_bytes + tail)
 

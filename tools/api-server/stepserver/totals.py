@@ -1,13 +1,16 @@
 """Daily totals merged across sources, as docs/TOTALS.md defines them (the Swift side is
-Sources/StepSync/Totals/). Exact integer arithmetic; times in whole milliseconds since 1970 UTC
-(a sample's nanoseconds are floored to milliseconds, as the store keeps them).
+Sources/StepSync/Totals/). Exact integer arithmetic in thousandths of a step; times in whole
+milliseconds since 1970 UTC (a sample's nanoseconds are floored to milliseconds, as the store keeps
+them). The document shows whole steps, each total rounded half to even (steps()).
 
 How it computes the merge: sources are taken in priority order, highest first. The instants covered
 by the sources ranked above the current one are kept as a sorted list of disjoint intervals; each of
 the current source's samples counts, toward the merged totals, only on the parts of its interval
 outside them (the instants its source wins), and then its interval joins them. Raw totals split
-every sample over days without any of that. Pieces are F(b) - F(a) with
-F(t) = floor(count * (t - start) / (end - start)), so a sample's pieces always add up to its count.
+every sample over days without any of that. Pieces are F(b) - F(a) with F(t), in thousandths, the
+whole steps' floor(w * p) * 1000 plus the fraction's floor(f * p) thousandths, for a count of
+w steps and f thousandths and p = (t - start) / (end - start) (done()): a sample's pieces always add up
+to its count, and a whole count's pieces are 1000 times the whole-step rule's.
 """
 
 from __future__ import annotations
@@ -66,20 +69,33 @@ def day_start_ms(day: date, zone: ZoneInfo) -> int:
     return low * 1000
 
 
+def steps(thousandths: int) -> int:
+    """Whole steps from thousandths, rounded half to even (Swift: DailyTotals.steps)."""
+    whole, fraction = divmod(thousandths, 1000)
+    return whole + 1 if fraction > 500 or (fraction == 500 and whole % 2) else whole
+
+
+def done(whole: int, fraction: int, elapsed: int, span: int) -> int:
+    """F at start + elapsed, in thousandths, of a sample of whole steps and fraction thousandths over span ms."""
+    completed = whole * elapsed // span * 1000
+    return completed + fraction * elapsed // span if fraction else completed
+
+
 def _pieces(start: int, end: int, count: int, a: int, b: int, cuts: list[int], out: list[int], offset: int) -> None:
-    """Adds to out[offset + d] the steps of the sample's part [a, b) that fall in day d, where day d
-    is [cuts[d], cuts[d + 1])."""
+    """Adds to out[offset + d] the thousandths of the sample's part [a, b) that fall in day d, where
+    day d is [cuts[d], cuts[d + 1])."""
     span = end - start
+    whole, fraction = divmod(count, 1000)
     first = max(bisect_right(cuts, a) - 1, 0)
     day = first
     position = a
-    done = count * (position - start) // span
+    before = done(whole, fraction, position - start, span)
     while position < b and day < len(cuts) - 1:
         stop = min(b, cuts[day + 1])
         if stop > position:
-            reached = count * (stop - start) // span
-            out[offset + day] += reached - done
-            done = reached
+            reached = done(whole, fraction, stop - start, span)
+            out[offset + day] += reached - before
+            before = reached
             position = stop
         day += 1
 
@@ -91,7 +107,8 @@ def source_order_key(key: tuple[str, Optional[str]], patterns: list[str]) -> tup
 
 def daily_totals(samples: Iterable[tuple[int, int, int, str, Optional[str]]], zone_name: str, first: date,
                  last: date, patterns: list[str], by_source: bool) -> dict:
-    """samples: (start_ms, end_ms, count, bundle, device). Returns the document of TOTALS.md section 5."""
+    """samples: (start_ms, end_ms, count in thousandths, bundle, device). Returns the document of TOTALS.md
+    section 5."""
     cuts = day_cuts(first, last, ZoneInfo(zone_name))
     order, raw, merged = merge_between_cuts(samples, cuts, patterns)
     return document(zone_name, first, last, patterns, order, raw, merged, by_source)
@@ -104,15 +121,15 @@ def day_cuts(first: date, last: date, zone: ZoneInfo) -> list[int]:
 
 def document(zone_name: str, first: date, last: date, patterns: list[str], order: list[tuple[str, Optional[str]]],
              raw: list[list[int]], merged: list[list[int]], by_source: bool) -> dict:
-    """The document of TOTALS.md section 5 from each source's raw and merged steps per day (sources in
-    priority order, as merge_between_cuts gives them)."""
+    """The document of TOTALS.md section 5 from each source's raw and merged thousandths per day
+    (sources in priority order, as merge_between_cuts gives them), each total in whole steps."""
     rows = []
     for d in range((last - first).days + 1):
         row: dict = {"date": (first + timedelta(days=d)).isoformat(),
-                     "merged": sum(merged[k][d] for k in range(len(order))),
-                     "raw": sum(raw[k][d] for k in range(len(order)))}
+                     "merged": steps(sum(merged[k][d] for k in range(len(order)))),
+                     "raw": steps(sum(raw[k][d] for k in range(len(order))))}
         if by_source:
-            row["sources"] = [{"bundleId": key[0], "deviceName": key[1], "merged": merged[k][d], "raw": raw[k][d]}
+            row["sources"] = [{"bundleId": key[0], "deviceName": key[1], "merged": steps(merged[k][d]), "raw": steps(raw[k][d])}
                               for k, key in enumerate(order) if raw[k][d] > 0]
         rows.append(row)
     return {"timeZone": zone_name, "from": first.isoformat(), "to": last.isoformat(), "priority": patterns, "days": rows}
@@ -121,7 +138,7 @@ def document(zone_name: str, first: date, last: date, patterns: list[str], order
 def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]]], cuts: list[int],
                        patterns: list[str]) -> tuple[list[tuple[str, Optional[str]]], list[list[int]], list[list[int]]]:
     """The merge of TOTALS.md section 4 over the intervals [cuts[i], cuts[i + 1]) (ascending instants,
-    in ms): the sources in priority order, and per source the raw and merged steps of each interval.
+    in ms): the sources in priority order, and per source the raw and merged thousandths of each interval.
     Days are such intervals; so are the quarter hours of the stored daily totals (daily_totals.py). A day's
     numbers are the sums of its pieces' numbers however it is cut (F is floored cumulatively)."""
     days = len(cuts) - 1
@@ -153,9 +170,11 @@ def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]
             if a >= b:
                 continue
             span = end - start
+            whole, fraction = divmod(count, 1000)
             day = bisect_right(cuts, a) - 1
             if b <= cuts[day + 1]:  # the usual sample, inside one day: its one piece, inline
-                raw_k[day] += count * (b - start) // span - count * (a - start) // span
+                raw_k[day] += (whole * (b - start) // span - whole * (a - start) // span) * 1000 + (
+                    fraction * (b - start) // span - fraction * (a - start) // span if fraction else 0)
             else:
                 _pieces(start, end, count, a, b, cuts, raw_k, 0)
             # The parts of [a, b) that no higher source covers: between the covered intervals.
@@ -168,7 +187,8 @@ def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]
                     continue
                 stop = min(b, covered_starts[i]) if i < len(covered_starts) else b
                 if stop <= cuts[day + 1] and position >= cuts[day]:
-                    merged_k[day] += count * (stop - start) // span - count * (position - start) // span
+                    merged_k[day] += (whole * (stop - start) // span - whole * (position - start) // span) * 1000 + (
+                        fraction * (stop - start) // span - fraction * (position - start) // span if fraction else 0)
                 else:
                     _pieces(start, end, count, position, stop, cuts, merged_k, 0)
                 position = stop

@@ -21,6 +21,8 @@ from postgres_cluster import PostgresCluster, PostgresUnavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the stepserver package
 
+from stepserver import contract  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 MAIN = HERE.parent / "main.py"
 START_DEADLINE_S = 30.0
@@ -182,9 +184,9 @@ class ServerProcess:
         version as (seq, "version", id, startDate, endDate, count, bundle, device, receivedAt), a
         deletion as (seq, "deletion", id, receivedAt)."""
         user = user or ("local" if self.single_user else "alice")
-        query = ("SELECT seq, 'version', id, start_date, end_date, count, source_bundle_id, source_device_name, received_at "
+        query = ("SELECT seq, 'version', id, start_date, end_date, count_thousandths, source_bundle_id, source_device_name, received_at "
                  "FROM sample_versions WHERE user_name = {p} UNION ALL "
-                 "SELECT seq, 'version', id, start_date, end_date, count, source_bundle_id, source_device_name, received_at "
+                 "SELECT seq, 'version', id, start_date, end_date, count_thousandths, source_bundle_id, source_device_name, received_at "
                  "FROM samples WHERE user_name = {p} UNION ALL "
                  "SELECT seq, 'deletion', id, received_at, NULL, NULL, NULL, NULL, NULL FROM deletions WHERE user_name = {p} "
                  "ORDER BY seq")
@@ -198,7 +200,8 @@ class ServerProcess:
 
             with psycopg.connect(self.database) as connection:
                 rows = connection.execute(query.format(p="%s"), (user, user, user)).fetchall()
-        return [row if row[1] == "version" else row[:4] for row in rows]
+        # A version's count as the wire has it (stored in thousandths).
+        return [(*row[:5], contract.count_value(row[5]), *row[6:]) if row[1] == "version" else row[:4] for row in rows]
 
     def versions(self, user: Optional[str] = None) -> list[dict]:
         """Every version saved, in order, as GET /steps returns samples."""

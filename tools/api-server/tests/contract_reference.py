@@ -114,15 +114,16 @@ def violation(sample: Any, now_ns: int) -> Optional[str]:
     if end_text is None:
         return "endDate"
     count = sample.get("count")
-    if type(count) is not int or not -INT64 <= count < INT64:
+    if type(count) not in (int, float):
         return "count"
+    thousandths = thousandths_of_count(float(count) if type(count) is float or abs(count) >= 2**53 else count)
     bundle = string("sourceBundleId")
     if bundle is None:
         return "sourceBundleId"
     device = sample.get("sourceDeviceName")
     if device is not None and string("sourceDeviceName") is None:
         return "sourceDeviceName"
-    # SampleContract.check(id:startDate:endDate:count:sourceBundleId:sourceDeviceName:now:)
+    # SampleContract.check(id:startDate:endDate:countThousandths:sourceBundleId:sourceDeviceName:now:)
     id_bytes = sample_id.encode()
     if not id_bytes or len(id_bytes) > 64 or any(byte not in ID_BYTES for byte in id_bytes):
         return "id"
@@ -132,7 +133,7 @@ def violation(sample: Any, now_ns: int) -> Optional[str]:
     end = parse_timestamp(end_text)
     if end is None or end < start or end > now_ns + FUTURE_NS or end > start + DURATION_NS:
         return "endDate"
-    if not 0 <= count <= 1_000_000:
+    if thousandths is None or not 0 <= thousandths <= 1_000_000_000:
         return "count"
     bundle_bytes = bundle.encode()
     if not 1 <= len(bundle_bytes) <= 512 or 0 in bundle_bytes:
@@ -140,6 +141,18 @@ def violation(sample: Any, now_ns: int) -> Optional[str]:
     if device is not None and (len(device.encode()) > 512 or "\x00" in device):
         return "sourceDeviceName"
     return None
+
+
+def thousandths_of_count(count: Any) -> Optional[int]:
+    """SampleContract.thousandths(ofCount:): the number read as a double (Swift's Double(literal): a
+    JSON integer as exactly as a double holds it), thousandths when it has at most three decimals."""
+    if type(count) is int:
+        return count * 1000
+    scaled = count * 1000
+    if scaled != scaled or abs(scaled) >= 9e15:
+        return None
+    whole = round(scaled)
+    return whole if abs(scaled - whole) < 1e-6 else None
 
 
 def has_lone_surrogate(value: Any) -> bool:

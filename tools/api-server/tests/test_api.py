@@ -111,7 +111,7 @@ def test_openapi_schema_carries_the_contract(server):
     assert schema["openapi"].startswith("3.")
     assert set(schema["paths"]) >= {"/health", "/steps", "/steps/deletions"}
     sample = schema["components"]["schemas"]["Sample"]
-    assert sample["properties"]["count"]["maximum"] == 1_000_000
+    assert [branch["maximum"] for branch in sample["properties"]["count"]["anyOf"]] == [1_000_000, 1_000_000]  # integer, or three decimals
     assert sample["properties"]["id"]["pattern"] == "^[A-Za-z0-9._:-]{1,64}$"
     assert schema["components"]["schemas"]["DeletionsBody"]["properties"]["ids"]["maxItems"] == 1000
 
@@ -145,14 +145,15 @@ def test_the_sqlite_file_reads_as_its_documented_tables(sqlite_server):
     server.post([sample])
     with sqlite3.connect(server.sqlite_path().resolve().as_uri() + "?mode=ro", uri=True) as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        row = connection.execute("SELECT user_name, id, start_date, end_date, count, source_bundle_id, "
+        row = connection.execute("SELECT user_name, id, start_date, end_date, count_thousandths, source_bundle_id, "
                                  "source_device_name FROM samples").fetchone()
         daily = connection.execute("SELECT day, merged, raw FROM daily_totals").fetchall()
         mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
     assert tables == {"stepsync_schema", "tokens", "request_seq", "samples", "sample_versions", "deletions", "daily_totals",
                       "sample_digests", "server_identity", "digest_stale", "digest_writer"}
-    assert row == ("alice", sample["id"], sample["startDate"], sample["endDate"], sample["count"], "com.apple.health", "Apple Watch")
-    assert daily == [(sample["startDate"][:10], sample["count"], sample["count"])]
+    thousandths = sample["count"] * 1000  # counts are kept in thousandths of a step
+    assert row == ("alice", sample["id"], sample["startDate"], sample["endDate"], thousandths, "com.apple.health", "Apple Watch")
+    assert daily == [(sample["startDate"][:10], thousandths, thousandths)]
     assert mode == "wal"
 
 

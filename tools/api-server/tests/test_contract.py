@@ -73,7 +73,7 @@ def test_nothing_but_a_400_leaves_the_parser():
 def test_a_repeated_key_counts_its_last_value():
     sample = make_samples(1)[0]
     body = json.dumps({"samples": [sample]}).encode().replace(b'"count": ', b'"count": 5, "count": ', 1)
-    assert contract.parse_samples(body, NOW)[0].count == sample["count"]
+    assert contract.parse_samples(body, NOW)[0].count_thousandths == sample["count"] * 1000
 
 
 def test_the_schema_comes_from_the_decoding_types():
@@ -81,7 +81,8 @@ def test_the_schema_comes_from_the_decoding_types():
     sample = components["Sample"]["properties"]
     assert sample["id"]["pattern"] == contract.ID_PATTERN and sample["id"]["maxLength"] == 64
     assert sample["startDate"]["pattern"] == contract.DATE_PATTERN
-    assert sample["count"]["maximum"] == contract.MAX_COUNT
+    assert [branch["maximum"] for branch in sample["count"]["anyOf"]] == [contract.MAX_COUNT] * 2
+    assert sample["count"]["anyOf"][1]["multipleOf"] == 0.001  # a number of at most three decimals
     assert components["DeletionsBody"]["properties"]["ids"]["maxItems"] == contract.MAX_IDS_PER_REQUEST
 
 

@@ -99,8 +99,11 @@ def reference(samples, zone_name, first, last, patterns):
     index = {key: k for k, key in enumerate(keys)}
     xs = [(s, e, c, index[(b, d)]) for s, e, c, b, d in samples]
 
-    def F(s, e, c, t):
-        return c * (t - s) // (e - s)
+    def F(s, e, c, t):  # in thousandths: the whole steps' floor, then the fraction's
+        return (c // 1000) * (t - s) // (e - s) * 1000 + (c % 1000) * (t - s) // (e - s)
+
+    def steps(thousandths):  # rounded half to even
+        return round(thousandths / 1000) if thousandths % 500 == 0 else (thousandths + 500) // 1000
 
     rows = []
     day = first
@@ -122,8 +125,8 @@ def reference(samples, zone_name, first, last, patterns):
                 raw[k] += c
                 if not any(x[3] < k and x[0] <= s < x[1] for x in xs):
                     merged[k] += c
-        rows.append({"date": day.isoformat(), "merged": sum(merged), "raw": sum(raw),
-                     "sources": [{"bundleId": key[0], "deviceName": key[1], "merged": merged[k], "raw": raw[k]}
+        rows.append({"date": day.isoformat(), "merged": steps(sum(merged)), "raw": steps(sum(raw)),
+                     "sources": [{"bundleId": key[0], "deviceName": key[1], "merged": steps(merged[k]), "raw": steps(raw[k])}
                                  for k, key in enumerate(keys) if raw[k] > 0]})
         day += timedelta(days=1)
     return {"timeZone": zone_name, "from": first.isoformat(), "to": last.isoformat(), "priority": patterns, "days": rows}
@@ -146,7 +149,8 @@ def test_the_merge_equals_the_reference_and_keeps_its_promises(seed):
         start = base + rng.randrange(0, 6 * 86_400_000, rng.choice([1, 1000, 60_000]))
         end = start + rng.choice([0, rng.randrange(1, 600_000), rng.randrange(1, 2 * 86_400_000)])
         bundle, device = rng.choice(sources)
-        samples.append((start, end, rng.randrange(0, 5000), bundle, device))
+        fraction = rng.randrange(1, 1000) if rng.random() < 0.3 else 0  # a third with thousandths
+        samples.append((start, end, rng.randrange(0, 5000) * 1000 + fraction, bundle, device))
     got = totals.daily_totals(samples, zone, first, last, totals.DEFAULT_PRIORITY, True)
     assert got == reference(samples, zone, first, last, totals.DEFAULT_PRIORITY)
     for row in got["days"]:
@@ -205,10 +209,11 @@ def test_stored_totals_follow_every_write(server):
             end = start + rng.choice([0, rng.randrange(60, 600) * 1000, rng.randrange(1, 40) * 3_600_000])
             offset = rng.choice([0, 0, 14 * 60, -12 * 60, 330])
             bundle, device = rng.choice(SOURCES[:3])
+            thousandths = rng.randrange(0, 3000) * 1000 + (rng.randrange(1, 1000) if rng.random() < 0.3 else 0)
             sample = {"id": sample_id, "startDate": _text(start, offset), "endDate": _text(end, offset),
-                      "count": rng.randrange(0, 3000), "sourceBundleId": bundle, "sourceDeviceName": device}
+                      "count": contract.count_value(thousandths), "sourceBundleId": bundle, "sourceDeviceName": device}
             batch.append(sample)
-            live[sample_id] = (start, end, sample["count"], bundle, device)
+            live[sample_id] = (start, end, thousandths, bundle, device)
         assert server.post(batch).status_code == 200
 
     write(200)
@@ -217,7 +222,8 @@ def test_stored_totals_follow_every_write(server):
     assert len(stored) == len(live)
     for k, v in live.items():
         s = stored[k]
-        assert (contract.instant_ns(s["startDate"]) // 1_000_000, contract.instant_ns(s["endDate"]) // 1_000_000, s["count"]) == v[:3], (s, v)
+        assert (contract.instant_ns(s["startDate"]) // 1_000_000, contract.instant_ns(s["endDate"]) // 1_000_000,
+                contract.count_thousandths(s["count"])) == v[:3], (s, v)
     check()
     for step in range(12):
         step_name[0] = f"step {step}"

@@ -55,8 +55,8 @@ def test_the_totals_a_write_keeps_equal_a_rebuild_from_the_samples(store, seed):
         start = BASE_MS + rng.randrange(0, span_days * DAY_MS, 250)
         end = start + rng.choice([0, rng.randrange(1, 900_000), rng.randrange(1, 6) * 3_600_000, 48 * 3_600_000])
         bundle, device = rng.choice(SOURCES)
-        return {"id": sample_id, "startDate": text(start), "endDate": text(end), "count": rng.randrange(0, 2000),
-                "sourceBundleId": bundle, "sourceDeviceName": device}
+        return {"id": sample_id, "startDate": text(start), "endDate": text(end), "count": rng.randrange(0, 2000) if rng.random() < 0.7 else rng.randrange(0, 2_000_000) / 1000,
+                "sourceBundleId": bundle, "sourceDeviceName": device}  # a third with up to three decimals
 
     def save(batch: list[dict]) -> None:
         body = json.dumps({"samples": batch}).encode()

@@ -13,14 +13,15 @@ import pytest
 from conftest import make_sample, make_samples
 
 from stepserver import digests
-from stepserver.contract import instant_ns, parse_samples
+from stepserver.contract import count_thousandths, instant_ns, parse_samples
 
 VECTORS = json.loads((Path(__file__).resolve().parents[3] / "Tests/Fixtures/digest/vectors.json").read_text("utf-8"))
 NOW = 2_000_000_000 * 10**9
 
 
 def sample_hash(sample: dict) -> int:
-    return digests.content_hash(sample["id"], instant_ns(sample["startDate"]), instant_ns(sample["endDate"]), sample["count"],
+    return digests.content_hash(sample["id"], instant_ns(sample["startDate"]), instant_ns(sample["endDate"]),
+                                count_thousandths(sample["count"]),
                                 sample["sourceBundleId"], sample.get("sourceDeviceName"))
 
 
@@ -60,7 +61,7 @@ def kept_digests(store) -> dict:
 
 def recomputed_digests(store) -> dict:
     rows = store.database.read(lambda tx: tx.rows(
-        "SELECT user_name, uploader, id, start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples"))
+        "SELECT user_name, uploader, id, start_ns, end_ns, count_thousandths, source_bundle_id, source_device_name FROM samples"))
     expected: dict = {}
     for user, uploader, *fields in rows:
         key = (user, uploader, digests.day_of(fields[1]))
@@ -124,7 +125,7 @@ def test_changes_the_server_did_not_make_are_found(store):
 
     store.database.write(lambda tx: tx.run("DELETE FROM samples WHERE user_name = 'alice' AND start_date LIKE ?",
                                                        ("2024-01-02%",)))
-    store.database.write(lambda tx: tx.run("UPDATE samples SET count = count + 1 WHERE user_name = 'alice' AND id = ?",
+    store.database.write(lambda tx: tx.run("UPDATE samples SET count_thousandths = count_thousandths + 1000 WHERE user_name = 'alice' AND id = ?",
                                            (samples[6]["id"],)))
     assert stale(store) == [("alice", "PHONE", 19724), ("alice", "PHONE", 19726)]
     assert kept_digests(store) != recomputed_digests(store)
@@ -259,6 +260,10 @@ def test_a_version_6_database_gets_its_digests_and_an_id(tmp_path, request):
             for statement in (*triggers, "DROP TABLE digest_stale", "DROP TABLE digest_writer",
                               "DROP TABLE sample_digests", "DROP TABLE server_identity", "DROP INDEX deletions_by_id",
                               "ALTER TABLE samples DROP COLUMN uploader", "ALTER TABLE deletions DROP COLUMN uploader",
+                              "ALTER TABLE samples RENAME COLUMN count_thousandths TO count",
+                              "UPDATE samples SET count = count / 1000",
+                              "ALTER TABLE sample_versions RENAME COLUMN count_thousandths TO count",
+                              "UPDATE sample_versions SET count = count / 1000",
                               "UPDATE stepsync_schema SET version = 6"):
                 tx.run(statement)
 
@@ -269,6 +274,6 @@ def test_a_version_6_database_gets_its_digests_and_an_id(tmp_path, request):
             assert store.uploader_digest("alice", "")[:2] == (499, sum(map(sample_hash, samples[1:])) & digests.MASK)
             assert kept_digests(store) == recomputed_digests(store)
             assert len(store.server_id()) == 36
-            assert store.database.read(lambda tx: tx.rows("SELECT version FROM stepsync_schema"))[0][0] == 7
+            assert store.database.read(lambda tx: tx.rows("SELECT version FROM stepsync_schema"))[0][0] == 8
         finally:
             store.close()

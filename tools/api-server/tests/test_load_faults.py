@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from conftest import BACKENDS, make_sample, strip_received, wait_until
-from stepserver.contract import instant_ns
+from stepserver.contract import count_thousandths, instant_ns
 from stepserver.totals import DEFAULT_PRIORITY, daily_totals
 
 USERS = 8
@@ -104,7 +104,7 @@ def test_eight_users_through_a_server_kill_and_a_database_restart(tmp_path, requ
             assert {sample["id"]: strip_received(sample) for sample in stored} == uploader.expected
             assert server.get(session=session, limit=0).json()["total"] == len(uploader.expected)
             daily = session.get(server.url + "/steps/daily", params=DAILY, timeout=60).json()
-            merged = daily_totals(((instant_ns(s["startDate"]) // 1_000_000, instant_ns(s["endDate"]) // 1_000_000, s["count"],
+            merged = daily_totals(((instant_ns(s["startDate"]) // 1_000_000, instant_ns(s["endDate"]) // 1_000_000, count_thousandths(s["count"]),
                                     s["sourceBundleId"], s["sourceDeviceName"]) for s in stored),
                                   DAILY["tz"], date.fromisoformat(DAILY["from"]), date.fromisoformat(DAILY["to"]), DEFAULT_PRIORITY, True)
             assert sum(day["raw"] for day in merged["days"]) > 0

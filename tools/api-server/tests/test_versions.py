@@ -6,6 +6,7 @@ earlier server (schema version 5) is migrated with its history, and its daily to
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 
 import psycopg
@@ -111,7 +112,7 @@ def test_postgres_database_of_the_earlier_server_is_migrated(tmp_path, postgres_
         connection.execute(LEGACY)
     server = ServerProcess(tmp_path, database=database).start()  # (its token's creation migrates)
     try:
-        assert "database schema migrated from version 5 to 7" in capfd.readouterr().err
+        assert "database schema migrated from version 5 to 8" in capfd.readouterr().err
         assert [(r["id"], r["count"]) for r in server.all_samples(versions="all")] == [("a", 100), ("c", 5), ("b", 60), ("a", 70)]
         day = server.session.get(server.url + "/steps/daily", params={"from": "2024-01-01", "to": "2024-01-01"},
                                  timeout=30).json()["days"][0]
@@ -123,3 +124,70 @@ def test_postgres_database_of_the_earlier_server_is_migrated(tmp_path, postgres_
     with psycopg.connect(database) as connection:
         tables = {row[0] for row in connection.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
     assert "daily_buckets" not in tables and "deletion_counts" not in tables and "daily_totals" in tables
+
+
+# A database of schema version 7 (counts in whole steps, in a column named count) made from one of
+# version 8 by the inverse of the migration: the server migrates it back, the samples and their history
+# read as they were written, the daily totals are rebuilt, the digests kept under version 7 still match
+# (a whole count hashes as before) and no day is marked stale, and fractional counts go in beside.
+TO_VERSION_7 = [
+    "ALTER TABLE samples RENAME COLUMN count_thousandths TO count",
+    "UPDATE samples SET count = count / 1000",
+    "ALTER TABLE sample_versions RENAME COLUMN count_thousandths TO count",
+    "UPDATE sample_versions SET count = count / 1000",
+    "DELETE FROM daily_totals",
+    "DELETE FROM digest_stale",  # the updates above were not the server's: undo the days they marked
+    "UPDATE stepsync_schema SET version = 7",
+]
+KEPT_DIGESTS = "SELECT user_name, uploader, day, count, digest FROM sample_digests ORDER BY user_name, uploader, day"
+
+
+def run_sql(server, backend: str, statements: list[str]) -> list:
+    """The rows of the last statement, run on the stopped server's database."""
+    if backend == "sqlite":
+        with sqlite3.connect(server.sqlite_path()) as connection:
+            return [connection.execute(statement) for statement in statements][-1].fetchall()
+    with psycopg.connect(server.database) as connection:
+        return [connection.execute(statement) for statement in statements][-1].fetchall()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_database_of_version_7_keeps_its_whole_counts_and_digests_and_takes_fractional_ones(tmp_path, request, backend):
+    from conftest import _server
+    from stepserver import digests
+
+    server = _server(tmp_path, backend, request).start()
+    try:
+        first = [make_sample(n, count=100 + n) for n in range(3)]
+        assert server.post(first).json()["saved"] == 3
+        assert server.post([make_sample(0, count=7)]).json()["saved"] == 1  # a replaced version too
+        before = server.all_samples(versions="all")
+        day = first[0]["startDate"][:10]
+        totals = daily(server, day)
+        assert totals["merged"] > 0
+        server.stop()
+        kept = run_sql(server, backend, TO_VERSION_7 + [KEPT_DIGESTS])
+        assert len(kept) == 1
+        server.start()
+        assert "database schema migrated from version 7 to 8" in server.stderr()
+        assert server.all_samples(versions="all") == before
+        assert daily(server, day) == totals
+        server.stop()
+        assert run_sql(server, backend, [KEPT_DIGESTS]) == kept
+        assert run_sql(server, backend, ["SELECT count(*) FROM digest_stale"]) == [(0,)]
+        rows = run_sql(server, backend, ["SELECT id, start_ns, end_ns, count_thousandths, source_bundle_id, "
+                                         "source_device_name FROM samples"])
+        assert digests.to_signed(sum(digests.content_hash(*row) for row in rows)) == kept[0][4]
+        server.start()
+        fractional = make_sample(9, count=2741.7)
+        assert server.post([fractional]).json()["saved"] == 1
+        assert server.all_samples()[-1]["count"] == 2741.7
+        assert [sample["count"] for sample in server.all_samples()][:3] == [101, 102, 7]  # integers, as sent
+    finally:
+        server.finish()
+
+
+def daily(server, day: str) -> dict:
+    answer = server.session.get(server.url + "/steps/daily", params={"from": day, "to": day}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["days"][0]

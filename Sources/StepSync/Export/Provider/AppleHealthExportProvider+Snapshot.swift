@@ -69,7 +69,7 @@ extension AppleHealthExportProvider {
                 withReplacement += 1
                 bySyncVersion += 1
             } else if hasSampleWithSameSpanAndCount(startMilliseconds: span.startMilliseconds, endMilliseconds: span.endMilliseconds,
-                                                    count: span.count) {
+                                                    countThousandths: span.countThousandths) {
                 withReplacement += 1
             }
         }

@@ -37,7 +37,7 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     public let reidentifiedSamples: [(legacyID: UUID, id: UUID)]
 
     private let records: [ExportStepRecord]
-    /// `cumulativeCounts[i]` = sum of `records[0..<i].count`.
+    /// `cumulativeCounts[i]` = sum of `records[0..<i].countThousandths`.
     private let cumulativeCounts: [Int64]
     private let sources: [ExportSourceTable.Source]
 
@@ -62,7 +62,7 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
         sources = result.sources
         var sums = [Int64](repeating: 0, count: records.count + 1)
         for (i, record) in records.enumerated() {
-            sums[i + 1] = sums[i] + Int64(record.count)
+            sums[i + 1] = sums[i] + Int64(record.countThousandths)
         }
         cumulativeCounts = sums
         sourceIdentity = "export:" + Self.hex(Self.digest(of: records, sources: sources))
@@ -74,7 +74,7 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
 
     public func getAggregatedStepCount(for interval: DateInterval) -> Int {
         let range = indices(for: interval)
-        return Int(cumulativeCounts[range.upperBound] - cumulativeCounts[range.lowerBound])
+        return Int(DailyTotals.steps(cumulativeCounts[range.upperBound] - cumulativeCounts[range.lowerBound]))
     }
 
     public func getRawStepSamples(for interval: DateInterval) -> [StepSample] {
@@ -145,10 +145,10 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
     /// what a stored sample looks like after its device was renamed, or
     /// after a newer export printed the same record differently (an iOS 8
     /// export's records in a later one).
-    public func hasSampleWithSameSpanAndCount(startMilliseconds: Int64, endMilliseconds: Int64, count: UInt32) -> Bool {
+    public func hasSampleWithSameSpanAndCount(startMilliseconds: Int64, endMilliseconds: Int64, countThousandths: UInt64) -> Bool {
         var i = firstIndex(startingAtOrAfter: startMilliseconds)
         while i < records.count, records[i].startMilliseconds == startMilliseconds {
-            if records[i].endMilliseconds == endMilliseconds, records[i].count == count { return true }
+            if records[i].endMilliseconds == endMilliseconds, UInt64(records[i].countThousandths) == countThousandths { return true }
             i += 1
         }
         return false
@@ -193,7 +193,7 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
         let source = sources[Int(record.source)]
         return StepSample(id: UUIDBytes(high: record.idHigh, low: record.idLow).uuid,
                           startMilliseconds: record.startMilliseconds, endMilliseconds: record.endMilliseconds,
-                          count: Int(record.count), sourceBundleId: source.sourceBundleId,
+                          countThousandths: Int64(record.countThousandths), sourceBundleId: source.sourceBundleId,
                           sourceDeviceName: source.sourceDeviceName, origin: .export)
     }
 

@@ -21,9 +21,12 @@ public struct ExportReadSummary: Sendable, Equatable {
     public var syncVersionsReplaced = 0
     /// Step records nested in a `<Correlation>` (they also appear at top level; not taken twice).
     public var nestedStepRecordsSkipped = 0
-    /// Of `malformedStepRecords`: those whose value has a fraction (`2741.7`),
-    /// which a sample cannot carry yet.
+    /// Step records whose value has a fraction (`2741.7`): kept, in
+    /// thousandths of a step.
     public var fractionalStepRecords = 0
+    /// Of `fractionalStepRecords`: those with digits past the third decimal,
+    /// rounded half to even to the thousandth (docs/EXPORT.md).
+    public var roundedStepRecords = 0
     /// Of `malformedStepRecords`: those with a missing or unreadable date or
     /// source name, or a broken tag — what an unknown format looks like.
     public var unreadableFieldStepRecords = 0
@@ -51,7 +54,7 @@ public struct ExportReadSummary: Sendable, Equatable {
 
     /// What was passed over, one line each, for people: another export in
     /// the zip, an ExportDate that cannot be read (so no deletions), records
-    /// read leniently or skipped for a fractional value. Empty when nothing was.
+    /// read leniently, values rounded to the thousandth. Empty when nothing was.
     public var notices: [String] {
         var lines: [String] = []
         if !otherExportsInZip.isEmpty {
@@ -71,9 +74,9 @@ public struct ExportReadSummary: Sendable, Equatable {
             lines.append("\(lenientStepRecords) step \(lenientStepRecords == 1 ? "record" : "records") read leniently "
                          + "(words in the tag that are not name=\"value\", such as an iOS 8 export's metadata keys with spaces)")
         }
-        if fractionalStepRecords > 0 {
-            lines.append("\(fractionalStepRecords) step \(fractionalStepRecords == 1 ? "record" : "records") with a fractional value "
-                         + "skipped (fractional steps are not stored yet)")
+        if roundedStepRecords > 0 {
+            lines.append("\(roundedStepRecords) step \(roundedStepRecords == 1 ? "value" : "values") with more than three decimals "
+                         + "rounded to the thousandth of a step")
         }
         return lines
     }

@@ -211,7 +211,8 @@ enum ExportReader {
         summary.outOfContractStepRecords = scanner.outOfContractStepRecords
         summary.outOfContractExamples = scanner.outOfContractExamples
         summary.nestedStepRecordsSkipped = scanner.nestedStepRecordsSkipped
-        summary.fractionalStepRecords = scanner.fractionalStepRecords
+        summary.fractionalStepRecords = scanner.builder.fractionalValues
+        summary.roundedStepRecords = scanner.builder.roundedValues
         summary.unreadableFieldStepRecords = scanner.unreadableFieldStepRecords
         summary.lenientStepRecords = scanner.lenientStepRecords
         summary.exportDateMilliseconds = scanner.exportDateMilliseconds

@@ -6,7 +6,9 @@ struct ExportStepRecord: Sendable, Equatable {
     /// The derived UUID as two big-endian halves (`UUIDBytes`).
     var idHigh: UInt64
     var idLow: UInt64
-    var count: UInt32
+    /// The count in thousandths of a step (a kept record's is at most the
+    /// contract's 1 000 000 steps, so 32 bits hold it).
+    var countThousandths: UInt32
     /// Index into `ExportSourceTable.sources`.
     var source: UInt32
 

@@ -5,7 +5,7 @@ import StepLog
 ///
 /// Mapping: `sourceBundleId` = `sourceName` (`source` in iOS 8 exports; the
 /// export has no bundle id), `sourceDeviceName` = the `name:` field of
-/// `device`, `count` = the whole number `value`, start/end =
+/// `device`, `count` = `value` in thousandths of a step, start/end =
 /// `startDate`/`endDate`, id = the derived `ExportRecordIdentity`. Records an
 /// Apple device wrote itself mark their source (`ExportSourceTable`), whose
 /// samples then carry Apple's per-device bundle id. Runs once per step
@@ -28,7 +28,7 @@ final class ExportStepRecordBuilder {
         /// A sample (open until `finish()` unless `begin` was told it is complete).
         case kept
         /// Not a sample at all (a missing or unreadable field, a value that
-        /// is not a whole step count); nothing is open.
+        /// is not a step count); nothing is open.
         case malformed(String, Malformation)
         /// Well-formed but outside the sample contract: never kept (open
         /// until `finish()` unless complete, for its sync metadata).
@@ -42,9 +42,12 @@ final class ExportStepRecordBuilder {
         case field
         /// The value is not a step count (empty, negative, not a number, too large).
         case value
-        /// The value has a fraction, which a sample cannot carry yet.
-        case fraction
     }
+
+    /// Step records whose value has a fraction (`2741.7`, kept in thousandths),
+    /// and of them those with digits past the third decimal, rounded (`ExportStepValue`).
+    private(set) var fractionalValues = 0
+    private(set) var roundedValues = 0
 
     private(set) var records: [ExportStepRecord] = []
     private(set) var sources = ExportSourceTable()
@@ -141,11 +144,12 @@ final class ExportStepRecordBuilder {
         let device = decoded(attributes.device)
         let unit = decoded(attributes.unit)
 
-        let count: UInt32
+        let thousandths: UInt64
         switch ExportStepValue.parse(value) {
         case .success(let parsed):
-            guard let whole = parsed.wholeSteps else { return .malformed(ExportStepValue.fractionReason(value), .fraction) }
-            count = whole
+            thousandths = parsed.thousandths
+            if parsed.hasFraction { fractionalValues += 1 }
+            if parsed.finerThanThousandths { roundedValues += 1 }
         case .failure(let problem):
             return .malformed(problem.reason, .value)
         }
@@ -164,7 +168,7 @@ final class ExportStepRecordBuilder {
         if violation == nil {
             source = sources.intern(sourceName: sourceName, deviceName: deviceName)
             violation = SampleContract.checkDates(start: .init(milliseconds: start), end: .init(milliseconds: end), now: now)
-                ?? SampleContract.checkCount(Int(count)) ?? sources.violation(at: source)
+                ?? SampleContract.checkCount(thousandths: Int64(thousandths)) ?? sources.violation(at: source)
             if let device, !sources.isAppleDevice(source) {
                 byAppleDevice = ExportDeviceString.isAppleDeviceItself(device, sourceVersion: sourceVersion)
                 if byAppleDevice, complete { sources.markAppleDevice(source) }
@@ -187,7 +191,8 @@ final class ExportStepRecordBuilder {
         identity.instant(start)
         identity.instant(end)
         identity.text(value)
-        var record = ExportStepRecord(startMilliseconds: start, endMilliseconds: end, idHigh: 0, idLow: 0, count: count, source: source)
+        var record = ExportStepRecord(startMilliseconds: start, endMilliseconds: end, idHigh: 0, idLow: 0,
+                                     countThousandths: UInt32(clamping: thousandths), source: source)
         if complete {
             // No metadata: the identity is complete, and there is no sync identifier.
             guard let violation else {

@@ -1,25 +1,24 @@
 /// A step record's `value` as a decimal: the number of thousandths of a step
-/// it holds, parsed exactly from the text (`2741.7` → 2 741 700).
+/// it holds, parsed from the text (`2741.7` → 2 741 700), which a sample
+/// keeps (`StepSample.countThousandths`).
 ///
-/// Today a sample takes only whole steps (`wholeSteps`): the record builder
-/// skips a value with a fraction, with its reason, and counts it apart
-/// (`ExportReadSummary.fractionalStepRecords`). Keeping fractions later needs
-/// only the thousandths, which are already here.
+/// A value with digits past the third decimal (`0.3333`) is rounded to the
+/// nearest thousandth, half to even (`0.0005` → 0, `0.0015` → 2): an error of
+/// at most half a thousandth a sample, far inside the "within 1 step a day"
+/// the totals promise, where refusing would drop the whole record. Such
+/// values are counted (`finerThanThousandths`, `ExportReadSummary.roundedStepRecords`).
 struct ExportStepValue: Equatable {
-    /// The value in thousandths of a step, its digits past the third decimal dropped.
+    /// The value in thousandths of a step, rounded half to even past the third decimal.
     var thousandths: UInt64
     /// Whether a digit past the third decimal was not zero (`0.0005`): the
-    /// value is then not exactly `thousandths`.
+    /// value was rounded to `thousandths`.
     var finerThanThousandths: Bool
 
     /// The largest whole part a value may have (a step count is 32 bits).
     static let maxWholeSteps = UInt64(UInt32.max)
 
-    /// The whole number of steps, or nil when the value has a fraction.
-    var wholeSteps: UInt32? {
-        guard !finerThanThousandths, thousandths % 1_000 == 0 else { return nil }
-        return UInt32(thousandths / 1_000)
-    }
+    /// Whether the value has a fraction (kept in thousandths).
+    var hasFraction: Bool { finerThanThousandths || thousandths % 1_000 != 0 }
 
     /// Why a value is not a step count at all.
     struct Problem: Error, Equatable {
@@ -42,13 +41,18 @@ struct ExportStepValue: Equatable {
         var fraction: UInt64 = 0
         var fractionDigits = 0
         var finer = false
+        // Past the third decimal: the first such digit, and whether any after it is not zero.
+        var fourth: UInt8 = 0
+        var beyondFourth = false
         if i < text.count, text[i] == UInt8(ascii: ".") {
             i += 1
             while i < text.count, text[i] >= UInt8(ascii: "0"), text[i] <= UInt8(ascii: "9") {
+                let digit = text[i] - UInt8(ascii: "0")
                 if fractionDigits < 3 {
-                    fraction = fraction * 10 + UInt64(text[i] - UInt8(ascii: "0"))
-                } else if text[i] != UInt8(ascii: "0") {
+                    fraction = fraction * 10 + UInt64(digit)
+                } else if digit != 0 {
                     finer = true
+                    if fractionDigits == 3 { fourth = digit } else { beyondFourth = true }
                 }
                 fractionDigits += 1
                 i += 1
@@ -59,12 +63,10 @@ struct ExportStepValue: Equatable {
             return .failure(Problem(reason: "value \(quoted(text)) is not a number"))
         }
         for _ in min(fractionDigits, 3)..<3 { fraction *= 10 }
-        return .success(ExportStepValue(thousandths: whole * 1_000 + fraction, finerThanThousandths: finer))
-    }
-
-    /// Why a value with a fraction is skipped, for now.
-    static func fractionReason(_ text: UnsafeBufferPointer<UInt8>) -> String {
-        "value \(quoted(text)) is not a whole number (fractional steps are not stored yet)"
+        var thousandths = whole * 1_000 + fraction
+        if fourth > 5 || (fourth == 5 && (beyondFourth || thousandths % 2 == 1)) { thousandths += 1 }
+        if thousandths / 1_000 > maxWholeSteps { return .failure(Problem(reason: "value \(quoted(text)) is too large for a step count")) }
+        return .success(ExportStepValue(thousandths: thousandths, finerThanThousandths: finer))
     }
 
     /// A value for a message: quoted, at most 40 bytes of it.

@@ -52,9 +52,8 @@ final class HealthXMLScanner {
     private(set) var outOfContractStepRecords = 0
     private(set) var outOfContractExamples: [ExportSkippedRecord] = []
     private(set) var nestedStepRecordsSkipped = 0
-    /// Of the malformed step records: those whose value has a fraction, and
-    /// those with a missing or unreadable date, name or tag syntax.
-    private(set) var fractionalStepRecords = 0
+    /// Of the malformed step records: those with a missing or unreadable
+    /// date, name or tag syntax.
     private(set) var unreadableFieldStepRecords = 0
     /// Step records read past words that are not `name="value"` (iOS 8 metadata keys with spaces).
     private(set) var lenientStepRecords = 0
@@ -253,7 +252,6 @@ final class HealthXMLScanner {
                     break
                 case let .malformed(reason, kind):
                     malformedStepRecords += 1
-                    if kind == .fraction { fractionalStepRecords += 1 }
                     if kind == .field { unreadableFieldStepRecords += 1 }
                     if malformedExamples.count < ExportReadSummary.maxSkippedExamples {
                         malformedExamples.append(ExportSkippedRecord(line: lines.line(at: lt), reason: reason))

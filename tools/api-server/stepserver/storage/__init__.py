@@ -27,5 +27,5 @@ def open_storage(data: Path, database: Optional[str], pool_size: int = 8, check:
     sqlite = SqliteDatabase(data)
     store = Store(sqlite)
     sqlite.open(lambda tx: import_layout(data, tx, store) if earlier_layout(data) else None, check=check,
-                rebuild_digests=store.rebuild_digests)
+                rebuild_totals=store.rebuild_daily_totals, rebuild_digests=store.rebuild_digests)
     return store

@@ -19,14 +19,14 @@ from typing import Optional
 
 import msgspec
 
-from ..contract import instant_ns
+from ..contract import COUNT_SCALE, instant_ns
 from ..errors import StartupError
 from ..log import log
 from .schema import SEQ_PER_REQUEST
 from .store import SAMPLE_COLUMNS, Store, Transaction
 
 PROGRESS_LINES = 200_000
-_STORED = "user_name, seq, id, start_date, end_date, count, source_bundle_id, source_device_name, received_at"
+_STORED = "user_name, seq, id, start_date, end_date, count_thousandths, source_bundle_id, source_device_name, received_at"
 
 
 class _Line(msgspec.Struct):
@@ -90,7 +90,7 @@ def _import_history(path: Path, user: str, tx: Transaction) -> tuple[int, int, i
                 before = live.get(record.id)
                 if before is not None:
                     versions.append(_version(before))
-                live[record.id] = (user, record.id, seq, record.startDate, record.endDate, start, end, record.count,
+                live[record.id] = (user, record.id, seq, record.startDate, record.endDate, start, end, record.count * COUNT_SCALE,
                                    record.sourceBundleId, record.sourceDeviceName, record.receivedAt)
             if number % PROGRESS_LINES == 0:
                 log(f"importing {path.name}: {number} lines")

@@ -7,7 +7,8 @@ does, serves many users unchanged):
   deletions        each deletion of a live version: the id, when, and its place in the history (seq)
   daily_totals     per user, UTC day and source: the merged and raw steps of docs/TOTALS.md for the
                    default priority, and the same per quarter hour of that day (JSON arrays of 96
-                   integers), rewritten in the transaction of every write that changes that day
+                   integers), rewritten in the transaction of every write that changes that day; all
+                   in thousandths of a step
   sample_digests   per user, uploader and UTC day of startDate: the count and the digest (sum mod
                    2^64 of content hashes, digests.py) of the live samples that uploader last wrote,
                    rewritten in the transaction of every write that changes them
@@ -19,7 +20,9 @@ the deletion ('' before version 7, or for a client that does not say).
 A seq orders the whole history of a user: request number * 100,000 + the sample's place in the
 request. The request number comes from `request_seq` (PostgreSQL: a sequence; SQLite: a one-row
 table, its writes serialized anyway). Instants are nanoseconds since 1970 UTC (start_ns, end_ns);
-the texts are stored as sent.
+the texts are stored as sent. A count is kept in thousandths of a step (count_thousandths: the wire's
+2741.7 is 2741700, its 42 is 42000), so a fractional count is exact and a whole one reads back the
+integer it was.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ from typing import Any, Callable
 
 from ..daily_totals import DAY_NS
 
-# The type of a step count, in samples and in the daily totals (the wire's is contract.Count).
+# The type of a step count in thousandths, in samples and in the daily totals (the wire's is contract.Count).
 COUNT_TYPE = "BIGINT"
 SEQ_PER_REQUEST = 100_000  # a request holds at most 10,000 samples
-VERSION = 7  # PostgreSQL databases of the earlier server are at 1-5 (migrate_legacy)
+VERSION = 8  # PostgreSQL databases of the earlier server are at 1-5 (migrate_legacy)
 
 # {blob} and {request_seq} are the two dialect differences (Dialect.types).
 TABLES = """
@@ -52,7 +55,7 @@ CREATE TABLE samples (
     end_date TEXT NOT NULL,
     start_ns BIGINT NOT NULL,
     end_ns BIGINT NOT NULL,
-    count {count} NOT NULL,
+    count_thousandths {count} NOT NULL,
     source_bundle_id TEXT NOT NULL,
     source_device_name TEXT,
     received_at TEXT NOT NULL,
@@ -66,7 +69,7 @@ CREATE TABLE sample_versions (
     id TEXT NOT NULL,
     start_date TEXT NOT NULL,
     end_date TEXT NOT NULL,
-    count {count} NOT NULL,
+    count_thousandths {count} NOT NULL,
     source_bundle_id TEXT NOT NULL,
     source_device_name TEXT,
     received_at TEXT NOT NULL,
@@ -117,6 +120,15 @@ CREATE TABLE digest_stale (
     PRIMARY KEY (user_name, uploader, day)
 );
 CREATE TABLE digest_writer (active INTEGER NOT NULL)
+"""
+
+# Version 8: counts in thousandths of a step (fractional counts); the daily totals are rebuilt in them.
+# A whole count's content hash is the same in thousandths (digests.py), so the digests stay as they are.
+CHANGED_IN_8 = """
+ALTER TABLE samples RENAME COLUMN count TO count_thousandths;
+UPDATE samples SET count_thousandths = count_thousandths * 1000;
+ALTER TABLE sample_versions RENAME COLUMN count TO count_thousandths;
+UPDATE sample_versions SET count_thousandths = count_thousandths * 1000
 """
 
 # A change to samples the server did not make (an operator's DELETE or UPDATE, a script) marks the
@@ -171,7 +183,7 @@ def trigger_statements(dialect: str) -> list[str]:
 def migrate(tx: Any, types: dict[str, str], rebuild_totals: Callable[[], None], rebuild_digests: Callable[[], None]) -> int:
     """Brings the schema to VERSION inside the caller's transaction `tx` (a store.Transaction, which
     holds the database's write lock or, PostgreSQL, an advisory lock); `rebuild_totals` computes
-    daily_totals from samples (after a migration from the earlier server), `rebuild_digests` the
+    daily_totals from samples (after a migration from version 7 or earlier), `rebuild_digests` the
     sample_digests (after a migration from version 6 or earlier). Returns the version found."""
     execute = tx.run
     execute("CREATE TABLE IF NOT EXISTS stepsync_schema (version INTEGER NOT NULL)")
@@ -192,10 +204,15 @@ def migrate(tx: Any, types: dict[str, str], rebuild_totals: Callable[[], None], 
         execute("DELETE FROM sample_versions v USING samples s WHERE v.user_name = s.user_name AND v.seq = s.seq")
         for statement in statements(DROPPED_IN_6 + ADDED_IN_6, types):
             execute(statement)
-        rebuild_totals()
-    for statement in statements(ADDED_IN_7, types) + trigger_statements(types["dialect"]):
+    if found < 7:
+        for statement in statements(ADDED_IN_7, types) + trigger_statements(types["dialect"]):
+            execute(statement)
+        tx.run("INSERT INTO server_identity (server_id) VALUES (?)", (str(uuid.uuid4()).upper(),))
+    tx.mark_server_write()  # the scaling below changes no sample's content hash: no day is stale
+    for statement in statements(CHANGED_IN_8, types):
         execute(statement)
-    tx.run("INSERT INTO server_identity (server_id) VALUES (?)", (str(uuid.uuid4()).upper(),))
-    rebuild_digests()
+    rebuild_totals()
+    if found < 7:
+        rebuild_digests()
     execute(f"UPDATE stepsync_schema SET version = {VERSION}")
     return found

@@ -105,12 +105,14 @@ class SqliteDatabase:
     def describe(self) -> str:
         return f"data {self.path}"
 
-    def open(self, migrate_extra: Optional[Callable[[SqliteTransaction], None]] = None,
-             check: bool = True, rebuild_digests: Callable[[SqliteTransaction], None] = lambda tx: None) -> int:
+    def open(self, migrate_extra: Optional[Callable[[SqliteTransaction], None]] = None, check: bool = True,
+             rebuild_totals: Callable[[SqliteTransaction], None] = lambda tx: None,
+             rebuild_digests: Callable[[SqliteTransaction], None] = lambda tx: None) -> int:
         """Creates or opens the file, migrates the schema (then runs migrate_extra in the same
-        transaction when the file was new: the import of an earlier layout; rebuild_digests computes
-        the digests after a migration from version 6), checks it. Returns the schema version found
-        (0: a new file). StartupError with one line when it cannot."""
+        transaction when the file was new: the import of an earlier layout; rebuild_totals computes
+        the daily totals after a migration from version 7 or earlier, rebuild_digests the digests after
+        one from version 6), checks it. Returns the schema version found (0: a new file). StartupError
+        with one line when it cannot."""
         if self.directory.exists() and not self.directory.is_dir():
             raise StartupError(f"--data {self.directory} is not a directory")
         if not self.directory.exists():
@@ -126,11 +128,13 @@ class SqliteDatabase:
 
             def work(tx: SqliteTransaction) -> None:
                 nonlocal found
-                found = schema.migrate(tx, TYPES, lambda: None, lambda: rebuild_digests(tx))
+                found = schema.migrate(tx, TYPES, lambda: rebuild_totals(tx), lambda: rebuild_digests(tx))
                 if found == 0 and migrate_extra is not None:
                     migrate_extra(tx)
 
             self._write_on(connection, work)
+            if found not in (0, schema.VERSION):
+                log(f"database schema migrated from version {found} to {schema.VERSION}")
         except sqlite3.DatabaseError as error:
             free = os.statvfs(self.directory)
             raise StartupError(f"cannot use {self.path}: {_first_line(error)} "

@@ -30,10 +30,10 @@ from .schema import SEQ_PER_REQUEST
 
 _NS_PER_MS = 1_000_000
 _LOOKBACK_NS = MAX_DURATION_SECONDS * 1_000_000_000  # a sample overlapping an instant began at most this before it
-SAMPLE_COLUMNS = ("user_name, id, seq, start_date, end_date, start_ns, end_ns, count, source_bundle_id, "
+SAMPLE_COLUMNS = ("user_name, id, seq, start_date, end_date, start_ns, end_ns, count_thousandths, source_bundle_id, "
                   "source_device_name, received_at")
-_STORED = "id, start_date, end_date, count, source_bundle_id, source_device_name, received_at"
-_HASHED = "id, start_ns, end_ns, count, source_bundle_id, source_device_name, uploader"  # a content hash's fields
+_STORED = "id, start_date, end_date, count_thousandths, source_bundle_id, source_device_name, received_at"
+_HASHED = "id, start_ns, end_ns, count_thousandths, source_bundle_id, source_device_name, uploader"  # a content hash's fields
 
 
 class Transaction(Protocol):
@@ -123,7 +123,7 @@ class Store:
         # The batch's daily totals as if no other sample lay on its days, merged before the transaction
         # (outside the database's write lock and the days' locks); _rewrite_days merges again the days
         # on which it finds other live samples.
-        batch = {sample.id: (sample.start_ns // _NS_PER_MS, sample.end_ns // _NS_PER_MS, sample.count, sample.bundle,
+        batch = {sample.id: (sample.start_ns // _NS_PER_MS, sample.end_ns // _NS_PER_MS, sample.count_thousandths, sample.bundle,
                              sample.device) for sample in unique.values()}
         batch_rows = daily_totals.rows_by_day(list(batch.values()))
 
@@ -132,7 +132,7 @@ class Store:
             tx.mark_server_write()
             among, parameters = tx.one_of("id", sorted(unique))
             stored = {row[0]: row[1:] for row in tx.rows(
-                f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns, uploader "
+                f"SELECT id, start_date, end_date, count_thousandths, source_bundle_id, source_device_name, start_ns, end_ns, uploader "
                 f"FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}", (user, *parameters))}
             # The seq once the rows are held: a write that waited for another's rows comes after it.
             base = tx.next_request() * SEQ_PER_REQUEST
@@ -140,9 +140,9 @@ class Store:
             changes = digests.Changes()
             for position, sample in enumerate(unique.values()):
                 row = (user, sample.id, base + position, sample.start_date, sample.end_date, sample.start_ns,
-                       sample.end_ns, sample.count, sample.bundle, sample.device, received_at, uploader)
+                       sample.end_ns, sample.count_thousandths, sample.bundle, sample.device, received_at, uploader)
                 before = stored.get(sample.id)
-                if before is not None and before[:5] == (sample.start_date, sample.end_date, sample.count, sample.bundle, sample.device):
+                if before is not None and before[:5] == (sample.start_date, sample.end_date, sample.count_thousandths, sample.bundle, sample.device):
                     if before[7] != "" or not uploader:
                         continue
                     claimed.append(sample.id)  # the same content, this uploader's now: no new version
@@ -157,14 +157,14 @@ class Store:
                         changes.remove(before[7], before[5], _stored_hash(sample.id, before))
                     spans.append(batch[sample.id])
                 changes.add(uploader, sample.start_ns, digests.content_hash(
-                    sample.id, sample.start_ns, sample.end_ns, sample.count, sample.bundle, sample.device))
+                    sample.id, sample.start_ns, sample.end_ns, sample.count_thousandths, sample.bundle, sample.device))
             if fresh:
                 tx.insert("samples", f"{SAMPLE_COLUMNS}, uploader", sorted(fresh, key=lambda row: row[1]))  # in id order, as locked
             if changed:
                 tx.run_many(f"INSERT INTO sample_versions (user_name, seq, {_STORED}) "
                             f"SELECT user_name, seq, {_STORED} FROM samples WHERE user_name = ? AND id = ?",
                             [(user, row[1]) for row in changed])
-                tx.run_many("UPDATE samples SET seq = ?, start_date = ?, end_date = ?, start_ns = ?, end_ns = ?, count = ?, "
+                tx.run_many("UPDATE samples SET seq = ?, start_date = ?, end_date = ?, start_ns = ?, end_ns = ?, count_thousandths = ?, "
                             "source_bundle_id = ?, source_device_name = ?, received_at = ?, uploader = ? "
                             "WHERE user_name = ? AND id = ?",
                             [(*row[2:], user, row[1]) for row in changed])
@@ -188,7 +188,7 @@ class Store:
             tx.lock_user(user, alone=False)
             tx.mark_server_write()
             among, parameters = tx.one_of("id", sorted(unique))
-            live = tx.rows(f"SELECT id, start_date, end_date, count, source_bundle_id, source_device_name, start_ns, end_ns, "
+            live = tx.rows(f"SELECT id, start_date, end_date, count_thousandths, source_bundle_id, source_device_name, start_ns, end_ns, "
                            f"uploader FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}",
                            (user, *parameters))
             if not live:
@@ -243,7 +243,7 @@ class Store:
                 return total
             rows = tx.each(f"SELECT {_STORED} FROM {source} ORDER BY seq LIMIT ? OFFSET ?", (*parameters, limit, offset))
             while True:
-                samples = [StoredSample(*row) for row in itertools.islice(rows, chunk)]
+                samples = [StoredSample.from_row(*row) for row in itertools.islice(rows, chunk)]
                 if not samples:
                     return total
                 handle(samples)
@@ -251,7 +251,7 @@ class Store:
         return self.database.read(work)
 
     def samples_between(self, user: str, start_ns: int, end_ns: int) -> list[tuple]:
-        """(start_ms, end_ms, count, bundle, device) of the live samples overlapping [start_ns, end_ns)."""
+        """(start_ms, end_ms, count_thousandths, bundle, device) of the live samples overlapping [start_ns, end_ns)."""
         return self.database.read(lambda tx: _overlapping(tx, user, start_ns, end_ns))
 
     def daily_rows(self, user: str, first_day: str, last_day: str) -> list[tuple]:
@@ -274,7 +274,7 @@ class Store:
     def _rewrite_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], batch: Optional[dict] = None,
                       batch_rows: Optional[dict] = None, own: Optional[tuple[int, int]] = None, lock: bool = True) -> None:
         """Rewrites the user's daily_totals of every UTC day a span (start_ms, end_ms) touches from the
-        live samples of those days: a save's own (`batch`, id -> (start_ms, end_ms, count, bundle, device),
+        live samples of those days: a save's own (`batch`, id -> (start_ms, end_ms, count_thousandths, bundle, device),
         live as given; `batch_rows`, their rows merged alone, daily_totals.rows_by_day; the rows it
         wrote have their seq in the range `own`) and every other one, read here. A day on which no other
         live sample lies takes the batch's rows as they are; the others are merged from both."""
@@ -310,10 +310,10 @@ class Store:
             tx.run("DELETE FROM digest_stale WHERE user_name = ?", (user,))
             rows = tx.each(f"SELECT user_name, {_HASHED} FROM samples WHERE user_name = ?", (user,))
         totals: dict[tuple[str, str, int], list[int]] = {}
-        for name, sample_id, start_ns, end_ns, count, bundle, device, uploader in rows:
+        for name, sample_id, start_ns, end_ns, thousandths, bundle, device, uploader in rows:
             total = totals.setdefault((name, uploader, digests.day_of(start_ns)), [0, 0])
             total[0] += 1
-            total[1] += digests.content_hash(sample_id, start_ns, end_ns, count, bundle, device)
+            total[1] += digests.content_hash(sample_id, start_ns, end_ns, thousandths, bundle, device)
         if totals:
             tx.insert("sample_digests", "user_name, uploader, day, count, digest",
                       [(*key, count, digests.to_signed(total)) for key, (count, total) in totals.items()])
@@ -435,12 +435,12 @@ class Store:
 
 def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int, with_id: bool = False,
                  other_than: Optional[tuple[int, int]] = None) -> list[tuple]:
-    """(start_ms, end_ms, count, bundle, device) of the user's live samples overlapping [start_ns, end_ns)
+    """(start_ms, end_ms, count_thousandths, bundle, device) of the user's live samples overlapping [start_ns, end_ns)
     (an instantaneous one: starting in it), each after its id when `with_id`, but for those whose seq
     lies in the range `other_than` (a write's own). The index on start bounds the scan on both sides.
     Each source's two names are kept once, however many samples carry them."""
     sources: dict[tuple, tuple] = {}
-    sql = (f"SELECT {'id, ' if with_id else ''}start_ns, end_ns, count, source_bundle_id, source_device_name FROM samples "
+    sql = (f"SELECT {'id, ' if with_id else ''}start_ns, end_ns, count_thousandths, source_bundle_id, source_device_name FROM samples "
            "WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND (start_ns >= ? OR end_ns > ?)")
     parameters: tuple = (user, start_ns - _LOOKBACK_NS, end_ns, start_ns, start_ns)
     if other_than is not None:
@@ -460,7 +460,7 @@ def _overlaps(sample: tuple, begin_ms: int, end_ms: int) -> bool:
 
 
 def _stored_hash(sample_id: str, row: tuple) -> int:
-    """The content hash of a stored row (start_date, end_date, count, bundle, device, start_ns, end_ns, ...)."""
+    """The content hash of a stored row (start_date, end_date, count_thousandths, bundle, device, start_ns, end_ns, ...)."""
     return digests.content_hash(sample_id, row[5], row[6], row[2], row[3], row[4])
 
 

@@ -119,8 +119,8 @@ def test_four_users_upload_through_a_failover_an_api_server_kill_and_a_rejoin(tm
         # meanwhile as long as they last.
         faults.append(("old primary restarted", time.time()))
         cluster.run(old_primary)
-        # (Its catch-up runs under the uploads' writes: on a loaded machine it took over 120 s once, so it
-        # has what is left of the test's deadline.)
+        # (Its catch-up runs under the uploads' writes, which it must overtake: it has what is left of the
+        # test's deadline rather than a fixed wait of its own.)
         cluster.wait_until(cluster.replicated, "the old primary to rejoin as a synchronous standby",
                            timeout=max(1, DEADLINE_S - (time.monotonic() - began)))
         assert cluster.standby() == old_primary and cluster.primary() == new_primary

@@ -59,4 +59,28 @@ import Testing
         let upload = try await APISyncService(store: store, client: server, sleep: { _ in }).syncAll()
         #expect(upload.samplesSynced == 120 && server.records.count == 420)
     }
+    /// A sample of 0 steps, or of a fraction that rounds to none, alone in its
+    /// stretch of time: the aggregate over it is 0, yet the sample is stored
+    /// like any other. (Both were once left behind: the zero in an interval
+    /// recorded "empty", the fraction, the export's last record, outside the
+    /// data range the aggregate's search found.)
+    @Test func samplesThatCountNoWholeStepAreStoredToo() async throws {
+        let tmp = TemporaryDirectory("steplog-export")
+        let plenty = records(0..<40) // days 0-5
+        // Each more than an interval may hold, so that every interval holding
+        // the zero and either of them is divided: the zero ends alone in one.
+        let before = ExportTestRecord.step(minute: 14 * 1440, count: 11_000)
+        var zero = ExportTestRecord.step(minute: 15 * 1440, count: 0)
+        zero.value = "0"
+        let after = ExportTestRecord.step(minute: 16 * 1440, count: 11_000)
+        var fraction = ExportTestRecord.step(minute: 30 * 1440, count: 0)
+        fraction.value = "0.4"
+        let path = try tmp.write("export.xml", ExportTestDocument.xml(records: plenty + [before, zero, after, fraction]))
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path)
+        let summary = try await ingest(path, into: store)
+        #expect(summary.samples.inserted == 44)
+        #expect(try store.sample(id: zero.expectedID)?.sample.countThousandths == 0)
+        #expect(try store.sample(id: fraction.expectedID)?.sample.countThousandths == 400)
+    }
 }

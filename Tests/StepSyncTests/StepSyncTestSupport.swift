@@ -37,6 +37,12 @@ final class RecordingProvider: StepDataProvider, @unchecked Sendable {
         return try await inner.getAggregatedStepCount(for: interval)
     }
 
+    /// A cheap question like the aggregate, recorded with them.
+    func hasSamples(in interval: DateInterval) async throws -> Bool {
+        note(interval, raw: false)
+        return try await inner.hasSamples(in: interval)
+    }
+
     func getRawStepSamples(for interval: DateInterval) async throws -> [StepSample] {
         note(interval, raw: true)
         return try await inner.getRawStepSamples(for: interval)

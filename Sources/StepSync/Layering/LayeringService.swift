@@ -4,7 +4,9 @@ import StepLog
 /// Stage 1 of the seeds (000): finds where step data is with cheap aggregate
 /// queries, by recursively halving the data range at its time midpoint until
 /// each interval holds at most 10,000 steps, and records every leaf in the
-/// store: `empty` when its count is 0, otherwise `pending`.
+/// store: `empty` when no sample starts in it, otherwise `pending`. (A count of
+/// 0 alone does not make a leaf empty: samples of 0 steps, or of fractions
+/// that round to none, are fetched like any other.)
 ///
 /// Resumable: the data range (the tree's root) is recorded before any leaf,
 /// and leaves are recorded (and synced in groups) as they are found. A later
@@ -104,10 +106,9 @@ public final class LayeringService {
     private func recordRoot() async throws -> Bool {
         let window = try await provider.layeringRange(now: now())
         let lo = Milliseconds.from(window.start), hi = Milliseconds.from(window.end)
-        let total = try await count(lo, hi)
-        if total == 0 {
+        if try await !holdsData(lo, hi) {
             try store.recordLayeringRange(LayeringRange(startMilliseconds: lo, endMilliseconds: hi, sourceFingerprint: fingerprint))
-            try record(lo, hi, steps: 0)
+            try record(lo, hi, steps: 0, empty: true)
             try flush()
             return false
         }
@@ -126,7 +127,7 @@ public final class LayeringService {
         var low = lo, high = hi
         while high - low > Self.searchResolution {
             let mid = low + (high - low) / 2
-            if try await count(low, mid) > 0 { high = mid } else { low = mid }
+            if try await holdsData(low, mid) { high = mid } else { low = mid }
         }
         return low
     }
@@ -136,7 +137,7 @@ public final class LayeringService {
         var low = lo, high = hi
         while high - low > Self.searchResolution {
             let mid = low + (high - low) / 2
-            if try await count(mid, high) > 0 { low = mid } else { high = mid }
+            if try await holdsData(mid, high) { low = mid } else { high = mid }
         }
         return high
     }
@@ -154,7 +155,10 @@ public final class LayeringService {
         if covered == 0 || !splittable {
             let steps = try await count(a, b)
             if steps <= Self.maxStepsPerInterval || !splittable {
-                if covered == 0 { try record(a, b, steps: steps) }
+                if covered == 0 {
+                    let empty = steps == 0 ? try await !hasSamples(a, b) : false
+                    try record(a, b, steps: steps, empty: empty)
+                }
                 return
             }
         }
@@ -184,11 +188,23 @@ public final class LayeringService {
         return try await provider.getAggregatedStepCount(for: DateInterval(start: Milliseconds.date(a), end: Milliseconds.date(b)))
     }
 
+    private func hasSamples(_ a: Int64, _ b: Int64) async throws -> Bool {
+        queries += 1
+        return try await provider.hasSamples(in: DateInterval(start: Milliseconds.date(a), end: Milliseconds.date(b)))
+    }
+
+    /// Whether any sample starts in [a, b): the aggregate, and only where it
+    /// is 0 the question itself.
+    private func holdsData(_ a: Int64, _ b: Int64) async throws -> Bool {
+        if try await count(a, b) > 0 { return true }
+        return try await hasSamples(a, b)
+    }
+
     /// Buffers a leaf; every `leavesPerSync` leaves are written and synced.
-    private func record(_ a: Int64, _ b: Int64, steps: Int) throws {
+    private func record(_ a: Int64, _ b: Int64, steps: Int, empty: Bool) throws {
         let id = DerivedUUID.make(DerivedUUID.intervalDomain, fingerprint, UInt64(bitPattern: a), UInt64(bitPattern: b))
         buffered.append(SyncInterval(id: id, startMilliseconds: a, endMilliseconds: b, stepCount: Int64(steps),
-                                     status: steps == 0 ? .empty : .pending))
+                                     status: empty ? .empty : .pending))
         found += 1
         if buffered.count >= Self.leavesPerSync || Date().timeIntervalSince(lastSync) >= Self.secondsPerSync { try flush() }
         report("layering", fraction: Double(b - rangeStart) / Double(rangeLength))

@@ -66,6 +66,13 @@ public final class MockStepDataProvider: StepDataProvider, @unchecked Sendable {
         return Int(steps(in: interval))
     }
 
+    /// Every mock sample counts at least 10 steps, so the aggregate answers:
+    /// one query, as HealthKit would take.
+    public func hasSamples(in interval: DateInterval) async throws -> Bool {
+        try await simulateLatency(1)
+        return steps(in: interval) > 0
+    }
+
     /// The aggregate, without simulated latency.
     public func steps(in interval: DateInterval) -> Int64 {
         guard let (from, to) = clamp(interval) else { return 0 }

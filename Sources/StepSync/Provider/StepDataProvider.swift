@@ -10,7 +10,9 @@ import StepLog
 ///   `.strictStartDate`). Adjacent intervals never both count a sample, and an
 ///   interval split in two counts the same samples as the whole.
 /// - **Consistency.** `getAggregatedStepCount(for: i)` equals the sum of `count`
-///   over `getRawStepSamples(for: i)`, for every interval.
+///   over `getRawStepSamples(for: i)` (in whole steps), and `hasSamples(in: i)`
+///   is true exactly when `getRawStepSamples(for: i)` is not empty, for every
+///   interval.
 /// - **Order.** Raw samples come sorted by startDate (then by UUID).
 /// - **Stable identity.** Asking twice for the same interval returns the same
 ///   samples with the same UUIDs, so a re-fetch upserts instead of duplicating.
@@ -38,6 +40,12 @@ import StepLog
 public protocol StepDataProvider: Sendable {
     /// The sum of step counts of the samples that start in `interval`.
     func getAggregatedStepCount(for interval: DateInterval) async throws -> Int
+
+    /// Whether any sample starts in `interval`. Layering asks it only where
+    /// the aggregate is 0, so that an interval holding samples of 0 steps (or
+    /// of fractions that round to none) is fetched like any other rather than
+    /// recorded empty with its samples left behind.
+    func hasSamples(in interval: DateInterval) async throws -> Bool
 
     /// The samples that start in `interval`, sorted by startDate.
     func getRawStepSamples(for interval: DateInterval) async throws -> [StepSample]
@@ -70,6 +78,11 @@ public protocol StepDataProvider: Sendable {
 
 extension StepDataProvider {
     public var deletionFamily: String? { nil }
+
+    /// A provider that knows no cheaper way asks for the samples themselves.
+    public func hasSamples(in interval: DateInterval) async throws -> Bool {
+        try await !getRawStepSamples(for: interval).isEmpty
+    }
 
     /// No deletions: the anchor is kept as it was.
     public func deletedSamples(since anchor: [UInt8]?, in store: StepLogStore) async throws -> SourceDeletions {

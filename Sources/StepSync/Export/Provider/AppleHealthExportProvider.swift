@@ -77,6 +77,12 @@ public final class AppleHealthExportProvider: StepDataProvider, Sendable {
         return Int(DailyTotals.steps(cumulativeCounts[range.upperBound] - cumulativeCounts[range.lowerBound]))
     }
 
+    /// Declared with the requirement's exact signature, as `layeringRange(now:)`
+    /// is, so that no caller can reach the protocol extension's default.
+    public func hasSamples(in interval: DateInterval) async throws -> Bool {
+        !indices(for: interval).isEmpty
+    }
+
     public func getRawStepSamples(for interval: DateInterval) -> [StepSample] {
         indices(for: interval).map(sample(at:))
     }

@@ -20,7 +20,7 @@ import re
 import urllib.parse
 from datetime import datetime, timedelta, timezone
 from itertools import repeat
-from operator import floordiv, sub
+from operator import floordiv, mul, sub
 from typing import Annotated, NamedTuple, Optional, Union
 
 import msgspec
@@ -60,6 +60,8 @@ DATE_PATTERN = (
 )
 # Checked with fullmatch: a pattern's "$" would let a final newline through.
 _DATE_RE = re.compile(DATE_PATTERN[1:-1].replace(r"(?:\.[0-9]{1,9})?", r"(?:\.([0-9]{1,9}))?"), re.ASCII)
+# The same grammar with at most 6 fraction digits: a date fromisoformat holds exactly (to the µs).
+_MICROSECOND_DATE_RE = re.compile(DATE_PATTERN[1:-1].replace(r"{1,9}", r"{1,6}"), re.ASCII)
 _ID_RE = re.compile(ID_PATTERN[1:-1], re.ASCII)
 _NS = 1_000_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -283,6 +285,12 @@ def instants_ns(texts: list[str]) -> list[Optional[int]]:
     """instant_ns of each text, computed over the whole list by C functions (the pattern, fromisoformat,
     the arithmetic of timedelta) when every text is a contract date-time; one by one otherwise, which
     gives the same answers (None where a text is not one)."""
+    if all(map(_MICROSECOND_DATE_RE.fullmatch, texts)):  # what clients send: nothing past the µs
+        try:
+            return list(map(mul, map(floordiv, map(sub, map(datetime.fromisoformat, texts), repeat(_EPOCH)),
+                                     repeat(_MICROSECOND)), repeat(1000)))
+        except ValueError:  # a day the calendar does not have
+            return [instant_ns(text) for text in texts]
     matches = list(map(_DATE_RE.fullmatch, texts))
     if None in matches:
         return [instant_ns(text) for text in texts]
@@ -397,17 +405,45 @@ class Upload(NamedTuple):
 
 
 def parse_upload(body: bytes, now_ns: int) -> Upload:
-    """A POST /steps body: its samples, each checked against the server's receive time `now_ns`."""
+    """A POST /steps body: its samples, each checked against the server's receive time `now_ns`.
+
+    The rules are checked column by column (the body's ids, dates and counts; each distinct source
+    once). Where one fails, check_sample goes through the samples in order to name the first sample
+    and rule that fails, as SampleContract does."""
     decoded = _decode(_steps_decoder, body)
     _check_uploader(decoded.uploader)
-    names: dict[str, str] = {}
     samples = decoded.samples
-    ids_ok = map(_ID_RE.fullmatch, [sample.id for sample in samples])
-    starts = instants_ns([sample.startDate for sample in samples])
-    ends = instants_ns([sample.endDate for sample in samples])
-    return Upload([check_sample(sample, index, now_ns, names, id_ok is not None, start, end)
-                   for index, (sample, id_ok, start, end) in enumerate(zip(samples, ids_ok, starts, ends))],
-                  decoded.uploader or "")
+    uploader = decoded.uploader or ""
+    if not samples:
+        return Upload([], uploader)
+    ids = [sample.id for sample in samples]
+    start_texts = [sample.startDate for sample in samples]
+    end_texts = [sample.endDate for sample in samples]
+    starts, ends = instants_ns(start_texts), instants_ns(end_texts)
+    counts = [sample.count for sample in samples]
+    thousandths = (list(map(mul, counts, repeat(COUNT_SCALE))) if set(map(type, counts)) == {int}
+                   else list(map(count_thousandths, counts)))
+    bundles = [sample.sourceBundleId for sample in samples]
+    devices = [sample.sourceDeviceName for sample in samples]
+    names = dict(zip(bundles + devices, bundles + devices))  # each source's names kept once
+    if _columns_valid(ids, starts, ends, thousandths, set(bundles), set(devices), now_ns):
+        return Upload(list(map(ValidSample, ids, start_texts, end_texts, starts, ends, thousandths,
+                               map(names.__getitem__, bundles), map(names.__getitem__, devices))), uploader)
+    for index, (sample, start, end) in enumerate(zip(samples, starts, ends)):
+        check_sample(sample, index, now_ns, names, _ID_RE.fullmatch(sample.id) is not None, start, end)
+    raise AssertionError("a body failed a rule that none of its samples fails")
+
+
+def _columns_valid(ids: list[str], starts: list[Optional[int]], ends: list[Optional[int]], thousandths: list[Optional[int]],
+                   bundles: set[str], devices: set[Optional[str]], now_ns: int) -> bool:
+    """Whether every sample of a body passes check_sample's rules, from its columns (not empty)."""
+    if not all(map(_ID_RE.fullmatch, ids)) or None in starts or None in ends or None in thousandths:
+        return False
+    durations = list(map(sub, ends, starts))
+    return (min(starts) >= MIN_DATE_NS and max(ends) <= now_ns + MAX_FUTURE_SECONDS * _NS
+            and min(durations) >= 0 and max(durations) <= MAX_DURATION_SECONDS * _NS
+            and all(_source_ok(bundle, 1) for bundle in bundles)
+            and all(_source_ok(device, 0) for device in devices if device is not None))
 
 
 def parse_samples(body: bytes, now_ns: int) -> list[ValidSample]:

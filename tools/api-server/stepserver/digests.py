@@ -18,6 +18,8 @@ the write that changes it (storage/store.py)."""
 from __future__ import annotations
 
 import struct
+from itertools import groupby, repeat
+from operator import floordiv, itemgetter
 from typing import Iterable, Optional
 
 import xxhash
@@ -72,6 +74,14 @@ class Changes:
         delta = self.deltas.setdefault((uploader, day_of(start_ns)), [0, 0])
         delta[0] += 1
         delta[1] = (delta[1] + content) & MASK
+
+    def add_all(self, uploader: str, starts_ns: list[int], contents: list[int]) -> None:
+        """add() of each (start_ns, content), a run of samples on one day at a time."""
+        for day, run in groupby(zip(map(floordiv, starts_ns, repeat(DAY_NS)), contents), key=itemgetter(0)):
+            hashes = list(map(itemgetter(1), run))
+            delta = self.deltas.setdefault((uploader, day), [0, 0])
+            delta[0] += len(hashes)
+            delta[1] = (delta[1] + sum(hashes)) & MASK
 
     def remove(self, uploader: str, start_ns: int, content: int) -> None:
         delta = self.deltas.setdefault((uploader, day_of(start_ns)), [0, 0])

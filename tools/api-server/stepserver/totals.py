@@ -156,6 +156,9 @@ def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]
     for k, key in enumerate(order):
         own: list[tuple[int, int]] = []
         raw_k, merged_k = raw[k], merged[k]
+        # No source above covers an instant (this is the highest, or those above hold only instantaneous
+        # samples): this one wins every instant, and its merged numbers are its raw ones.
+        wins_all = not covered_starts
         for start, end, count in by_key[key]:
             if start == end:
                 if begin <= start < finish:
@@ -177,6 +180,8 @@ def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]
                     fraction * (b - start) // span - fraction * (a - start) // span if fraction else 0)
             else:
                 _pieces(start, end, count, a, b, cuts, raw_k, 0)
+            if wins_all:
+                continue
             # The parts of [a, b) that no higher source covers: between the covered intervals.
             i = bisect_right(covered_ends, a)  # the first covered interval ending after a
             position = a
@@ -192,6 +197,8 @@ def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]
                 else:
                     _pieces(start, end, count, position, stop, cuts, merged_k, 0)
                 position = stop
+        if wins_all:
+            merged[k] = list(raw_k)
         if own:
             covered_starts, covered_ends = _union(covered_starts, covered_ends, own)
 

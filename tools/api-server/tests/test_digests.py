@@ -51,6 +51,24 @@ def test_content_hashes_match_the_shared_vectors():
     assert len({vector["hash"] for vector in VECTORS["vectors"]}) == len(VECTORS["vectors"])  # every field counts
 
 
+def test_changes_of_a_batch_are_those_of_each_sample():
+    """Changes.add_all (a write's samples, a run of one day at a time) adds what add() of each adds,
+    in time order or any other."""
+    rng = random.Random(7)
+    starts = sorted(rng.randrange(0, 5 * digests.DAY_NS) for _ in range(300))
+    hashes = [rng.getrandbits(64) for _ in starts]
+    each = digests.Changes()
+    for start, content in zip(starts, hashes):
+        each.add("u", start, content)
+    pairs = list(zip(starts, hashes))
+    for order in (pairs, pairs[::-1], rng.sample(pairs, len(pairs))):
+        batch = digests.Changes()
+        batch.remove("u", starts[0], hashes[0])
+        batch.add("u", starts[0], hashes[0])
+        batch.add_all("u", [start for start, _ in order], [content for _, content in order])
+        assert batch.deltas == each.deltas
+
+
 # -- the table, kept by every write (in process, both dialects) --------------------------------------
 
 

@@ -2,7 +2,7 @@
 
 A request is one transaction on a pooled connection; writes run beside each other, one user's too
 (store.py says how they meet: row locks, the primary key, advisory locks per user and day). Many new
-rows go in by COPY; the statements whose answers are not read travel together in pipeline mode. An
+rows go in by binary COPY; the statements whose answers are not read travel together in pipeline mode. An
 operation that loses its connection (a restart, a failover) is retried on a fresh one until
 RETRY_DEADLINE_S, then answered 503; a write is idempotent, so a retried COMMIT whose first outcome was
 unknown changes nothing twice. An attempt waits for a pooled connection at most POOL_WAIT_S: the pool
@@ -36,6 +36,7 @@ CONNECT_TIMEOUT_S = 5
 HEALTH_CACHE_S = 1.0
 LOCK_SPACE = 0x5735  # the user's and the migration's advisory locks: (LOCK_SPACE, hashtext(user) or 0); a day's: (hashtext(user), day)
 PIPELINED_ROWS = 100  # an insert of up to this many rows is one INSERT in the pipeline; more go by COPY
+_COLUMN_TYPES: dict[str, dict[str, int]] = {}  # table -> column -> type oid (PostgresTransaction._column_types)
 TYPES = {"dialect": "postgres", "blob": "BYTEA", "request_seq": "CREATE SEQUENCE IF NOT EXISTS request_seq"}
 
 
@@ -97,9 +98,21 @@ class PostgresTransaction:
                                 + ", ".join([f"({', '.join(['%s'] * width)})"] * len(rows)), list(chain.from_iterable(rows)))
             return
         self.end_pipeline()
-        with self.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        types = self._column_types(table, [name.strip() for name in columns.split(",")])
+        with self.cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(types)
             for row in rows:
                 copy.write_row(row)
+
+    def _column_types(self, table: str, columns: list[str]) -> list[int]:
+        """The types (oids) of the table's columns, which a binary COPY names: read from the catalog
+        once a process, and again when a column is not known (a table of another schema version)."""
+        types = _COLUMN_TYPES.get(table, {})
+        if not all(column in types for column in columns):
+            types = _COLUMN_TYPES[table] = dict(self.connection.execute(
+                "SELECT attname, atttypid::int8 FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+                (table,)).fetchall())
+        return [types[column] for column in columns]
 
     def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:
         self.pipelined()

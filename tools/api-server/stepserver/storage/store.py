@@ -22,6 +22,7 @@ runs against both dialects):
 from __future__ import annotations
 
 import itertools
+from operator import itemgetter
 from typing import Any, Callable, Iterator, Optional, Protocol
 
 from .. import daily_totals, digests
@@ -136,7 +137,7 @@ class Store:
                 f"FROM samples WHERE user_name = ? AND {among} ORDER BY id{tx.locking()}", (user, *parameters))}
             # The seq once the rows are held: a write that waited for another's rows comes after it.
             base = tx.next_request() * SEQ_PER_REQUEST
-            fresh, changed, claimed, spans = [], [], [], []
+            fresh, changed, claimed, spans, written = [], [], [], [], []
             changes = digests.Changes()
             for position, sample in enumerate(unique.values()):
                 row = (user, sample.id, base + position, sample.start_date, sample.end_date, sample.start_ns,
@@ -156,10 +157,11 @@ class Store:
                         spans.append((before[5] // _NS_PER_MS, before[6] // _NS_PER_MS))
                         changes.remove(before[7], before[5], _stored_hash(sample.id, before))
                     spans.append(batch[sample.id])
-                changes.add(uploader, sample.start_ns, digests.content_hash(
-                    sample.id, sample.start_ns, sample.end_ns, sample.count_thousandths, sample.bundle, sample.device))
+                written.append(sample)
+            changes.add_all(uploader, [sample.start_ns for sample in written], [digests.content_hash(
+                sample.id, sample.start_ns, sample.end_ns, sample.count_thousandths, sample.bundle, sample.device) for sample in written])
             if fresh:
-                tx.insert("samples", f"{SAMPLE_COLUMNS}, uploader", sorted(fresh, key=lambda row: row[1]))  # in id order, as locked
+                tx.insert("samples", f"{SAMPLE_COLUMNS}, uploader", sorted(fresh, key=itemgetter(1)))  # in id order, as locked
             if changed:
                 tx.run_many(f"INSERT INTO sample_versions (user_name, seq, {_STORED}) "
                             f"SELECT user_name, seq, {_STORED} FROM samples WHERE user_name = ? AND id = ?",

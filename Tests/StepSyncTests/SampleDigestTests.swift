@@ -125,3 +125,67 @@ import Testing
         #expect(try StoreDigests.of(store, parts: parts) == expected)
     }
 }
+
+/// The check of every upload computes one total (`StoreDigests.acknowledged`),
+/// the reconcile the days (`StoreDigests.of`): two passes over one store that
+/// must agree on what it acknowledged, whatever happened to its samples.
+@Suite struct AcknowledgedDigestTests {
+    @Test(arguments: [1, 2])
+    func theChecksTotalAndTheReconcilesDaysAgree(parts: Int) throws {
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path, options: StoreOptions(segmentSize: 16 << 10))
+        // 800 samples an hour apart: 34 days, several segments.
+        let samples = (0..<800).map { (i: Int) -> StepSample in
+            let start: Int64 = 1_700_000_000_000 + Int64(i) * 3_600_000
+            let thousandths: Int64 = Int64(i) * 1_000 + Int64(i % 4) * 250
+            let device: String? = i % 5 == 0 ? nil : "iPhone"
+            return StepSample(id: UUID(), startMilliseconds: start, endMilliseconds: start + 60_000, countThousandths: thousandths,
+                              sourceBundleId: "com.apple.health", sourceDeviceName: device, origin: .mock)
+        }
+        try store.upsert(samples, fetchedAt: uploadTestNow)
+        func current(_ i: Int) throws -> StoredSample { try #require(try store.sample(id: samples[i].id)) }
+        // Two thirds acknowledged, a third waiting.
+        _ = try store.markSynced(try (0..<800).filter { $0 % 3 != 0 }.map(current))
+        // Replaced after acknowledgement: one version waiting, one acknowledged again.
+        var replaced = [samples[1], samples[2]]
+        for i in replaced.indices { replaced[i].countThousandths += 7_000 }
+        try store.upsert(replaced, fetchedAt: uploadTestNow)
+        _ = try store.markSynced([try current(2)])
+        // Deleted: an acknowledged sample and a waiting one.
+        _ = try store.delete([samples[4].id, samples[6].id], at: uploadTestNow)
+        // Rejected (a waiting sample), and an acknowledged one held back as another uploader's.
+        _ = try store.markRejected([(try current(9), "test")], at: uploadTestNow)
+        _ = try store.unacknowledge([(try current(10), "another uploader's")], at: uploadTestNow)
+
+        // What the server holds when in sync: each acknowledged live version, hashed from its sample.
+        let rejected = Set(try store.rejectedSamples().map(\.sample.id))
+        var server: [Int64: SamplesDigest] = [:]
+        var acknowledgedDays = Set<Int64>()
+        try store.forEachSample { stored in
+            guard stored.isSynced, !rejected.contains(stored.id) else { return }
+            server[SampleDigest.day(stored.sample), default: SamplesDigest()].add(SampleDigest.hash(stored.sample))
+            acknowledgedDays.insert(SampleDigest.day(stored.sample))
+        }
+        let total = server.values.reduce(into: SamplesDigest()) { $0.add($1) }
+        #expect(total.count == 530, "533 of 800 acknowledged, less one replaced (waiting again), one deleted, one held back")
+        #expect(rejected == [samples[9].id, samples[10].id])
+        #expect(acknowledgedDays.count > 30)
+
+        let check = try StoreDigests.acknowledged(of: store, parts: parts)
+        let days = try StoreDigests.of(store, parts: parts)
+        #expect(check == total && days.acknowledged == total)
+        #expect(days.days.filter { $0.value.acknowledged.count > 0 }.mapValues(\.acknowledged) == server)
+
+        // The server lost one acknowledged version (its count changed behind the API's back): the
+        // check's total differs, and of the days exactly that sample's does.
+        var damaged = try current(13).sample
+        let day = SampleDigest.day(damaged)
+        var tampered = server[day]!
+        tampered.sum = tampered.sum &- SampleDigest.hash(damaged)
+        damaged.countThousandths += 1_000
+        tampered.sum = tampered.sum &+ SampleDigest.hash(damaged)
+        server[day] = tampered
+        #expect(server.values.reduce(into: SamplesDigest()) { $0.add($1) } != check)
+        #expect(Set(days.days.filter { $0.value.acknowledged.count > 0 && server[$0.key] != $0.value.acknowledged }.keys) == [day])
+    }
+}

@@ -14,6 +14,8 @@ enum ReconcileOutput {
         w.field("provenEqual", result.provenEqual)
         w.field("requests", result.checkRequests)
         w.key("seconds"); w.value(result.checkSeconds)
+        w.key("storeSeconds"); w.value(result.checkStoreSeconds)
+        w.key("requestSeconds"); w.value(result.checkRequestSeconds)
         w.endObject()
         w.key("reconciles"); w.beginArray()
         for r in result.reconciles {

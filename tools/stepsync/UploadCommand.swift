@@ -80,7 +80,9 @@ enum UploadCommand {
         let err = StepSyncTool.err
         let trap = SignalTrap { _ in err.line("\nstepsync \(command): stopping after the batches in flight (again to quit at once)") }
 
+        let opening = Date()
         let store = try StepLogStore.open(storePath, options: try TestCompactionKnob.apply(to: StoreOptions(createIfMissing: false)))
+        let openSeconds = Date().timeIntervalSince(opening)
         defer { try? store.close() }
         if let torn = store.openReport.tornTail {
             err.line("stepsync \(command): recovered from an interrupted write: dropped \(torn.bytesDropped) bytes at the end of \(torn.segment)")
@@ -174,6 +176,7 @@ enum UploadCommand {
             w.field("intervalsSynced", summary.intervalsSynced)
             w.key("seconds"); w.value(summary.seconds)
             w.key("samplesPerSecond"); w.value(rate)
+            w.key("openSeconds"); w.value(openSeconds)
             StatusCommand.writeCounts(counts, into: &w)
             ReconcileOutput.write(result, uploader: uploader, into: &w)
             w.endObject()

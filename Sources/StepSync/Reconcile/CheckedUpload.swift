@@ -15,6 +15,10 @@ public struct CheckedUploadSummary: Sendable {
     /// Requests of the check and the reconciles (the upload's are in `upload`).
     public var checkRequests = 0
     public var checkSeconds = 0.0
+    /// Of `checkSeconds`: the store's passes that computed its acknowledged
+    /// digest, and the `GET /steps/digest` requests.
+    public var checkStoreSeconds = 0.0
+    public var checkRequestSeconds = 0.0
 }
 
 /// `stepsync upload` and `stepsync reconcile`: the upload, with the check that
@@ -63,8 +67,7 @@ public final class CheckedUpload {
         let started = Date()
         let id = uploader.uuidString
         onStage?("checking")
-        var answer = try await client.digest(uploader: id)
-        summary.checkRequests += 1
+        var answer = try await digest(&summary)
         summary.serverId = answer.serverId
         summary.user = answer.user
         let current = store.destination
@@ -85,7 +88,8 @@ public final class CheckedUpload {
             let report = try await reconciler.run(newDestination: false, dryRun: true)
             summary.reconciles.append(report)
             summary.checkRequests += report.requests
-            summary.provenEqual = try report.corrections == 0 && report.rejectedWithOlderVersionKept == 0 && isEqual(answer)
+            let equal = try isEqual(answer, &summary)
+            summary.provenEqual = report.corrections == 0 && report.rejectedWithOlderVersionKept == 0 && equal
             summary.checkSeconds = Date().timeIntervalSince(started)
             return summary
         }
@@ -96,10 +100,9 @@ public final class CheckedUpload {
         let checkStarted = Date()
         onStage?("checking")
         if summary.upload.batches > 0 || newDestination {
-            answer = try await client.digest(uploader: id)
-            summary.checkRequests += 1
+            answer = try await digest(&summary)
         }
-        var equal = try isEqual(answer)
+        var equal = try isEqual(answer, &summary)
         if !equal || full {
             onStage?("reconciling")
             let report = try await reconciler.run(newDestination: false, dryRun: false)
@@ -112,9 +115,8 @@ public final class CheckedUpload {
                 checkSeconds -= repairs.seconds // the upload's time is not the check's
                 add(repairs, to: &summary.upload)
             }
-            answer = try await client.digest(uploader: id)
-            summary.checkRequests += 1
-            equal = try isEqual(answer)
+            answer = try await digest(&summary)
+            equal = try isEqual(answer, &summary)
         }
         if equal { try record(answer, proven: true) }
         summary.provenEqual = equal
@@ -122,12 +124,23 @@ public final class CheckedUpload {
         return summary
     }
 
+    /// The server's digest of this store's uploader (`GET /steps/digest`), timed.
+    private func digest(_ summary: inout CheckedUploadSummary) async throws -> UploaderDigestResponse {
+        let started = Date()
+        let answer = try await client.digest(uploader: uploader.uuidString)
+        summary.checkRequests += 1
+        summary.checkRequestSeconds += Date().timeIntervalSince(started)
+        return answer
+    }
+
     /// The server's digest of this uploader equals the store's acknowledged samples'.
-    private func isEqual(_ answer: UploaderDigestResponse) throws -> Bool {
+    private func isEqual(_ answer: UploaderDigestResponse, _ summary: inout CheckedUploadSummary) throws -> Bool {
         guard let remote = SamplesDigest(count: answer.count, hex: answer.digest) else {
             throw APIError.decodingError(underlying: ReconcileError.malformedAnswer("digest \(answer.digest)"))
         }
-        return remote == (try StoreDigests.of(store).acknowledged)
+        let started = Date()
+        defer { summary.checkStoreSeconds += Date().timeIntervalSince(started) }
+        return remote == (try StoreDigests.acknowledged(of: store))
     }
 
     /// Records the destination (proven equal now, or keeping when it last was), durably.

@@ -14,8 +14,9 @@ import StepLog
 /// sample hash alike only when every field the server keeps is equal; the
 /// origin and fetchedAt are not content.
 ///
-/// Keeps one buffer for the bytes: hashing millions of samples makes no
-/// allocation each.
+/// A `SampleDigest` keeps one buffer for a sample's bytes between calls; a
+/// stored version's (`hash(_: SamplePayload)`) are written on the stack.
+/// Hashing millions makes no allocation each.
 public struct SampleDigest {
     private var bytes: [UInt8] = []
 
@@ -42,23 +43,30 @@ public struct SampleDigest {
     }
 
     /// The content hash of a stored version, read from its record's bytes
-    /// (what `hash(_:)` gives for the sample it holds, without making one).
-    public mutating func hash(_ payload: SamplePayload) -> UInt64 {
-        bytes.removeAll(keepingCapacity: true)
-        bytes.append(36)
-        appendUUIDText(payload.uuid)
-        append(payload.startMilliseconds &* 1_000_000)
-        append(payload.endMilliseconds &* 1_000_000)
-        append(Int64(payload.count))
-        append(utf8: payload.sourceBundleId)
-        if let device = payload.sourceDeviceName {
-            bytes.append(1)
-            append(utf8: device)
-        } else {
-            bytes.append(0)
+    /// (what `hash(_:)` gives for the sample it holds, without making one):
+    /// the content is written into a buffer on the stack, so hashing every
+    /// version of a store allocates nothing.
+    public static func hash(_ payload: SamplePayload) -> UInt64 {
+        let bundle = payload.sourceBundleId, device = payload.sourceDeviceName, fraction = payload.countFraction
+        let size = 64 + bundle.count + (device.map { 2 + $0.count } ?? 0) + (fraction != 0 ? 2 : 0)
+        return withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
+            var content = ContentWriter(buffer.baseAddress!)
+            content.byte(36)
+            content.uuidText(payload.uuid)
+            content.int64(payload.startMilliseconds &* 1_000_000)
+            content.int64(payload.endMilliseconds &* 1_000_000)
+            content.int64(Int64(payload.count))
+            content.name(bundle)
+            if let device {
+                content.byte(1)
+                content.name(device)
+            } else {
+                content.byte(0)
+            }
+            if fraction != 0 { content.uint16(fraction) }
+            precondition(content.count == size, "a sample's content is \(size) bytes")
+            return XXHash64.hash(UnsafeRawBufferPointer(start: buffer.baseAddress, count: size))
         }
-        appendFraction(Int(payload.countFraction))
-        return XXHash64.hash(bytes)
     }
 
     /// The UTC day of a stored version (`day(_:)`).
@@ -87,26 +95,53 @@ public struct SampleDigest {
         withUnsafeBytes(of: UInt16(thousandths).littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    private static let hexDigits = Array("0123456789ABCDEF".utf8)
-
-    /// `uuidString`'s 36 bytes (uppercase, dashes after bytes 4, 6, 8 and 10).
-    private mutating func appendUUIDText(_ id: UUIDBytes) {
-        for i in 0..<16 {
-            if i == 4 || i == 6 || i == 8 || i == 10 { bytes.append(0x2D) }
-            let byte = UInt8(truncatingIfNeeded: (i < 8 ? id.high >> (56 - 8 * i) : id.low >> (56 - 8 * (i - 8))))
-            bytes.append(Self.hexDigits[Int(byte >> 4)])
-            bytes.append(Self.hexDigits[Int(byte & 0x0F)])
-        }
-    }
-
-    private mutating func append(utf8: UnsafeRawBufferPointer) {
-        withUnsafeBytes(of: UInt16(truncatingIfNeeded: utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: utf8)
-    }
-
     private mutating func append(string: String) {
         let utf8 = string.utf8
         withUnsafeBytes(of: UInt16(truncatingIfNeeded: utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
         bytes.append(contentsOf: utf8)
+    }
+}
+
+/// Writes a sample's content bytes (little-endian) at a pointer whose memory
+/// the caller sized: `SampleDigest.hash(_: SamplePayload)`'s buffer.
+private struct ContentWriter {
+    private let base: UnsafeMutableRawPointer
+    private(set) var count = 0
+
+    init(_ base: UnsafeMutableRawPointer) { self.base = base }
+
+    mutating func byte(_ value: UInt8) {
+        base.storeBytes(of: value, toByteOffset: count, as: UInt8.self)
+        count += 1
+    }
+
+    mutating func uint16(_ value: UInt16) {
+        base.storeBytes(of: value.littleEndian, toByteOffset: count, as: UInt16.self)
+        count += 2
+    }
+
+    mutating func int64(_ value: Int64) {
+        base.storeBytes(of: value.littleEndian, toByteOffset: count, as: Int64.self)
+        count += 8
+    }
+
+    /// `nameLen:u16 name`.
+    mutating func name(_ utf8: UnsafeRawBufferPointer) {
+        uint16(UInt16(truncatingIfNeeded: utf8.count))
+        if let source = utf8.baseAddress { (base + count).copyMemory(from: source, byteCount: utf8.count) }
+        count += utf8.count
+    }
+
+    private static let hexDigits: StaticString = "0123456789ABCDEF"
+
+    /// `uuidString`'s 36 bytes (uppercase, dashes after bytes 4, 6, 8 and 10).
+    mutating func uuidText(_ id: UUIDBytes) {
+        let digits = Self.hexDigits.utf8Start
+        for i in 0..<16 {
+            if i == 4 || i == 6 || i == 8 || i == 10 { byte(0x2D) }
+            let value = UInt8(truncatingIfNeeded: i < 8 ? id.high >> (56 - 8 * i) : id.low >> (56 - 8 * (i - 8)))
+            byte(digits[Int(value >> 4)])
+            byte(digits[Int(value & 0x0F)])
+        }
     }
 }

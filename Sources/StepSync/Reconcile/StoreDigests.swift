@@ -25,8 +25,23 @@ public struct StoreDigests: Equatable, Sendable {
 
     public init(days: [Int64: Day] = [:]) { self.days = days }
 
-    /// The digests of `store` as it is: its current versions read in place
-    /// on `parts` threads (each keeps its own days; digests add up).
+    /// The digest of the samples `store` holds acknowledged (live, synced,
+    /// not rejected): what the server's digest of this store's uploader must
+    /// equal. The check of every upload: one pass over the current versions
+    /// on `parts` threads, hashing only the acknowledged ones, keeping one
+    /// total; the days (`of`) are computed only when the server differs.
+    public static func acknowledged(of store: StepLogStore, parts: Int = 2) throws -> SamplesDigest {
+        let rejected = try Set(store.rejectedSamples().map { UUIDBytes($0.sample.id) })
+        let totals = RunTotals(parts)
+        try store.forEachSampleVersion(parts: parts) { run, version, synced in
+            guard synced, rejected.isEmpty || !rejected.contains(version.uuid) else { return }
+            totals.add(SampleDigest.hash(version), run: run)
+        }
+        return totals.sum
+    }
+
+    /// The digests of `store` as it is, per day: its current versions read
+    /// in place on `parts` threads (each keeps its own days; digests add up).
     public static func of(_ store: StepLogStore, parts: Int = 2) throws -> StoreDigests {
         let rejected = try Set(store.rejectedSamples().map { UUIDBytes($0.sample.id) })
         let runs = Runs(parts)
@@ -44,21 +59,44 @@ public struct StoreDigests: Equatable, Sendable {
         return digests
     }
 
-    /// Each run's days and hasher: a run touches only its own (no lock).
+    /// Each run's days: a run touches only its own (no lock).
     private final class Runs: @unchecked Sendable {
         var days: [[Int64: Day]]
-        var hashers: [SampleDigest]
 
         init(_ parts: Int) {
             days = Array(repeating: [:], count: max(1, parts))
-            hashers = Array(repeating: SampleDigest(), count: max(1, parts))
         }
 
         func add(_ run: Int, _ version: SamplePayload, synced: Bool) {
-            let hash = hashers[run].hash(version)
+            let hash = SampleDigest.hash(version)
             let day = SampleDigest.day(version)
             days[run][day, default: Day()].live.add(hash)
             if synced { days[run][day, default: Day()].acknowledged.add(hash) }
+        }
+    }
+
+    /// Each run's total, on a cache line of its own: threads adding to
+    /// neighbouring totals would pass one line between their cores at every
+    /// sample.
+    private final class RunTotals: @unchecked Sendable {
+        private static let spacing = max(1, 128 / MemoryLayout<SamplesDigest>.stride)
+        private let totals: UnsafeMutablePointer<SamplesDigest>
+        private let parts: Int
+
+        init(_ parts: Int) {
+            self.parts = max(1, parts)
+            totals = .allocate(capacity: self.parts * Self.spacing)
+            totals.initialize(repeating: SamplesDigest(), count: self.parts * Self.spacing)
+        }
+
+        deinit { totals.deallocate() }
+
+        func add(_ hash: UInt64, run: Int) { totals[run * Self.spacing].add(hash) }
+
+        var sum: SamplesDigest {
+            var sum = SamplesDigest()
+            for run in 0..<parts { sum.add(totals[run * Self.spacing]) }
+            return sum
         }
     }
 

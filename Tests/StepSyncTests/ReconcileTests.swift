@@ -65,6 +65,29 @@ import Testing
         try expectEqual(server, store)
     }
 
+    /// A server from before reconciliation (no `GET /steps/digest`): the
+    /// upload runs, said unchecked, and sends everything the store had
+    /// acknowledged elsewhere; the next is in step with it; `full` cannot run.
+    @Test func aServerWithoutDigestsGetsEverythingAndIsSaidUnchecked() async throws {
+        let (dir, store) = try await ingestedStore(days: 10)
+        defer { withExtendedLifetime(dir) {} }
+        let named = newClient(store)
+        #expect(try await checked(store, named).provenEqual)
+        let older = newClient(store)
+        older.offersDigests = false
+        let first = try await checked(store, older)
+        #expect(first.unchecked && !first.provenEqual && first.upload.samplesSynced == store.counts.samples)
+        try expectEqual(older, store)
+        #expect(store.destination?.serverId == "" && store.destination?.url == "http://test")
+        let again = try await checked(store, older)
+        #expect(again.unchecked && again.upload.batches == 0 && again.reconciles.isEmpty)
+        await #expect(throws: APIError.self) { _ = try await checked(store, older, full: true) }
+        // Back to the named server: a destination other than the store's, reconciled, and proven.
+        let back = try await checked(store, named)
+        #expect(back.provenEqual && !back.unchecked && back.reconciles.first?.newDestination == true)
+        try expectEqual(named, store)
+    }
+
     @Test func aDayLostACountChangedAndADeletionLostAreRepaired() async throws {
         let (dir, store) = try await ingestedStore(days: 15)
         defer { withExtendedLifetime(dir) {} }

@@ -12,6 +12,7 @@ enum ReconcileOutput {
         w.field("user", result.user)
         w.field("uploader", uploader.uuidString)
         w.field("provenEqual", result.provenEqual)
+        w.field("unchecked", result.unchecked)
         w.field("requests", result.checkRequests)
         w.key("seconds"); w.value(result.checkSeconds)
         w.key("storeSeconds"); w.value(result.checkStoreSeconds)
@@ -54,6 +55,10 @@ enum ReconcileOutput {
             if r.rejectedWithOlderVersionKept > 0 {
                 lines.append("  \(Format.count(r.rejectedWithOlderVersionKept)) samples the server rejected keep an older version there (not repairable: see stepsync status)")
             }
+        }
+        if result.unchecked {
+            lines.append("server: not checked (it has no GET /steps/digest)")
+            return lines
         }
         let server = "server \(result.serverId) (user \(result.user))"
         lines.append(result.provenEqual

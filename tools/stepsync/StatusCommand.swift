@@ -97,7 +97,7 @@ enum StatusCommand {
     }
 
     static func describe(_ d: StoreDestination) -> String {
-        "\(d.url) (server \(d.serverId), user \(d.user))"
+        d.serverId.isEmpty ? "\(d.url) (a server without GET /steps/digest: never checked)" : "\(d.url) (server \(d.serverId), user \(d.user))"
     }
 
     static func write(_ d: StoreDestination, into w: inout JSONWriter) {

@@ -191,7 +191,9 @@ enum UploadCommand {
         if rejectedEarlier > 0 {
             err.line("stepsync \(command): \(Format.count(rejectedEarlier)) samples the server rejected earlier were not sent again (they are sent once their content changes; see stepsync status --store \(storePath))")
         }
-        if !result.provenEqual && !dryRun {
+        if result.unchecked {
+            err.line("stepsync \(command): not checked: the server at \(url) has no GET /steps/digest (a version before reconciliation), so what it holds cannot be compared with what the store acknowledged; update the server (docs/RECONCILE.md)")
+        } else if !result.provenEqual && !dryRun {
             err.line("stepsync \(command): the server still differs from what the store acknowledged after the repair; run stepsync reconcile --store \(storePath) --api-url \(url) to see where")
             return 1
         }

@@ -19,6 +19,9 @@ public struct CheckedUploadSummary: Sendable {
     /// digest, and the `GET /steps/digest` requests.
     public var checkStoreSeconds = 0.0
     public var checkRequestSeconds = 0.0
+    /// The server offers no `GET /steps/digest` (a version before
+    /// reconciliation): the upload ran, but nothing could be checked.
+    public var unchecked = false
 }
 
 /// `stepsync upload` and `stepsync reconcile`: the upload, with the check that
@@ -67,7 +70,12 @@ public final class CheckedUpload {
         let started = Date()
         let id = uploader.uuidString
         onStage?("checking")
-        var answer = try await digest(&summary)
+        var answer: UploaderDigestResponse
+        do {
+            answer = try await digest(&summary)
+        } catch APIError.serverError(statusCode: 404, _, _) where !full && !dryRun {
+            return try await uploadUnchecked(summary, started: started)
+        }
         summary.serverId = answer.serverId
         summary.user = answer.user
         let current = store.destination
@@ -121,6 +129,32 @@ public final class CheckedUpload {
         if equal { try record(answer, proven: true) }
         summary.provenEqual = equal
         summary.checkSeconds = checkSeconds + Date().timeIntervalSince(checkStarted)
+        return summary
+    }
+
+    /// The upload to a server without `GET /steps/digest`, which can neither
+    /// name itself nor say what it holds: it is recorded as a destination
+    /// known by its URL alone (no server id, no user). Against any other
+    /// destination the store's acknowledgements are taken back first, as
+    /// when the server holds nothing (it may hold anything: sending again is
+    /// harmless, every write is an upsert), so that what it lacks is sent.
+    private func uploadUnchecked(_ start: CheckedUploadSummary, started: Date) async throws -> CheckedUploadSummary {
+        var summary = start
+        summary.unchecked = true
+        let unnamed = StoreDestination(serverId: "", user: "", url: url, uploader: uploader,
+                                       recordedAtMilliseconds: Milliseconds.from(now()), provenEqualAtMilliseconds: 0)
+        let current = store.destination
+        if current.map({ !$0.isSame(as: unnamed) || $0.url != url }) ?? true {
+            onStage?("reconciling with a new destination")
+            let reconciler = Reconciler(store: store, client: client, uploader: uploader.uuidString, now: now)
+            let report = try await reconciler.run(newDestination: true, dryRun: false, serverHoldsNone: true)
+            summary.reconciles.append(report)
+            try store.recordDestination(unnamed)
+            try store.sync()
+        }
+        summary.checkSeconds = Date().timeIntervalSince(started)
+        onStage?("uploading")
+        summary.upload = try await service.syncAll()
         return summary
     }
 

@@ -50,6 +50,8 @@ public final class InMemoryAPIClient: APIClient, @unchecked Sendable {
     private let rejects: (@Sendable (StepSample) -> String?)?
     /// Samples a page of `daySamples` holds (the real server's is 10,000).
     public var pageSize = 10_000
+    /// False: a server from before reconciliation, whose `GET /steps/digest` is a 404.
+    public var offersDigests = true
 
     public init(uploader: String? = nil, user: String = "local", rejecting rejects: (@Sendable (StepSample) -> String?)? = nil) {
         self.server = Server()
@@ -215,6 +217,7 @@ public final class InMemoryAPIClient: APIClient, @unchecked Sendable {
 
     public func digest(uploader: String) async throws -> UploaderDigestResponse {
         lock.withLock { digestRequests += 1 }
+        guard offersDigests else { throw APIError.serverError(statusCode: 404, message: "Not Found: GET /steps/digest") }
         let days = days(of: uploader)
         var total = SamplesDigest()
         for day in days.values { total.add(day) }

@@ -28,6 +28,7 @@ struct DailyBench {
 
     /// One source's samples of one day: evenly spread over 06:00–23:00 UTC
     /// with jitter, 30 s–10 min, 10–500 steps; the three sources overlap.
+    /// Labeled as an export's, as `stepsync ingest` labels them.
     static func samples(source j: Int, day: Int64, count: Int) -> [StepSample] {
         var rng = SplitMix64(seed: UInt64(bitPattern: day) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(j))
         let window: Int64 = 17 * 3_600_000
@@ -38,7 +39,7 @@ struct DailyBench {
             let duration = Int64(rng.next(in: 30...600)) * 1000
             return StepSample(id: DerivedUUID.make(100 + UInt64(j), UInt64(bitPattern: day), UInt64(k)),
                               startMilliseconds: start, endMilliseconds: start + duration, count: rng.next(in: 10...500),
-                              sourceBundleId: source.bundle, sourceDeviceName: source.device)
+                              sourceBundleId: source.bundle, sourceDeviceName: source.device, origin: .export)
         }
     }
 

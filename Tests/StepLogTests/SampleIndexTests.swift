@@ -17,7 +17,8 @@ import Testing
         func entry(_ key: UUIDBytes, synced: Bool = false, tombstone: Bool = false) -> IndexEntry {
             next += 1
             keys[next] = key
-            return IndexEntry(position: LogPosition(next), synced: synced, tombstone: tombstone)
+            return IndexEntry(position: LogPosition(next), synced: synced, tombstone: tombstone,
+                              origin: tombstone ? .unspecified : SampleOrigin(rawValue: UInt8(next % 4))!)
         }
 
         func attach(_ index: SampleIndex) {
@@ -281,7 +282,7 @@ import Testing
         // Keys homed in the last slots, so that runs wrap.
         while keys.count < 6 {
             let key = Self.randomKey(&rng)
-            if (index.tag(key) << 16).multipliedFullWidth(by: UInt64(capacity)).high >= UInt64(capacity - 2) { keys.append(key) }
+            if (index.tag(key) << SampleIndex.tagShift).multipliedFullWidth(by: UInt64(capacity)).high >= UInt64(capacity - 2) { keys.append(key) }
         }
         while keys.count < capacity * 86 / 100 { keys.append(Self.randomKey(&rng)) }
         for key in keys {
@@ -318,7 +319,7 @@ import Testing
         var atEnd: [UUIDBytes] = []
         while atEnd.count < 8 {
             let key = Self.randomKey(&rng)
-            if (index.tag(key) << 16).multipliedFullWidth(by: capacity).high == capacity - 1 { atEnd.append(key) }
+            if (index.tag(key) << SampleIndex.tagShift).multipliedFullWidth(by: capacity).high == capacity - 1 { atEnd.append(key) }
         }
         var model: [UUIDBytes: IndexEntry] = [:]
         for key in atEnd {
@@ -328,5 +329,32 @@ import Testing
         }
         #expect(index.memoryBytes == Int(capacity) * SampleIndex.slotSize, "no growth, so the probes wrapped")
         try Self.expectSame(index, log, model)
+    }
+
+    @Test func anEntrysFiftyBitsAndATagsFortySixShareASlotWithoutTouching() throws {
+        // Entries with their high bits set (positions near the greatest,
+        // synced or a tombstone, origin bits 11) beside tags of all ones and all zeros,
+        // and the reverse: each comes back exactly, and stays reachable
+        // through growth and removals.
+        let hashes: [UUIDBytes: UInt64] = [UUIDBytes(high: 1, low: 1): .max, UUIDBytes(high: 2, low: 2): 0,
+                                           UUIDBytes(high: 3, low: 3): 0x5555_5555_5555_5555, UUIDBytes(high: 4, low: 4): 0xAAAA_AAAA_AAAA_AAAA]
+        let keys = hashes.keys.sorted { $0.high < $1.high }
+        let top = LogPosition(FormatConstants.maxPosition)
+        let entries = [IndexEntry(position: top, synced: true, origin: .live), IndexEntry(position: LogPosition(1), synced: false),
+                       IndexEntry.tombstone(at: LogPosition(top.rawValue - 1)), IndexEntry(position: LogPosition(0x2AAA_AAAA_AAAA), synced: true, origin: .mock)]
+        #expect(entries.map(\.origin) == [.live, .unspecified, .unspecified, .mock])
+        #expect(entries.map(\.position) == [top, LogPosition(1), LogPosition(top.rawValue - 1), LogPosition(0x2AAA_AAAA_AAAA)])
+        #expect(entries.map(\.isSynced) == [true, false, false, true] && entries.map(\.isTombstone) == [false, false, true, false])
+        let index = SampleIndex(hash: { hashes[$0]! })
+        index.keyAt = { position in keys[entries.firstIndex { $0.position == position }!] }
+        for (key, entry) in zip(keys, entries) { try index.set(key, entry) }
+        for (key, entry) in zip(keys, entries) { #expect(try index.find(key) == entry) }
+        index.reserve(10_000) // a rehash moves slots by their tags alone
+        for (key, entry) in zip(keys, entries) {
+            #expect(try index.find(key) == entry)
+            #expect(index.entry(key, at: entry.position) == entry)
+        }
+        #expect(try index.remove(keys[1]) == entries[1])
+        for (key, entry) in zip(keys, entries) where key != keys[1] { #expect(try index.find(key) == entry) }
     }
 }

@@ -127,6 +127,26 @@ import Testing
         }
     }
 
+    @Test func aVersionThreeSnapshotByteForByte() throws {
+        // docs/IMPL.md's example, against an independent encoder (CRC-32C bit
+        // by bit in Python): two entries, a version of origin export (flags
+        // 0x41) and a synced version of origin live (0x63), and one other record.
+        let snapshot = SegmentSnapshot(
+            sequence: 1, basePosition: 0, segmentSize: 8192, tailChecksum: 0x1234_5678, keysAfter: 2,
+            samples: [.init(uuid: UUIDBytes(GoldenExample.sample.id), offset: 4096, flags: 0x41),
+                      .init(uuid: UUIDBytes(UUID(uuidString: "00000000-0000-4000-8000-000000000001")!), offset: 4300, flags: 0x63)],
+            others: [.init(offset: 4400, type: 6, payload: Array("abc".utf8))])
+        let bytes = snapshot.encoded()
+        #expect(GoldenExample.hex(bytes.prefix(FormatConstants.snapshotHeaderSize)) == "5354455048494e54" + "0300" + "0000"
+                + "0100000000000000" + "0000000000000000" + "0020000000000000" + "78563412" + "0200000000000000"
+                + "0200000000000000" + "0100000000000000" + "41b9c7fd" + "1db6e437")
+        #expect(GoldenExample.hex(bytes.dropFirst(FormatConstants.snapshotHeaderSize)) == "6f9619ff8b86d011b42d00c04fc964ff" + "00100000" + "41"
+                + "00000000000040008000000000000001" + "cc100000" + "63" + "30110000" + "06" + "03000000" + "616263")
+        #expect(snapshot.samples.map(\.origin) == [.export, .live])
+        #expect(snapshot.samples.map(\.isSynced) == [false, true])
+        #expect(try bytes.withUnsafeBytes { try SegmentSnapshot.decode($0).get() } == snapshot)
+    }
+
     @Test func damagedTruncatedOrStaleSnapshotsAreIgnored() throws {
         let tmp = TemporaryDirectory()
         let expected = try history(tmp.path)

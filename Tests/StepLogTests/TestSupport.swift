@@ -51,9 +51,14 @@ struct StoreDigest: Equatable, CustomStringConvertible {
     var rejected: [String: String] = [:]
     /// The latest record of each destination, in the order of those records (the last is current).
     var destinations: [StoreDestination] = []
+    /// Set when the store's counts of live samples by origin (kept by its
+    /// index) disagree with its samples' current versions: a model never
+    /// sets it, so every comparison of a store's digest checks the counts.
+    var originCountsDisagreement: String?
 
     var description: String {
         "\(samples.count) samples (\(samples.filter(\.synced).count) synced), \(deletions.count) pending deletions, \(intervals.count) intervals, \(ranges.count) ranges, \(highScores.count) high scores, \(anchors.count) anchors"
+            + (originCountsDisagreement.map { ", \($0)" } ?? "")
     }
 
     static func of(_ store: StepLogStore) throws -> StoreDigest {
@@ -67,6 +72,11 @@ struct StoreDigest: Equatable, CustomStringConvertible {
         d.anchors = store.locked { store.state.anchors.mapValues(\.anchor) }
         for r in try store.rejectedSamples() { d.rejected[r.sample.id.uuidString] = r.rejection.reason }
         d.destinations = store.destinations
+        var recount = SampleOriginCounts()
+        for s in d.samples { recount[s.sample.origin] += 1 }
+        if store.samplesByOrigin != recount {
+            d.originCountsDisagreement = "counts by origin \(store.samplesByOrigin), the samples \(recount)"
+        }
         return d
     }
 }

@@ -59,7 +59,7 @@ import Testing
         }
         if snapshotsOfVersion1 {
             // Snapshot files as version 1 wrote them (same layout, version 1 in
-            // the header): this build ignores them and rebuilds version 2 ones.
+            // the header): this build ignores them and rebuilds current ones.
             let store = try StepLogStore.open(dir, options: .fullReplayReadOnly)
             for segment in store.segmentInfos.dropLast() {
                 var bytes = try SegmentSnapshot.build(from: segment, keysAfter: 0).encoded()
@@ -124,7 +124,7 @@ import Testing
         }
         let reopened = try StepLogStore.open(tmp.path)
         #expect(reopened.openReport.sealedOlderVersion == nil)
-        #expect(reopened.openReport.segmentsFromSnapshots == v1Files.count, "every version 1 segment now has a version 2 snapshot")
+        #expect(reopened.openReport.segmentsFromSnapshots == v1Files.count, "every version 1 segment now has a current snapshot")
         #expect(try StoreDigest.of(reopened) == expected)
         try reopened.close()
         #expect(try StepLogStore.open(tmp.path, options: .fullReplayReadOnly).counts.samples == expected.samples.count)

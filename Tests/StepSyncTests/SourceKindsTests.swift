@@ -86,6 +86,41 @@ import Testing
         try store.delete(mockSamples.dropFirst(10).map(\.id) + [legacy.id], at: Date())
         #expect(try StoreSourceKinds.of(store) == StoreSourceKinds(mockSamples: 0, realSamples: 49))
     }
+
+    /// A store whose samples carry their origin is counted from what its
+    /// index keeps: no sample is read (a damaged record behind an index
+    /// snapshot does not stop it, where reading every record would), and the
+    /// counts follow relabels and deletions.
+    @Test func kindsOfALabeledStoreReadNoSample() throws {
+        let tmp = TemporaryDirectory()
+        let dir = tmp.sub("s")
+        let store = try StepLogStore.open(dir, options: StoreOptions(segmentSize: 16 << 10))
+        func sample(_ i: Int, _ origin: SampleOrigin) -> StepSample {
+            StepSample(id: UUID(), startMilliseconds: Int64(i) * 60_000, endMilliseconds: Int64(i) * 60_000 + 30_000, count: 10 + i,
+                       sourceBundleId: origin == .mock ? StoreSourceKinds.mockBundleId : "com.apple.health.1234", sourceDeviceName: "iPhone", origin: origin)
+        }
+        let reals = (0..<300).map { sample($0, .export) }, mocks = (0..<100).map { sample(1_000 + $0, .mock) }
+        for batch in stride(from: 0, to: 300, by: 50) { try store.upsert(reals[batch..<(batch + 50)], fetchedAt: Date()) }
+        try store.upsert(mocks, fetchedAt: Date())
+        #expect(try StoreSourceKinds.of(store) == StoreSourceKinds(mockSamples: 100, realSamples: 300))
+        var relabeled = Array(reals.prefix(10))
+        for i in relabeled.indices { relabeled[i].origin = .live }
+        #expect(try store.upsert(relabeled, fetchedAt: Date()).relabeled == 10)
+        try store.delete(mocks.prefix(40).map(\.id) + [reals[20].id], at: Date())
+        #expect(try StoreSourceKinds.of(store) == StoreSourceKinds(mockSamples: 60, realSamples: 299))
+        store.waitForSnapshots()
+        try store.close()
+
+        // Damage a sample record of the first segment, which has an index snapshot.
+        let first = dir + "/000000000001.log"
+        var bytes = readFile(first)
+        bytes[FormatConstants.dataStartV2 + 40] ^= 0x10
+        writeFile(first, bytes)
+        let reader = try StepLogStore.open(dir, options: StoreOptions(readOnly: true))
+        #expect(reader.openReport.segmentsFromSnapshots > 0)
+        #expect(try StoreSourceKinds.of(reader) == StoreSourceKinds(mockSamples: 60, realSamples: 299))
+        #expect(throws: StepLogError.self) { _ = try reader.forEachSampleRecordSpan(parts: 2) { _, _ in } }
+    }
 }
 
 extension MockStepDataProvider {

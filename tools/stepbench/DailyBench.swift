@@ -8,9 +8,10 @@ import StepSync
 /// them), timed as a user runs it: the whole command in a fresh
 /// process (open, read every sample, merge, print the JSON document), median
 /// and range of several runs. Beside it, in this process, where the time goes
-/// (open, read, merge, JSON) and `stepsync intervals` on the same store (which
-/// has none), the cost of opening it alone (`stepsync status` also reads every
-/// sample once, for the kinds of source it holds).
+/// (open, read, merge, JSON), `stepsync intervals` on the same store (which
+/// has none), the cost of opening it alone, and `stepsync status` (open, the
+/// counts, and the kinds of source from the counts by origin the index keeps:
+/// no sample read).
 struct DailyBench {
     var n = 3_000_000
     var directory = "bench-data"
@@ -27,6 +28,7 @@ struct DailyBench {
 
     /// One source's samples of one day: evenly spread over 06:00–23:00 UTC
     /// with jitter, 30 s–10 min, 10–500 steps; the three sources overlap.
+    /// Labeled as an export's, as `stepsync ingest` labels them.
     static func samples(source j: Int, day: Int64, count: Int) -> [StepSample] {
         var rng = SplitMix64(seed: UInt64(bitPattern: day) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(j))
         let window: Int64 = 17 * 3_600_000
@@ -37,7 +39,7 @@ struct DailyBench {
             let duration = Int64(rng.next(in: 30...600)) * 1000
             return StepSample(id: DerivedUUID.make(100 + UInt64(j), UInt64(bitPattern: day), UInt64(k)),
                               startMilliseconds: start, endMilliseconds: start + duration, count: rng.next(in: 10...500),
-                              sourceBundleId: source.bundle, sourceDeviceName: source.device)
+                              sourceBundleId: source.bundle, sourceDeviceName: source.device, origin: .export)
         }
     }
 
@@ -70,10 +72,12 @@ struct DailyBench {
         let arguments = ["daily", "--store", dir, "--tz", "Europe/Paris", "--by-source", "--json"]
         _ = try runQuietly(stepsync, arguments) // the files where the kernel keeps them, as in every run after the first
         var commandSeconds: [Double] = []
+        var openSeconds: [Double] = []
         var statusSeconds: [Double] = []
         for _ in 0..<repeats {
             commandSeconds.append(try runQuietly(stepsync, arguments))
-            statusSeconds.append(try runQuietly(stepsync, ["intervals", "--store", dir]))
+            openSeconds.append(try runQuietly(stepsync, ["intervals", "--store", dir]))
+            statusSeconds.append(try runQuietly(stepsync, ["status", "--store", dir]))
         }
         // In this process: where the time goes (wall and CPU seconds).
         var cpu = cpuSeconds()
@@ -96,12 +100,14 @@ struct DailyBench {
         let (json, write) = measure { totals.json(bySource: true) }
         let days = totals.days
         let merged = days.reduce(Int64(0)) { $0 + $1.merged }, raw = days.reduce(Int64(0)) { $0 + $1.raw }
-        let median = commandSeconds.sorted()[repeats / 2], statusMedian = statusSeconds.sorted()[repeats / 2]
+        let median = commandSeconds.sorted()[repeats / 2], openMedian = openSeconds.sorted()[repeats / 2]
+        let statusMedian = statusSeconds.sorted()[repeats / 2]
         print("""
             stepsync daily --tz Europe/Paris --by-source --json, \(sampleCount) samples from \(sourceCount) sources, \(totals.dayCount) days:
               \(fmt(median, 3)) s median of \(repeats) fresh processes (\(fmt(commandSeconds.min()!, 3))–\(fmt(commandSeconds.max()!, 3)) s), \(rate(sampleCount, median)) samples/s (asked for: <= 1 s)
               in process, wall (CPU): open \(fmt(open, 3)) s (\(fmt(openCPU, 3))), read samples \(fmt(read, 3)) s (\(fmt(readCPU, 3))), merge \(fmt(merge, 3)) s (\(fmt(mergeCPU, 3))), JSON \(fmt(write, 3)) s (\(json.count) bytes)
-              peer: stepsync intervals on the same store (open alone) \(fmt(statusMedian, 3)) s median (\(fmt(statusSeconds.min()!, 3))–\(fmt(statusSeconds.max()!, 3)) s)
+              peer: stepsync intervals on the same store (open alone) \(fmt(openMedian, 3)) s median (\(fmt(openSeconds.min()!, 3))–\(fmt(openSeconds.max()!, 3)) s)
+              stepsync status on the same store \(fmt(statusMedian, 3)) s median (\(fmt(statusSeconds.min()!, 3))–\(fmt(statusSeconds.max()!, 3)) s), \(fmt(statusMedian / openMedian, 2))× the open alone
               merged \(merged) steps, raw \(raw) (the raw sum is \(fmt(Double(raw - merged) / Double(merged) * 100, 1))% over)
             """)
         if !keep { removeTree(dir) }

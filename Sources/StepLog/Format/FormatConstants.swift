@@ -132,8 +132,9 @@ public enum FormatConstants {
     /// First 8 bytes of a snapshot file: ASCII "STEPHINT".
     public static let snapshotMagic: [UInt8] = [0x53, 0x54, 0x45, 0x50, 0x48, 0x49, 0x4E, 0x54]
     /// The snapshot version this code writes and reads; other versions are
-    /// ignored (and rebuilt by a writer).
-    public static let snapshotVersion: UInt16 = 2
+    /// ignored (and rebuilt by a writer). Version 3 added the origin bits of
+    /// an entry's flags; a version 2 entry has none, so it is never read as one.
+    public static let snapshotVersion: UInt16 = 3
     public static let snapshotHeaderSize = 72
     /// Bytes at the end of a segment whose checksum ties a snapshot to it.
     public static let snapshotTailBytes = 4096
@@ -152,4 +153,8 @@ public enum FormatConstants {
     /// Snapshot entry flag: without a version in the segment, the version
     /// current before it lost its acknowledgement in it (a samples-unacknowledged record).
     public static let snapshotEntryUnsynced: UInt8 = 1 << 4
+    /// Snapshot entry flags bits 5...6 (version 3): with a sample version at
+    /// `offset`, that version's origin (`SampleOrigin`, as in the record's flags).
+    public static let snapshotEntryOriginShift: UInt8 = 5
+    public static let snapshotEntryOriginMask: UInt8 = 0b11 << 5
 }

@@ -45,15 +45,20 @@ public struct SegmentSnapshot: Equatable, Sendable {
         @inline(__always) public var isRemoved: Bool { flags & FormatConstants.snapshotEntryRemoved != 0 }
         /// Without a version in the segment: the version before it lost its acknowledgement.
         @inline(__always) public var isUnsynced: Bool { flags & FormatConstants.snapshotEntryUnsynced != 0 }
+        /// The origin of the sample version at `offset`.
+        @inline(__always) public var origin: SampleOrigin {
+            SampleOrigin(rawValue: (flags & FormatConstants.snapshotEntryOriginMask) >> FormatConstants.snapshotEntryOriginShift)!
+        }
 
         /// Folds the next event of this UUID, in log order, into the entry: a
-        /// version or tombstone (`flags` with hasVersion) replaces it; an
-        /// acknowledgement (`flags` synced only) marks a version synced, turns
-        /// a tombstone into "removed", leaves "removed" as it is, and without a
-        /// version in this segment acknowledges the one before it; a lost
-        /// acknowledgement (`flags` unsynced only) unsyncs a sample version,
-        /// leaves a tombstone and "removed" as they are, and without a version
-        /// in this segment unsyncs the one before it.
+        /// version or tombstone (`flags` with hasVersion, and a version's
+        /// origin) replaces it; an acknowledgement (`flags` synced only) marks
+        /// a version synced, turns a tombstone into "removed", leaves "removed"
+        /// as it is, and without a version in this segment acknowledges the one
+        /// before it; a lost acknowledgement (`flags` unsynced only) unsyncs a
+        /// sample version, leaves a tombstone and "removed" as they are, and
+        /// without a version in this segment unsyncs the one before it. A
+        /// version keeps its origin through both.
         mutating func fold(offset eventOffset: UInt32, flags eventFlags: UInt8) {
             let hasVersion = flags & FormatConstants.snapshotEntryHasVersion != 0
             if eventFlags & FormatConstants.snapshotEntryUnsynced != 0 {

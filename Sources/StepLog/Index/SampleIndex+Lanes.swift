@@ -52,7 +52,7 @@ extension SampleIndex {
 
     /// The home slot of keys whose hash is `hash`: where a range of hashes
     /// begins in the table (the home is monotone in the hash).
-    public func homeSlot(ofHash hash: UInt64) -> Int { home(hash >> 16) }
+    public func homeSlot(ofHash hash: UInt64) -> Int { home(hash >> Self.tagShift) }
 
     /// Slots one band of `bytes` of table covers.
     public static func slots(inBytes bytes: Int) -> Int { bytes / slotSize }

@@ -9,10 +9,10 @@ import CStepLogSupport
 /// keeping no UUID in memory (after FAWN-DS and SILT).
 ///
 /// One open-addressing hash table with linear probing. A slot is 12 packed
-/// bytes: the 48-bit entry and a 48-bit *tag*, the top 48 bits of the UUID's
+/// bytes: the 50-bit entry and a 46-bit *tag*, the top 46 bits of the UUID's
 /// hash (`UUIDBytes.mixedHash`):
 ///
-///     0 u64: entry bits 0..<48 | tag bits 0..<16 << 48    8 u32: tag bits 16..<48
+///     0 u64: entry bits 0..<50 | tag bits 0..<14 << 50    8 u32: tag bits 14..<46
 ///
 /// An empty slot has entry 0 (position 0 is inside the first segment's
 /// header, so no record is there). A lookup walks the probe run from the
@@ -25,7 +25,7 @@ import CStepLogSupport
 /// UUID. The last slot confirmed is remembered, checked by position so it
 /// can never be wrong: an upsert finds, then sets, the same key with one read.
 ///
-/// The home slot scales the tag onto the table (`tag << 16 * capacity >> 64`,
+/// The home slot scales the tag onto the table (`tag << 18 * capacity >> 64`,
 /// Lemire's multiply-shift), monotone in the hash, so the table holds keys in
 /// (nearly) hash order and growing needs nothing but the slots: the home of
 /// every entry at the new capacity comes from its tag. Growing walks the old
@@ -44,7 +44,12 @@ import CStepLogSupport
 public final class SampleIndex {
     public static let slotSize = 12
     static let minimumCapacity = 1 << 10
-    static let entryMask: UInt64 = (1 << 48) - 1
+    /// Bits of a slot's first u64 the entry takes (`IndexEntry`: 50); the tag
+    /// has the rest of it, and the u32 after.
+    static let entryBits: UInt64 = 50
+    static let entryMask: UInt64 = (1 << 50) - 1
+    /// A tag is the top 96 - 50 = 46 bits of the hash: the hash shifted right by 18.
+    static let tagShift: UInt64 = 18
 
     // The table's geometry and key count, kept behind a pointer (see `Table`).
     private var slots: UnsafeMutableRawPointer {
@@ -197,18 +202,18 @@ public final class SampleIndex {
 
     @inline(__always) private func slotPointer(_ i: Int) -> UnsafeMutableRawPointer { slots + i &* Self.slotSize }
 
-    /// The 48-bit tag of `key`.
+    /// The 46-bit tag of `key`.
     @inline(__always) func tag(_ key: UUIDBytes) -> UInt64 {
-        (hashFunction.map { $0(key) } ?? key.mixedHash) >> 16
+        (hashFunction.map { $0(key) } ?? key.mixedHash) >> Self.tagShift
     }
 
     /// The tag of `key`, given its `mixedHash` (which a caller needed anyway).
     @inline(__always) func tag(_ key: UUIDBytes, mixedHash: UInt64) -> UInt64 {
-        hashFunction == nil ? mixedHash >> 16 : tag(key)
+        hashFunction == nil ? mixedHash >> Self.tagShift : tag(key)
     }
 
     @inline(__always) func home(_ tag: UInt64) -> Int {
-        Int(truncatingIfNeeded: (tag << 16).multipliedFullWidth(by: UInt64(truncatingIfNeeded: capacity)).high)
+        Int(truncatingIfNeeded: (tag << Self.tagShift).multipliedFullWidth(by: UInt64(truncatingIfNeeded: capacity)).high)
     }
 
     @inline(__always) private static func raw(at p: UnsafeMutableRawPointer) -> UInt64 {
@@ -216,12 +221,12 @@ public final class SampleIndex {
     }
 
     @inline(__always) private static func tag(at p: UnsafeMutableRawPointer) -> UInt64 {
-        p.loadUnaligned(as: UInt64.self) >> 48 | UInt64(p.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) << 16
+        p.loadUnaligned(as: UInt64.self) >> entryBits | UInt64(p.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) << (64 - entryBits)
     }
 
     @inline(__always) private static func store(raw: UInt64, tag: UInt64, at p: UnsafeMutableRawPointer) {
-        p.storeBytes(of: raw | tag << 48, as: UInt64.self)
-        p.storeBytes(of: UInt32(truncatingIfNeeded: tag >> 16), toByteOffset: 8, as: UInt32.self)
+        p.storeBytes(of: raw | tag << entryBits, as: UInt64.self)
+        p.storeBytes(of: UInt32(truncatingIfNeeded: tag >> (64 - entryBits)), toByteOffset: 8, as: UInt32.self)
     }
 
     @inline(__always) private static func store(raw: UInt64, at p: UnsafeMutableRawPointer) {

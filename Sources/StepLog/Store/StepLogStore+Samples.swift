@@ -52,7 +52,7 @@ extension StepLogStore {
                     summary.inserted += 1
                 }
                 let position = try append { SamplePayload.append(s, fetchedAt: fetched, synced: synced, to: $0) }
-                try state.applyVersion(key, IndexEntry(position: position, synced: synced))
+                try state.applyVersion(key, IndexEntry(position: position, synced: synced, origin: s.origin))
             }
             return summary
         }

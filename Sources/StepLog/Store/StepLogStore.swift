@@ -189,6 +189,10 @@ public final class StepLogStore: @unchecked Sendable {
         }
     }
 
+    /// Live samples by the origin label of their current version, as the
+    /// index keeps them: no sample is read.
+    public var samplesByOrigin: SampleOriginCounts { locked { state.samplesByOrigin } }
+
     /// Bytes of every live segment, including records not yet written out.
     func totalBytes() -> Int64 {
         var total: Int64 = 0

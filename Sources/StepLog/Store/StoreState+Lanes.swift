@@ -48,5 +48,6 @@ extension StoreState {
     func absorb(_ c: Counters) {
         counters.pointee.unsynced += c.unsynced
         counters.pointee.pendingDeletions += c.pendingDeletions
+        counters.pointee.liveByOrigin = counters.pointee.liveByOrigin + c.liveByOrigin
     }
 }

@@ -20,26 +20,37 @@ public final class StoreState {
         get { counters.pointee.pendingDeletions }
         set { counters.pointee.pendingDeletions = newValue }
     }
-    /// The two counters every sample version changes, kept behind a pointer
-    /// the state owns: as stored properties of the class, each access paid a
+    /// Live samples by the origin of their current version.
+    public var samplesByOrigin: SampleOriginCounts { counters.pointee.liveByOrigin }
+    /// The counters every sample version changes, kept behind a pointer the
+    /// state owns: as stored properties of the class, each access paid a
     /// dynamic exclusivity check. (A thread filling a lane of the index keeps
     /// its own: `StoreState+Lanes.swift`.)
     struct Counters {
         var unsynced = 0, pendingDeletions = 0
+        var liveByOrigin = SampleOriginCounts()
 
         /// `new` replaced `old` (nil: the UUID was absent) as a UUID's entry.
         @inline(__always)
         mutating func replace(_ old: IndexEntry?, with new: IndexEntry) {
             if let old { remove(old) }
-            if new.isUnsyncedLive { unsynced += 1 }
-            if new.isTombstone { pendingDeletions += 1 }
+            if new.isTombstone {
+                pendingDeletions += 1
+            } else {
+                if !new.isSynced { unsynced += 1 }
+                liveByOrigin.add(1, code: new.originCode)
+            }
         }
 
         /// `old` left the index.
         @inline(__always)
         mutating func remove(_ old: IndexEntry) {
-            if old.isUnsyncedLive { unsynced -= 1 }
-            if old.isTombstone { pendingDeletions -= 1 }
+            if old.isTombstone {
+                pendingDeletions -= 1
+            } else {
+                if !old.isSynced { unsynced -= 1 }
+                liveByOrigin.add(-1, code: old.originCode)
+            }
         }
     }
     let counters: UnsafeMutablePointer<Counters> = {
@@ -299,7 +310,7 @@ extension IndexEntry {
     /// The index entry of the sample version `sample`, found at `position`.
     @inline(__always)
     init(version sample: SamplePayload, at position: LogPosition) {
-        self.init(position: position, synced: sample.isSynced)
+        self.init(position: position, synced: sample.isSynced, origin: sample.origin)
     }
 
     /// What acknowledging this entry does.

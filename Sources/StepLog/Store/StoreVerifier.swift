@@ -17,8 +17,9 @@ import Darwin
 /// every index snapshot's checksums, that it matches its segment, and that it
 /// equals a fresh build from the segment; and the index's invariants after a
 /// replay (each entry points at a sample record, or for a pending deletion a
-/// tombstone, with its UUID; tombstones are never marked synced; the unsynced
-/// and pending-deletion counts add up; each interval's status record is an
+/// tombstone, with its UUID, and a live one carries its record's origin;
+/// tombstones are never marked synced; the unsynced, pending-deletion and
+/// by-origin counts add up; each interval's status record is an
 /// interval status for its id).
 /// How intervals tile the data range is the pipeline's invariant, not the
 /// store's, and is checked by StepSync's tests.
@@ -212,15 +213,18 @@ public enum StoreVerifier {
 
     private static func checkInvariants(_ state: StoreState, segments: [SegmentInfo], directory: String, into result: inout Result) {
         // Each index entry points at a sample record (a tombstone, for a
-        // pending deletion) whose UUID leads back to it.
+        // pending deletion) whose UUID leads back to it, and a live one
+        // carries its record's origin.
         var unsynced = 0, pending = 0
+        var byOrigin = SampleOriginCounts()
         let files = SegmentFileCache()
         state.index.forEach { entry in
             if entry.isTombstone {
                 pending += 1
                 if entry.isSynced { result.problems.append(Problem(file: directory, offset: nil, what: "the pending deletion at \(entry.position) is marked synced")) }
-            } else if !entry.isSynced {
-                unsynced += 1
+            } else {
+                if !entry.isSynced { unsynced += 1 }
+                byOrigin[entry.origin] += 1
             }
             guard let segment = segments.last(where: { $0.basePosition <= entry.position.rawValue }) else {
                 result.problems.append(Problem(file: directory, offset: nil, what: "index entry \(entry.position) points before the first segment"))
@@ -233,7 +237,14 @@ public enum StoreVerifier {
             let ok = found.map { $0.isTombstone == entry.isTombstone && state.index.entry($0.key, at: entry.position) == entry } ?? false
             if !ok {
                 result.problems.append(Problem(file: segment.path, offset: offset, what: "index entry \(entry.position) does not point at a \(kind) whose UUID leads back to it"))
+            } else if !entry.isTombstone, case .record(let type, let payload, _) = RecordFrame.decode(mapping, at: Int(offset)),
+                      case .success(.sampleUpsert(let sample)) = RecordView.decode(type: type, payload: payload, version: segment.header.version),
+                      sample.origin != entry.origin {
+                result.problems.append(Problem(file: segment.path, offset: offset, what: "index entry \(entry.position) says origin \(entry.origin), its record \(sample.origin)"))
             }
+        }
+        if byOrigin != state.samplesByOrigin {
+            result.problems.append(Problem(file: directory, offset: nil, what: "live samples by origin (\(state.samplesByOrigin)) disagree with the index (\(byOrigin))"))
         }
         if unsynced != state.unsyncedCount {
             result.problems.append(Problem(file: directory, offset: nil, what: "unsynced count \(state.unsyncedCount) disagrees with the index (\(unsynced))"))

@@ -6,9 +6,12 @@ import StepLog
 /// `com.apple.health.mock`, as a store written before origins were recorded
 /// holds them) or a real one (an export, HealthKit, any other bundle).
 ///
-/// Read from the samples themselves rather than kept beside them, so it is
-/// right whatever wrote the store: an older version, a run killed midway, a
-/// store that was mixed before mixing was refused.
+/// From the counts of live samples by origin the store's index keeps
+/// (`StepLogStore.samplesByOrigin`), which follow every version written,
+/// replaced and deleted, so they are right whatever wrote the store: an older
+/// version, a run killed midway, a store mixed before mixing was refused.
+/// Only unlabeled samples (a store from before origins) are told apart by
+/// reading them.
 public struct StoreSourceKinds: Equatable, Sendable {
     public var mockSamples: Int
     public var realSamples: Int
@@ -33,34 +36,44 @@ public struct StoreSourceKinds: Equatable, Sendable {
         sample.origin == .mock || (sample.origin == .unspecified && sample.sourceBundleId == mockBundleId)
     }
 
-    /// Counts the store's live samples by kind. One pass over the sample
-    /// records without index lookups (two threads) answers when the store
-    /// holds one kind only, or when every record is a live sample's current
-    /// version; otherwise (samples rewritten or deleted, both kinds present)
-    /// a second pass reads the current versions.
+    /// Counts the store's live samples by kind: from the store's counts by
+    /// origin when every sample is labeled; otherwise the unlabeled ones are
+    /// read (`unlabeledMock`).
     public static func of(_ store: StepLogStore) throws -> StoreSourceKinds {
-        let live = store.counts.samples
-        guard live > 0 else { return StoreSourceKinds(mockSamples: 0, realSamples: 0) }
+        let byOrigin = store.samplesByOrigin
+        var mock = byOrigin[.mock]
+        if byOrigin[.unspecified] > 0 { mock += try unlabeledMock(store, unlabeled: byOrigin[.unspecified]) }
+        return StoreSourceKinds(mockSamples: mock, realSamples: byOrigin.total - mock)
+    }
+
+    /// How many of the `unlabeled` live samples (origin unspecified) are the
+    /// mock's. One pass over the sample records without index lookups (two
+    /// threads) answers when no unlabeled record, current or not, is of one
+    /// kind, or when every record is a live sample's current version;
+    /// otherwise (samples rewritten or deleted) a second pass reads the
+    /// current versions.
+    static func unlabeledMock(_ store: StepLogStore, unlabeled: Int) throws -> Int {
         let parts = 2
         let tally = Tally(parts: parts)
         let read = try store.forEachSampleRecordSpan(parts: parts) { p, span in tally.add(span, part: p) }
         let records = tally.total
-        if records.mock == 0 { return StoreSourceKinds(mockSamples: 0, realSamples: live) }
-        if records.real == 0 { return StoreSourceKinds(mockSamples: live, realSamples: 0) }
-        if read.records == read.liveSamples { return StoreSourceKinds(mockSamples: records.mock, realSamples: records.real) }
+        if records.mock == 0 { return 0 }
+        if records.real == 0 { return unlabeled }
+        if read.records == read.liveSamples { return records.mock }
         let current = Tally(parts: parts)
         try store.forEachSampleSpan(parts: parts) { p, span in current.add(span, part: p) }
-        let counted = current.total
-        return StoreSourceKinds(mockSamples: counted.mock, realSamples: counted.real)
+        return current.total.mock
     }
 
-    /// Counts per part, one object each: a part is counted by the one thread that reads it.
+    /// Unlabeled records counted per part, one object each: a part is counted
+    /// by the one thread that reads it.
     private final class Tally: @unchecked Sendable {
         private let parts: [PartCount]
 
         init(parts: Int) { self.parts = (0..<parts).map { _ in PartCount() } }
 
         func add(_ span: SampleSpan, part: Int) {
+            guard span.origin == .unspecified else { return }
             if StoreSourceKinds.isMock(span) { parts[part].mock += 1 } else { parts[part].real += 1 }
         }
 

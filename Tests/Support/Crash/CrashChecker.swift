@@ -116,6 +116,11 @@ public struct CrashChecker {
             }
             if lost > 0 { return "\(lost) acknowledged samples lost or wrong (\(example))" }
         }
+        // The counts by origin the open kept (from snapshots and replay) are
+        // those of the live samples' current versions.
+        var recount = SampleOriginCounts()
+        do { try store.forEachSample { recount[$0.sample.origin] += 1 } } catch { return "reading the samples: \(error)" }
+        if recount != store.samplesByOrigin { return "counts by origin \(store.samplesByOrigin), the samples \(recount)" }
         do { try workload.continueRun(store) } catch { return "the next run fails: \(error)" }
         closed = true
         do { try store.close() } catch { return "the next run fails to close: \(error)" }

@@ -231,7 +231,10 @@ public struct CrashWorkload: Sendable {
         return StepSample(id: id, startMilliseconds: 1_700_000_000_000 + Int64(n) * 60_000,
                           endMilliseconds: 1_700_000_000_000 + Int64(n) * 60_000 + 45_000,
                           count: 1 + (n * 7 + version * 13) % 500, sourceBundleId: "com.apple.health",
-                          sourceDeviceName: n % 3 == 0 ? nil : "Apple Watch")
+                          sourceDeviceName: n % 3 == 0 ? nil : "Apple Watch",
+                          // Every origin, and a new version of a sample relabelled, so that the
+                          // store's counts by origin are checked in every state (`CrashChecker`).
+                          origin: SampleOrigin(rawValue: UInt8((n + version) % 4))!)
     }
 
     /// Batch `b`, synced and acknowledged.

@@ -94,7 +94,8 @@ extension SegmentSnapshot {
             switch record {
             case .sampleUpsert(let sample):
                 return .version(sample.uuid, flags: FormatConstants.snapshotEntryHasVersion
-                                    | (sample.isSynced ? FormatConstants.snapshotEntrySynced : 0))
+                                    | (sample.isSynced ? FormatConstants.snapshotEntrySynced : 0)
+                                    | sample.origin.rawValue << FormatConstants.snapshotEntryOriginShift)
             case .sampleDeleted(let tombstone):
                 return .version(tombstone.uuid, flags: FormatConstants.snapshotEntryHasVersion | FormatConstants.snapshotEntryTombstone)
             case .samplesAcknowledged(let ids):

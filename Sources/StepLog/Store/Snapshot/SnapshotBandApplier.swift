@@ -239,7 +239,7 @@ struct SnapshotBandApplier {
                                                               kind: .snapshotEntryInHeader(entry: i, offset: offset))
                             }
                             try state.applyVersion(key, IndexEntry(position: LogPosition(base + offset), synced: entry.isSynced,
-                                                                   tombstone: entry.isTombstone),
+                                                                   tombstone: entry.isTombstone, origin: entry.origin),
                                                    in: lane, mixedHash: hash, counting: counts)
                         } else if entry.isRemoved {
                             try state.applyRemoved(key, in: lane, mixedHash: hash, counting: counts)

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 @testable import StepLog
 @_exported import StepTestSupport
 #if canImport(Glibc)
@@ -318,4 +319,16 @@ struct ReferenceHistory {
 
     /// Where `files[index]` is in the working copy.
     func workPath(_ index: Int) -> String { work + "/" + (files[index] as NSString).lastPathComponent }
+}
+
+/// Compacts the older-format store at `path` (which must hold dead bytes) and
+/// reopens it by full replay, expecting every segment rewritten in the current
+/// format version: how VersionOneTests and VersionTwoTests upgrade a store.
+func compactedToCurrentFormat(_ path: String, options: StoreOptions = StoreOptions(),
+                              sourceLocation: SourceLocation = #_sourceLocation) throws -> StepLogStore {
+    let report = try StepLogStore.compact(directory: path, options: options)
+    #expect(report.before.deadBytes > 0 && report.after.deadBytes == 0, sourceLocation: sourceLocation)
+    let store = try StepLogStore.open(path, options: .fullReplay)
+    #expect(store.segmentInfos.allSatisfy { $0.header.version == FormatConstants.formatVersion }, sourceLocation: sourceLocation)
+    return store
 }

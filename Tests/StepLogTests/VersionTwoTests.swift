@@ -65,10 +65,7 @@ import Testing
         try reopened.close()
         #expect(try StoreVerifier.verify(directory: tmp.path).problems.isEmpty)
 
-        let report = try StepLogStore.compact(directory: tmp.path)
-        #expect(report.before.deadBytes > 0 && report.after.deadBytes == 0)
-        let compacted = try StepLogStore.open(tmp.path, options: .fullReplay)
-        #expect(compacted.segmentInfos.allSatisfy { $0.header.version == FormatConstants.formatVersion })
+        let compacted = try compactedToCurrentFormat(tmp.path)
         #expect(try Self.samples(compacted) == expected)
         try compacted.close()
         #expect(try StoreVerifier.verify(directory: tmp.path).problems.isEmpty)

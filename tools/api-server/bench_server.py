@@ -2,9 +2,10 @@
 """The server's benchmarks (tools/bench server, tools/bench daily), each beside a peer in the same run.
 
   post   POST /steps of 1,000 new samples a request (mock-like days of an iPhone and a Watch, in time
-         order, as `stepsync upload` sends them), each request committed before its 200, beside two
-         bare peers on the same schema and settings (SQLite: WAL, synchronous=FULL; PostgreSQL: a
-         cluster on a temporary directory, fsync on):
+         order, as `stepsync upload` sends them, each with a random UUID as HealthKit gives them: the
+         index of ids takes them at random places, as it does a real history's), each request
+         committed before its 200, beside two bare peers on the same schema and settings (SQLite:
+         WAL, synchronous=FULL; PostgreSQL: a cluster on a temporary directory, fsync on):
          - the same transactions: every statement and lock the server's store runs for each batch,
            with the same values, recorded in process before the clock starts (the store's save on a
            scratch database) and made again by a bare loop through the dialect's transaction
@@ -43,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Optional
@@ -73,7 +75,8 @@ def load() -> str:
 def mock_samples(days: int, per_day: int = 150, sources: int = 2, seed: int = 42,
                  start: datetime = datetime(2016, 1, 1, tzinfo=timezone.utc)) -> list[dict]:
     """Days of walks: an iPhone's samples (30 s - 5 min, 10-500 steps), a Watch recording most of the
-    same walks a little differently and, with sources=3, a pedometer app on some; in time order."""
+    same walks a little differently and, with sources=3, a pedometer app on some; in time order, each
+    with a random (seeded) UUID."""
     rng = random.Random(seed)
     names = [("com.apple.health.A1B2", "iPhone"), ("com.apple.health.C3D4", "Apple Watch"), ("com.example.pedometer", "iPhone")]
     samples = []
@@ -87,7 +90,7 @@ def mock_samples(days: int, per_day: int = 150, sources: int = 2, seed: int = 42
                     continue
                 shift = timedelta(seconds=rng.randint(-20, 20) if k else 0)
                 begin = moment + shift
-                samples.append({"id": f"{seed}-{day}-{len(samples)}", "startDate": begin.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+                samples.append({"id": str(uuid.UUID(int=rng.getrandbits(128), version=4)).upper(), "startDate": begin.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
                                 "endDate": (begin + timedelta(seconds=duration)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
                                 "count": count + (rng.randint(-5, 5) if k else 0) if count > 5 else count,
                                 "sourceBundleId": names[k][0], "sourceDeviceName": names[k][1]})

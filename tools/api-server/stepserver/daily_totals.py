@@ -47,7 +47,8 @@ def days_touched(spans: Iterable[tuple]) -> set[int]:
     """The UTC days that samples (start_ms, end_ms, …) overlap (an instantaneous one: its start's day)."""
     days: set[int] = set()
     for span in spans:
-        first, last = span[0] // DAY_MS, max(span[0], span[1] - 1) // DAY_MS
+        start, end = span[0], span[1]
+        first, last = start // DAY_MS, (end - 1 if end > start else start) // DAY_MS
         days.add(first)
         if last != first:
             days.update(range(first + 1, last + 1))
@@ -69,10 +70,13 @@ def rows_by_day(samples: list[tuple[int, int, int, str, Optional[str]]]) -> dict
     """day_rows of every UTC day the samples (start_ms, end_ms, count in thousandths, bundle, device) overlap, merged
     from them alone, by day (its text). A sample's days are consecutive, so it lies in one run of them."""
     runs = touched_days(samples)
-    groups: list[list[tuple]] = [[] for _ in runs]
-    firsts = [first for first, _ in runs]
-    for sample in samples:
-        groups[bisect_right(firsts, sample[0] // DAY_MS) - 1].append(sample)
+    if len(runs) == 1:  # the usual batch: days in a row
+        groups = [samples]
+    else:
+        groups = [[] for _ in runs]
+        firsts = [first for first, _ in runs]
+        for sample in samples:
+            groups[bisect_right(firsts, sample[0] // DAY_MS) - 1].append(sample)
     by_day: dict[str, list[tuple]] = {}
     for (first, last), group in zip(runs, groups):
         for row in day_rows(group, first, last):

@@ -168,16 +168,20 @@ def merge_between_cuts(samples: Iterable[tuple[int, int, int, str, Optional[str]
                     if not (i >= 0 and start < covered_ends[i]):
                         merged_k[day] += count
                 continue
-            a, b = max(start, begin), min(end, finish)
+            a = start if start > begin else begin  # [a, b): the sample's part between the first and last cut
+            b = end if end < finish else finish
             own.append((start, end))
             if a >= b:
                 continue
             span = end - start
             whole, fraction = divmod(count, 1000)
             day = bisect_right(cuts, a) - 1
-            if b <= cuts[day + 1]:  # the usual sample, inside one day: its one piece, inline
-                raw_k[day] += (whole * (b - start) // span - whole * (a - start) // span) * 1000 + (
-                    fraction * (b - start) // span - fraction * (a - start) // span if fraction else 0)
+            if b <= cuts[day + 1]:  # the usual sample, inside one interval: its one piece, inline
+                if a == start and b == end:
+                    raw_k[day] += count
+                else:
+                    raw_k[day] += (whole * (b - start) // span - whole * (a - start) // span) * 1000 + (
+                        fraction * (b - start) // span - fraction * (a - start) // span if fraction else 0)
             else:
                 _pieces(start, end, count, a, b, cuts, raw_k, 0)
             if wins_all:

@@ -60,13 +60,17 @@ class SqliteTransaction:
 
     def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
         """Multi-row INSERTs of up to PARAMETERS_A_STATEMENT values: one step of SQLite's for many rows
-        (executemany steps once a row, taking the GIL back between rows)."""
+        (executemany steps once a row, taking the GIL back between rows). OR ROLLBACK: a row the
+        table refuses ends the whole transaction, as any error of a write does here (and on
+        PostgreSQL). With the default (ABORT) SQLite must be able to undo this one statement alone,
+        so it first copies every page the statement changes to a statement journal, a temporary
+        file: for a batch of random ids, a page of the id index a row, megabytes a request."""
         width = columns.count(",") + 1
         per_statement = PARAMETERS_A_STATEMENT // width
         for first in range(0, len(rows), per_statement):
             chunk = rows[first : first + per_statement]
             values = ", ".join([f"({', '.join('?' * width)})"] * len(chunk))
-            self.connection.execute(f"INSERT INTO {table} ({columns}) VALUES {values}", list(chain.from_iterable(chunk)))
+            self.connection.execute(f"INSERT OR ROLLBACK INTO {table} ({columns}) VALUES {values}", list(chain.from_iterable(chunk)))
 
     def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:
         self.connection.execute(f"DELETE FROM {table} WHERE {where}", parameters)

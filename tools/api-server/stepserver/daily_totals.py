@@ -70,13 +70,10 @@ def rows_by_day(samples: list[tuple[int, int, int, str, Optional[str]]]) -> dict
     """day_rows of every UTC day the samples (start_ms, end_ms, count in thousandths, bundle, device) overlap, merged
     from them alone, by day (its text). A sample's days are consecutive, so it lies in one run of them."""
     runs = touched_days(samples)
-    if len(runs) == 1:  # the usual batch: days in a row
-        groups = [samples]
-    else:
-        groups = [[] for _ in runs]
-        firsts = [first for first, _ in runs]
-        for sample in samples:
-            groups[bisect_right(firsts, sample[0] // DAY_MS) - 1].append(sample)
+    groups: list[list[tuple]] = [[] for _ in runs]
+    firsts = [first for first, _ in runs]
+    for sample in samples:
+        groups[bisect_right(firsts, sample[0] // DAY_MS) - 1].append(sample)
     by_day: dict[str, list[tuple]] = {}
     for (first, last), group in zip(runs, groups):
         for row in day_rows(group, first, last):

@@ -7,23 +7,11 @@ deadline: storage/postgres.py.)"""
 from __future__ import annotations
 
 import sqlite3
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stepserver.storage import open_storage  # noqa: E402
-
-
-@pytest.fixture
-def store(tmp_path):
-    opened = open_storage(tmp_path / "data", None, pool_size=2)
-    yield opened
-    opened.close()
-
-
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)  # conftest's store, on SQLite only
 def test_a_refused_row_leaves_nothing_of_its_write_and_the_next_write_works(store):
     def refused(tx) -> None:
         tx.run("INSERT INTO tokens (id, user_name, hash, created_at) VALUES (?, ?, ?, ?)", ("first", "alice", b"h0", "now"))

@@ -4,6 +4,7 @@ pg_ctl on a temporary directory, Unix socket only) once per session and stop it 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -87,6 +88,28 @@ def store(request, tmp_path):
     opened = open_storage(tmp_path / "data", database, pool_size=2)
     yield opened
     opened.close()
+
+
+def call(app, method: str, path: str, body: bytes = b"", query: bytes = b"", headers=()) -> tuple[int, dict, bytes]:
+    """One request through the ASGI app: (status, headers, body)."""
+    answer: dict = {"body": b""}
+
+    async def receive():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+            answer["headers"] = {key.decode(): value.decode() for key, value in message["headers"]}
+        elif message["type"] == "http.response.body":
+            answer["body"] += message.get("body", b"")
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": query,
+             "headers": [(b"content-type", b"application/json"), *headers], "client": ("127.0.0.1", 5000),
+             "server": ("127.0.0.1", 80)}
+    asyncio.run(app(scope, receive, send))
+    return answer["status"], answer["headers"], answer["body"]
 
 
 # --------------------------------------------------------------------------------------------------

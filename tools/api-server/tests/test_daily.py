@@ -277,3 +277,39 @@ def test_another_process_s_writes_are_counted_at_once(server):
         other.close()
     server.restart()
     assert sum(row["raw"] for row in daily(server, **params).json()["days"]) == 1907
+
+
+def test_a_year_of_stored_totals_is_answered_without_a_reading_process(store, tmp_path):
+    """Up to IN_PROCESS_DAYS of the default priority (in a zone whose days begin on a quarter hour) come
+    from the stored daily totals in the request's thread; a longer range or another priority is an
+    expensive read. With no expensive read allowed (a pool of 0: each is a 503), the year is answered,
+    and its days are those of the same range made the expensive read's way."""
+    from conftest import call
+    from stepserver.app import create_app
+    from stepserver.auth import SINGLE_USER
+    from stepserver.routes.daily import IN_PROCESS_DAYS, document
+    from stepserver.settings import Settings
+
+    app = create_app(Settings(data=tmp_path / "data", single_user=True, max_expensive_reads=0), store)
+    first = date(2023, 6, 1)
+    samples = [make_sample(n, startDate=f"{first + timedelta(days=n // 3)}T{7 + n % 3 * 5:02d}:00:00Z",
+                           endDate=f"{first + timedelta(days=n // 3)}T{7 + n % 3 * 5:02d}:20:00Z", count=100 + n,
+                           sourceBundleId=["com.apple.health.A1", "com.example.band"][n % 2])
+               for n in range(3 * 500)]
+    assert call(app, "POST", "/steps", json.dumps({"samples": samples}).encode())[0] == 200
+
+    def query(last: date, **extra) -> tuple[int, bytes]:
+        text = f"tz=Europe/Paris&from={first}&to={last}&bySource=true" + "".join(f"&{k}={v}" for k, v in extra.items())
+        status, _, body = call(app, "GET", "/steps/daily", query=text.encode())
+        return status, body
+
+    last = first + timedelta(days=IN_PROCESS_DAYS - 1)
+    status, body = query(last)
+    assert status == 200, body
+    answered = json.loads(body)
+    assert len(answered["days"]) == IN_PROCESS_DAYS and sum(day["raw"] for day in answered["days"]) > 0
+    made = json.loads(document(store, lambda: None, SINGLE_USER, "Europe/Paris", first, last, True,
+                               totals.DEFAULT_PRIORITY))
+    assert answered == made
+    assert query(last + timedelta(days=1))[0] == 503
+    assert query(first + timedelta(days=30), priority="com.example.*")[0] == 503

@@ -284,7 +284,7 @@ def test_health_without_a_token_names_no_path_user_or_socket(tmp_path):
     """/health on a store that says why it refuses writes: the reason reaches the log, not the
     unauthenticated client."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from test_middleware import call
+    from conftest import call
     from stepserver.app import create_app
     from stepserver.settings import Settings
     from stepserver.storage import open_storage

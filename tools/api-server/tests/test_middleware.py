@@ -4,7 +4,6 @@ answer reaches the client. In process, through the app's ASGI interface."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from starlette.middleware.gzip import GZipMiddleware  # noqa: E402
 
-from conftest import make_samples  # noqa: E402
+from conftest import call, make_samples  # noqa: E402
 from stepserver.app import create_app  # noqa: E402
 from stepserver.settings import Settings  # noqa: E402
 from stepserver.storage import open_storage  # noqa: E402
@@ -38,28 +37,6 @@ class Recorder:
             await send(message)
 
         await self.app(scope, receive, marking_send)
-
-
-def call(app, method: str, path: str, body: bytes = b"", query: bytes = b"", headers=()) -> tuple[int, dict, bytes]:
-    """One request through the ASGI app: (status, headers, body)."""
-    answer: dict = {"body": b""}
-
-    async def receive():
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message):
-        if message["type"] == "http.response.start":
-            answer["status"] = message["status"]
-            answer["headers"] = {key.decode(): value.decode() for key, value in message["headers"]}
-        elif message["type"] == "http.response.body":
-            answer["body"] += message.get("body", b"")
-
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": query,
-             "headers": [(b"content-type", b"application/json"), *headers], "client": ("127.0.0.1", 5000),
-             "server": ("127.0.0.1", 80)}
-    asyncio.run(app(scope, receive, send))
-    return answer["status"], answer["headers"], answer["body"]
 
 
 def test_a_middleware_added_the_ordinary_way_sees_every_route(tmp_path):

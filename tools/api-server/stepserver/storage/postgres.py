@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 import time
-from itertools import chain
 from typing import Any, Callable, Iterator, Optional
 
 import psycopg
@@ -36,7 +35,7 @@ CONNECT_TIMEOUT_S = 5
 HEALTH_CACHE_S = 1.0
 LOCK_SPACE = 0x5735  # the user's and the migration's advisory locks: (LOCK_SPACE, hashtext(user) or 0); a day's: (hashtext(user), day)
 PIPELINED_ROWS = 100  # an insert of up to this many rows is one INSERT in the pipeline; more go by COPY
-_COLUMN_TYPES: dict[str, dict[str, int]] = {}  # table -> column -> type oid (PostgresTransaction._column_types)
+_COLUMN_TYPES: dict[str, dict[str, tuple[int, str]]] = {}  # table -> column -> (type oid, name) (PostgresTransaction._column_types)
 TYPES = {"dialect": "postgres", "blob": "BYTEA", "request_seq": "CREATE SEQUENCE IF NOT EXISTS request_seq"}
 
 
@@ -93,27 +92,33 @@ class PostgresTransaction:
         return f"{column} = ANY(%b)", (list(values),)
 
     def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
+        """A few rows in the pipeline as one INSERT of a column array each (unnest: one statement text
+        whatever the number of rows, so psycopg converts it once a process, not for every write, and the
+        arrays go in binary); more rows by binary COPY, which ends the pipeline."""
+        if not rows:
+            return
+        types = self._column_types(table, [name.strip() for name in columns.split(",")])
         if len(rows) <= PIPELINED_ROWS:
             self.pipelined()
-            width = columns.count(",") + 1
-            self.cursor.execute(f"INSERT INTO {table} ({columns}) VALUES "
-                                + ", ".join([f"({', '.join(['%s'] * width)})"] * len(rows)), list(chain.from_iterable(rows)))
+            arrays = ", ".join(f"%b::{type_name}[]" for _, type_name in types)
+            self.cursor.execute(f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({arrays})",
+                                [list(column) for column in zip(*rows)])
             return
         self.end_pipeline()
-        types = self._column_types(table, [name.strip() for name in columns.split(",")])
         with self.cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(types)
+            copy.set_types([oid for oid, _ in types])
             for row in rows:
                 copy.write_row(row)
 
-    def _column_types(self, table: str, columns: list[str]) -> list[int]:
-        """The types (oids) of the table's columns, which a binary COPY names: read from the catalog
-        once a process, and again when a column is not known (a table of another schema version)."""
+    def _column_types(self, table: str, columns: list[str]) -> list[tuple[int, str]]:
+        """The types (oid, name) of the table's columns, which a binary COPY and the arrays name: read
+        from the catalog once a process, and again when a column is not known (a table of another schema
+        version)."""
         types = _COLUMN_TYPES.get(table, {})
         if not all(column in types for column in columns):
-            types = _COLUMN_TYPES[table] = dict(self.connection.execute(
-                "SELECT attname, atttypid::int8 FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
-                (table,)).fetchall())
+            types = _COLUMN_TYPES[table] = {name: (oid, type_name) for name, oid, type_name in self.connection.execute(
+                "SELECT attname, atttypid::int8, format_type(atttypid, NULL) FROM pg_attribute "
+                "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped", (table,)).fetchall()}
         return [types[column] for column in columns]
 
     def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:

@@ -30,6 +30,7 @@ from . import schema
 RETRY_DEADLINE_S = 20.0
 RETRY_FIRST_WAIT_S = 0.1
 RETRY_MAX_WAIT_S = 1.0
+KEY_RETRIES = 3  # a write refused by a key runs again at most this often: a race for a new id is over after one
 POOL_WAIT_S = 1.0  # an attempt's wait for a pooled connection (the pool does not retry a failed connect)
 CONNECT_TIMEOUT_S = 5
 HEALTH_CACHE_S = 1.0
@@ -56,12 +57,16 @@ class PostgresTransaction:
             self._pipeline.__enter__()
 
     def end_pipeline(self, failed: bool = False) -> None:
-        """Sends what is queued and waits for every answer (an error among them is raised), unless
-        `failed`: the transaction already failed, and nothing the pipeline says adds to that."""
+        """Sends what is queued and waits for every answer (an error among them is raised: the
+        statement's own, where psycopg reports the pipeline's abort it caused), unless `failed`: the
+        transaction already failed, and nothing the pipeline says adds to that."""
         if self._pipeline is not None:
             pipeline, self._pipeline = self._pipeline, None
             try:
                 pipeline.__exit__(None, None, None)
+            except psycopg.errors.PipelineAborted as error:
+                if not failed:
+                    raise error.__context__ if isinstance(error.__context__, psycopg.Error) else error
             except psycopg.Error:
                 if not failed:
                     raise
@@ -156,16 +161,19 @@ def in_transaction(connection: psycopg.Connection, work: Callable[[PostgresTrans
     try:
         with connection.transaction():
             result = work(tx)
+        tx.end_pipeline()  # the COMMIT's answer: an error of a statement in the pipeline is raised here
     except BaseException:
         tx.end_pipeline(failed=True)
+        if connection.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+            connection.rollback()  # the failed pipeline dropped the COMMIT or ROLLBACK queued in it
         raise
-    tx.end_pipeline()
     return result
 
 
 def _is_retried(error: BaseException) -> bool:
     """A lost connection, or a write that met another: a new id it sends was stored beside it first
-    (the primary key), or a deadlock of locks taken in another order (a day's and a row's)."""
+    (the primary key: run again, the write finds that id stored; a key that refuses it again is no race,
+    see KEY_RETRIES), or a deadlock of locks taken in another order (a day's and a row's)."""
     return isinstance(error, (psycopg.OperationalError, psycopg.errors.AdminShutdown, psycopg.errors.CannotConnectNow,
                               psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.SerializationFailure,
                               psycopg.errors.DeadlockDetected, psycopg.errors.UniqueViolation, PoolTimeout))
@@ -231,6 +239,7 @@ class PostgresDatabase:
                 return in_transaction(connection, work)
         deadline = time.monotonic() + RETRY_DEADLINE_S
         wait = RETRY_FIRST_WAIT_S
+        refusals = 0
         while True:
             try:
                 with self.pool.connection(timeout=max(0.0, min(POOL_WAIT_S, deadline - time.monotonic()))) as connection:
@@ -242,6 +251,10 @@ class PostgresDatabase:
             except Exception as error:  # noqa: BLE001 - sorted below
                 if not _is_retried(error):
                     raise
+                if isinstance(error, psycopg.errors.UniqueViolation):
+                    refusals += 1
+                    if refusals > KEY_RETRIES:
+                        raise
                 if time.monotonic() + wait > deadline:
                     raise StorageUnavailable(f"database unavailable ({_first_line(error)}); retry later") from None
                 time.sleep(wait)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 import time
-from itertools import chain
 from typing import Any, Callable, Iterator, Optional
 
 import psycopg
@@ -31,12 +30,13 @@ from . import schema
 RETRY_DEADLINE_S = 20.0
 RETRY_FIRST_WAIT_S = 0.1
 RETRY_MAX_WAIT_S = 1.0
+KEY_RETRIES = 3  # a write refused by a key runs again at most this often: a race for a new id is over after one
 POOL_WAIT_S = 1.0  # an attempt's wait for a pooled connection (the pool does not retry a failed connect)
 CONNECT_TIMEOUT_S = 5
 HEALTH_CACHE_S = 1.0
 LOCK_SPACE = 0x5735  # the user's and the migration's advisory locks: (LOCK_SPACE, hashtext(user) or 0); a day's: (hashtext(user), day)
 PIPELINED_ROWS = 100  # an insert of up to this many rows is one INSERT in the pipeline; more go by COPY
-_COLUMN_TYPES: dict[str, dict[str, int]] = {}  # table -> column -> type oid (PostgresTransaction._column_types)
+_COLUMN_TYPES: dict[str, dict[str, tuple[int, str]]] = {}  # table -> column -> (type oid, name) (PostgresTransaction._column_types)
 TYPES = {"dialect": "postgres", "blob": "BYTEA", "request_seq": "CREATE SEQUENCE IF NOT EXISTS request_seq"}
 
 
@@ -57,12 +57,16 @@ class PostgresTransaction:
             self._pipeline.__enter__()
 
     def end_pipeline(self, failed: bool = False) -> None:
-        """Sends what is queued and waits for every answer (an error among them is raised), unless
-        `failed`: the transaction already failed, and nothing the pipeline says adds to that."""
+        """Sends what is queued and waits for every answer (an error among them is raised: the
+        statement's own, where psycopg reports the pipeline's abort it caused), unless `failed`: the
+        transaction already failed, and nothing the pipeline says adds to that."""
         if self._pipeline is not None:
             pipeline, self._pipeline = self._pipeline, None
             try:
                 pipeline.__exit__(None, None, None)
+            except psycopg.errors.PipelineAborted as error:
+                if not failed:
+                    raise error.__context__ if isinstance(error.__context__, psycopg.Error) else error
             except psycopg.Error:
                 if not failed:
                     raise
@@ -93,27 +97,33 @@ class PostgresTransaction:
         return f"{column} = ANY(%b)", (list(values),)
 
     def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
+        """A few rows in the pipeline as one INSERT of a column array each (unnest: one statement text
+        whatever the number of rows, so psycopg converts it once a process, not for every write, and the
+        arrays go in binary); more rows by binary COPY, which ends the pipeline."""
+        if not rows:
+            return
+        types = self._column_types(table, [name.strip() for name in columns.split(",")])
         if len(rows) <= PIPELINED_ROWS:
             self.pipelined()
-            width = columns.count(",") + 1
-            self.cursor.execute(f"INSERT INTO {table} ({columns}) VALUES "
-                                + ", ".join([f"({', '.join(['%s'] * width)})"] * len(rows)), list(chain.from_iterable(rows)))
+            arrays = ", ".join(f"%b::{type_name}[]" for _, type_name in types)
+            self.cursor.execute(f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({arrays})",
+                                [list(column) for column in zip(*rows)])
             return
         self.end_pipeline()
-        types = self._column_types(table, [name.strip() for name in columns.split(",")])
         with self.cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(types)
+            copy.set_types([oid for oid, _ in types])
             for row in rows:
                 copy.write_row(row)
 
-    def _column_types(self, table: str, columns: list[str]) -> list[int]:
-        """The types (oids) of the table's columns, which a binary COPY names: read from the catalog
-        once a process, and again when a column is not known (a table of another schema version)."""
+    def _column_types(self, table: str, columns: list[str]) -> list[tuple[int, str]]:
+        """The types (oid, name) of the table's columns, which a binary COPY and the arrays name: read
+        from the catalog once a process, and again when a column is not known (a table of another schema
+        version)."""
         types = _COLUMN_TYPES.get(table, {})
         if not all(column in types for column in columns):
-            types = _COLUMN_TYPES[table] = dict(self.connection.execute(
-                "SELECT attname, atttypid::int8 FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
-                (table,)).fetchall())
+            types = _COLUMN_TYPES[table] = {name: (oid, type_name) for name, oid, type_name in self.connection.execute(
+                "SELECT attname, atttypid::int8, format_type(atttypid, NULL) FROM pg_attribute "
+                "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped", (table,)).fetchall()}
         return [types[column] for column in columns]
 
     def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:
@@ -151,16 +161,19 @@ def in_transaction(connection: psycopg.Connection, work: Callable[[PostgresTrans
     try:
         with connection.transaction():
             result = work(tx)
+        tx.end_pipeline()  # the COMMIT's answer: an error of a statement in the pipeline is raised here
     except BaseException:
         tx.end_pipeline(failed=True)
+        if connection.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+            connection.rollback()  # the failed pipeline dropped the COMMIT or ROLLBACK queued in it
         raise
-    tx.end_pipeline()
     return result
 
 
 def _is_retried(error: BaseException) -> bool:
     """A lost connection, or a write that met another: a new id it sends was stored beside it first
-    (the primary key), or a deadlock of locks taken in another order (a day's and a row's)."""
+    (the primary key: run again, the write finds that id stored; a key that refuses it again is no race,
+    see KEY_RETRIES), or a deadlock of locks taken in another order (a day's and a row's)."""
     return isinstance(error, (psycopg.OperationalError, psycopg.errors.AdminShutdown, psycopg.errors.CannotConnectNow,
                               psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.SerializationFailure,
                               psycopg.errors.DeadlockDetected, psycopg.errors.UniqueViolation, PoolTimeout))
@@ -226,6 +239,7 @@ class PostgresDatabase:
                 return in_transaction(connection, work)
         deadline = time.monotonic() + RETRY_DEADLINE_S
         wait = RETRY_FIRST_WAIT_S
+        refusals = 0
         while True:
             try:
                 with self.pool.connection(timeout=max(0.0, min(POOL_WAIT_S, deadline - time.monotonic()))) as connection:
@@ -237,6 +251,10 @@ class PostgresDatabase:
             except Exception as error:  # noqa: BLE001 - sorted below
                 if not _is_retried(error):
                     raise
+                if isinstance(error, psycopg.errors.UniqueViolation):
+                    refusals += 1
+                    if refusals > KEY_RETRIES:
+                        raise
                 if time.monotonic() + wait > deadline:
                     raise StorageUnavailable(f"database unavailable ({_first_line(error)}); retry later") from None
                 time.sleep(wait)

@@ -80,7 +80,6 @@ public final class Reconciler {
         let endsRejection = newDestination
         var corrections = Corrections()
         let samples = try StoreDigests.samples(of: store, on: held.union(missing).union(narrowed))
-        var hasher = SampleDigest()
         for day in held {
             for (stored, rejected) in samples[day] ?? [] {
                 if rejected {
@@ -105,7 +104,7 @@ public final class Reconciler {
             for (stored, rejected) in samples[day] ?? [] {
                 let id = stored.id.uuidString
                 inStore.insert(id)
-                let hash = hasher.hash(stored.sample)
+                let hash = SampleDigest.hash(stored.sample)
                 if listed[id] == hash {
                     if !stored.isSynced {
                         corrections.acknowledge.append(stored) // a rejection ends with it

@@ -14,48 +14,54 @@ import StepLog
 /// sample hash alike only when every field the server keeps is equal; the
 /// origin and fetchedAt are not content.
 ///
-/// A `SampleDigest` keeps one buffer for a sample's bytes between calls; a
-/// stored version's (`hash(_: SamplePayload)`) are written on the stack.
-/// Hashing millions makes no allocation each.
-public struct SampleDigest {
-    private var bytes: [UInt8] = []
-
-    public init() { bytes.reserveCapacity(256) }
-
+/// One encoder (`content`) writes those bytes for both kinds of input, a
+/// sample and a stored version, into a buffer on the stack: hashing every
+/// version of a store allocates nothing.
+public enum SampleDigest {
     /// The content hash of `sample`.
-    public mutating func hash(_ sample: StepSample) -> UInt64 {
-        bytes.removeAll(keepingCapacity: true)
-        let id = sample.id.uuidString.utf8
-        bytes.append(UInt8(id.count))
-        bytes.append(contentsOf: id)
-        append(sample.startMilliseconds &* 1_000_000)
-        append(sample.endMilliseconds &* 1_000_000)
-        append(Int64(sample.count))
-        append(string: sample.sourceBundleId)
-        if let device = sample.sourceDeviceName {
-            bytes.append(1)
-            append(string: device)
-        } else {
-            bytes.append(0)
+    public static func hash(_ sample: StepSample) -> UInt64 {
+        var bundle = sample.sourceBundleId, device = sample.sourceDeviceName
+        let id = UUIDBytes(sample.id), fraction = UInt16(sample.countFraction)
+        return bundle.withUTF8 { bundle in
+            guard var device else {
+                return content(id, sample.startMilliseconds, sample.endMilliseconds, Int64(sample.count), fraction,
+                               UnsafeRawBufferPointer(bundle), nil)
+            }
+            return device.withUTF8 { device in
+                content(id, sample.startMilliseconds, sample.endMilliseconds, Int64(sample.count), fraction,
+                        UnsafeRawBufferPointer(bundle), UnsafeRawBufferPointer(device))
+            }
         }
-        appendFraction(sample.countFraction)
-        return XXHash64.hash(bytes)
     }
 
     /// The content hash of a stored version, read from its record's bytes
-    /// (what `hash(_:)` gives for the sample it holds, without making one):
-    /// the content is written into a buffer on the stack, so hashing every
-    /// version of a store allocates nothing.
+    /// (what `hash(_:)` gives for the sample it holds, without making one).
     public static func hash(_ payload: SamplePayload) -> UInt64 {
-        let bundle = payload.sourceBundleId, device = payload.sourceDeviceName, fraction = payload.countFraction
+        content(payload.uuid, payload.startMilliseconds, payload.endMilliseconds, Int64(payload.count), payload.countFraction,
+                payload.sourceBundleId, payload.sourceDeviceName)
+    }
+
+    /// The UTC day (days since 1970) a sample's digest is kept under: its start's.
+    public static func day(_ sample: StepSample) -> Int64 {
+        ISO8601.floorDivide(sample.startMilliseconds, 86_400_000).0
+    }
+
+    /// The UTC day of a stored version (`day(_:)`).
+    public static func day(_ payload: SamplePayload) -> Int64 {
+        ISO8601.floorDivide(payload.startMilliseconds, 86_400_000).0
+    }
+
+    /// XXH64 of the content bytes (the layout above), written on the stack.
+    private static func content(_ id: UUIDBytes, _ startMilliseconds: Int64, _ endMilliseconds: Int64, _ count: Int64,
+                                _ fraction: UInt16, _ bundle: UnsafeRawBufferPointer, _ device: UnsafeRawBufferPointer?) -> UInt64 {
         let size = 64 + bundle.count + (device.map { 2 + $0.count } ?? 0) + (fraction != 0 ? 2 : 0)
         return withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
             var content = ContentWriter(buffer.baseAddress!)
             content.byte(36)
-            content.uuidText(payload.uuid)
-            content.int64(payload.startMilliseconds &* 1_000_000)
-            content.int64(payload.endMilliseconds &* 1_000_000)
-            content.int64(Int64(payload.count))
+            content.uuidText(id)
+            content.int64(startMilliseconds &* 1_000_000)
+            content.int64(endMilliseconds &* 1_000_000)
+            content.int64(count)
             content.name(bundle)
             if let device {
                 content.byte(1)
@@ -68,42 +74,10 @@ public struct SampleDigest {
             return XXHash64.hash(UnsafeRawBufferPointer(start: buffer.baseAddress, count: size))
         }
     }
-
-    /// The UTC day of a stored version (`day(_:)`).
-    public static func day(_ payload: SamplePayload) -> Int64 {
-        ISO8601.floorDivide(payload.startMilliseconds, 86_400_000).0
-    }
-
-    /// The content hash of one sample.
-    public static func hash(_ sample: StepSample) -> UInt64 {
-        var digest = SampleDigest()
-        return digest.hash(sample)
-    }
-
-    /// The UTC day (days since 1970) a sample's digest is kept under: its start's.
-    public static func day(_ sample: StepSample) -> Int64 {
-        ISO8601.floorDivide(sample.startMilliseconds, 86_400_000).0
-    }
-
-    private mutating func append(_ value: Int64) {
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
-    }
-
-    /// `countFraction:u16` when the count has a fraction; nothing for a whole count.
-    private mutating func appendFraction(_ thousandths: Int) {
-        guard thousandths != 0 else { return }
-        withUnsafeBytes(of: UInt16(thousandths).littleEndian) { bytes.append(contentsOf: $0) }
-    }
-
-    private mutating func append(string: String) {
-        let utf8 = string.utf8
-        withUnsafeBytes(of: UInt16(truncatingIfNeeded: utf8.count).littleEndian) { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: utf8)
-    }
 }
 
 /// Writes a sample's content bytes (little-endian) at a pointer whose memory
-/// the caller sized: `SampleDigest.hash(_: SamplePayload)`'s buffer.
+/// the caller sized: `SampleDigest.content`'s buffer.
 private struct ContentWriter {
     private let base: UnsafeMutableRawPointer
     private(set) var count = 0

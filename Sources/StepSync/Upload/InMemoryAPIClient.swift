@@ -207,9 +207,8 @@ public final class InMemoryAPIClient: APIClient, @unchecked Sendable {
     private func days(of uploader: String) -> [Int64: SamplesDigest] {
         server.lock.withLock {
             var days: [Int64: SamplesDigest] = [:]
-            var hasher = SampleDigest()
             for held in server.latest.values where held.uploader == uploader {
-                days[SampleDigest.day(held.sample), default: SamplesDigest()].add(hasher.hash(held.sample))
+                days[SampleDigest.day(held.sample), default: SamplesDigest()].add(SampleDigest.hash(held.sample))
             }
             return days
         }
@@ -237,9 +236,8 @@ public final class InMemoryAPIClient: APIClient, @unchecked Sendable {
         lock.withLock { digestRequests += 1 }
         guard let number = LocalDayCalendar.parse(date: day) else { throw APIError.serverError(statusCode: 400, message: "day") }
         let rows: [SampleHashDTO] = server.lock.withLock {
-            var hasher = SampleDigest()
             return server.latest.filter { $0.value.uploader == uploader && SampleDigest.day($0.value.sample) == number }
-                .map { SampleHashDTO(id: $0.key, hash: SamplesDigest.hex(hasher.hash($0.value.sample))) }
+                .map { SampleHashDTO(id: $0.key, hash: SamplesDigest.hex(SampleDigest.hash($0.value.sample))) }
         }
         let page = rows.filter { $0.id > (after ?? "") }.sorted { $0.id < $1.id }.prefix(pageSize)
         return DaySamplesPage(samples: Array(page), next: page.count == pageSize ? page.last?.id : nil)

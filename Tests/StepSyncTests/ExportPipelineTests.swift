@@ -83,4 +83,33 @@ import Testing
         #expect(try store.sample(id: zero.expectedID)?.sample.countThousandths == 0)
         #expect(try store.sample(id: fraction.expectedID)?.sample.countThousandths == 400)
     }
+
+    /// A store layered under the rules before lead-zero (`LayeringService.rules`
+    /// 1) recorded a leaf empty when its aggregate was 0, a sample of 0 steps
+    /// inside, and its ranges carry the fingerprint of the source alone. The
+    /// next ingest of the same export does not resume that tree: it layers again
+    /// and stores the sample (resumed, it fetched nothing).
+    @Test func aTreeDrawnByOlderRulesIsLayeredAgain() async throws {
+        let tmp = TemporaryDirectory("steplog-export")
+        var zero = ExportTestRecord.step(minute: 15 * 1440, count: 0)
+        zero.value = "0"
+        let all = records(0..<40) + [ExportTestRecord.step(minute: 14 * 1440, count: 11_000), zero,
+                                     ExportTestRecord.step(minute: 16 * 1440, count: 11_000)]
+        let path = try tmp.write("export.xml", ExportTestDocument.xml(records: all))
+        let dir = TemporaryDirectory()
+        let store = try StepLogStore.open(dir.path)
+        let provider = try AppleHealthExportProvider(path: path)
+        let window = try await provider.layeringRange(now: Date())
+        let lo = Milliseconds.from(window.start), hi = Milliseconds.from(window.end)
+        let older = LayeringRange.fingerprint(provider.sourceIdentity)
+        try store.recordLayeringRange(LayeringRange(startMilliseconds: lo, endMilliseconds: hi, sourceFingerprint: older))
+        try store.recordIntervals([SyncInterval(id: DerivedUUID.make(DerivedUUID.intervalDomain, older, UInt64(bitPattern: lo),
+                                                                     UInt64(bitPattern: hi)),
+                                                startMilliseconds: lo, endMilliseconds: hi, stepCount: 0, status: .empty)])
+        try store.sync()
+        let summary = try await ingest(path, into: store)
+        #expect(summary.samples.inserted == all.count)
+        #expect(try store.sample(id: zero.expectedID)?.sample.countThousandths == 0)
+        #expect(store.layeringRanges.allSatisfy { $0.sourceFingerprint == LayeringService.fingerprint(of: provider) })
+    }
 }

@@ -130,6 +130,6 @@ import Testing
         // Not vacuous: the new source's layering recorded intervals and a range.
         #expect(!store.intervals().isEmpty && !store.layeringRanges.isEmpty)
         #expect(store.intervals().allSatisfy { $0.status == .pending || $0.status == .empty })
-        #expect(store.layeringRanges.allSatisfy { $0.sourceFingerprint == LayeringRange.fingerprint(mock(days: 20, seed: 5).sourceIdentity) })
+        #expect(store.layeringRanges.allSatisfy { $0.sourceFingerprint == LayeringService.fingerprint(of: mock(days: 20, seed: 5)) })
     }
 }

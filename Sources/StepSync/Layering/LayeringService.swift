@@ -14,7 +14,23 @@ import StepLog
 /// recorded leaves is skipped without a query, a partly covered node is split
 /// without a query, so nothing recorded is asked again. Leaves therefore tile
 /// the range exactly as a clean run's would.
+///
+/// What a run resumes must have been drawn by the same rules from the same
+/// source: the layering ranges carry a fingerprint of both (`fingerprint(of:)`),
+/// and a store whose ranges carry another is layered again from nothing.
 public final class LayeringService {
+    /// The rules that drew a tree, part of its fingerprint. Version 2 (lead-zero,
+    /// 2026-11-28): a leaf is empty when no sample starts in it; under version 1
+    /// a leaf whose aggregate was 0 was recorded empty, so a sample of 0 steps
+    /// alone in it (or at either end of the data) was never fetched, and
+    /// resuming such a tree would keep it so.
+    static let rules = "layering rules 2"
+
+    /// The fingerprint of the tree `provider`'s data gets under these rules.
+    public static func fingerprint(of provider: StepDataProvider) -> UInt64 {
+        LayeringRange.fingerprint(rules + "\n" + provider.sourceIdentity)
+    }
+
     public static let maxStepsPerInterval = 10_000
     /// The seeds' binary searches for the first and last data stop within a day.
     public static let searchResolution: Int64 = 86_400_000
@@ -63,7 +79,7 @@ public final class LayeringService {
     public func performLayering() async throws -> LayeringSummary {
         let started = Date()
         var summary = LayeringSummary()
-        fingerprint = LayeringRange.fingerprint(provider.sourceIdentity)
+        fingerprint = Self.fingerprint(of: provider)
         if store.layeringRanges.contains(where: { $0.sourceFingerprint != fingerprint }) {
             try clearAllIntervals()
             summary.sourceChanged = true

@@ -59,6 +59,16 @@ import Testing
         let upload = try await APISyncService(store: store, client: server, sleep: { _ in }).syncAll()
         #expect(upload.samplesSynced == 120 && server.records.count == 420)
     }
+    /// Days of steps, then a sample of 0 steps between two of more than an
+    /// interval may hold, so that every interval holding the zero and either
+    /// of them is divided: the zero ends alone in one (43 records; the zero).
+    func aZeroAloneInItsStretch() -> ([ExportTestRecord], ExportTestRecord) {
+        var zero = ExportTestRecord.step(minute: 15 * 1440, count: 0)
+        zero.value = "0"
+        return (records(0..<40) + [ExportTestRecord.step(minute: 14 * 1440, count: 11_000), zero,
+                                   ExportTestRecord.step(minute: 16 * 1440, count: 11_000)], zero)
+    }
+
     /// A sample of 0 steps, or of a fraction that rounds to none, alone in its
     /// stretch of time: the aggregate over it is 0, yet the sample is stored
     /// like any other. (Both were once left behind: the zero in an interval
@@ -66,16 +76,10 @@ import Testing
     /// data range the aggregate's search found.)
     @Test func samplesThatCountNoWholeStepAreStoredToo() async throws {
         let tmp = TemporaryDirectory("steplog-export")
-        let plenty = records(0..<40) // days 0-5
-        // Each more than an interval may hold, so that every interval holding
-        // the zero and either of them is divided: the zero ends alone in one.
-        let before = ExportTestRecord.step(minute: 14 * 1440, count: 11_000)
-        var zero = ExportTestRecord.step(minute: 15 * 1440, count: 0)
-        zero.value = "0"
-        let after = ExportTestRecord.step(minute: 16 * 1440, count: 11_000)
+        let (records, zero) = aZeroAloneInItsStretch()
         var fraction = ExportTestRecord.step(minute: 30 * 1440, count: 0)
         fraction.value = "0.4"
-        let path = try tmp.write("export.xml", ExportTestDocument.xml(records: plenty + [before, zero, after, fraction]))
+        let path = try tmp.write("export.xml", ExportTestDocument.xml(records: records + [fraction]))
         let dir = TemporaryDirectory()
         let store = try StepLogStore.open(dir.path)
         let summary = try await ingest(path, into: store)
@@ -91,10 +95,7 @@ import Testing
     /// and stores the sample (resumed, it fetched nothing).
     @Test func aTreeDrawnByOlderRulesIsLayeredAgain() async throws {
         let tmp = TemporaryDirectory("steplog-export")
-        var zero = ExportTestRecord.step(minute: 15 * 1440, count: 0)
-        zero.value = "0"
-        let all = records(0..<40) + [ExportTestRecord.step(minute: 14 * 1440, count: 11_000), zero,
-                                     ExportTestRecord.step(minute: 16 * 1440, count: 11_000)]
+        let (all, zero) = aZeroAloneInItsStretch()
         let path = try tmp.write("export.xml", ExportTestDocument.xml(records: all))
         let dir = TemporaryDirectory()
         let store = try StepLogStore.open(dir.path)

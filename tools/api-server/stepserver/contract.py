@@ -60,8 +60,6 @@ DATE_PATTERN = (
 )
 # Checked with fullmatch: a pattern's "$" would let a final newline through.
 _DATE_RE = re.compile(DATE_PATTERN[1:-1].replace(r"(?:\.[0-9]{1,9})?", r"(?:\.([0-9]{1,9}))?"), re.ASCII)
-# The same grammar with at most 6 fraction digits: a date fromisoformat holds exactly (to the µs).
-_MICROSECOND_DATE_RE = re.compile(DATE_PATTERN[1:-1].replace(r"{1,9}", r"{1,6}"), re.ASCII)
 _ID_RE = re.compile(ID_PATTERN[1:-1], re.ASCII)
 _NS = 1_000_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -276,30 +274,26 @@ def instant_ns(text: str) -> Optional[int]:
         moment = datetime.fromisoformat(text)  # the calendar; fractions past microseconds are cut
     except ValueError:
         return None
-    nanoseconds = (moment - _EPOCH) // _MICROSECOND * 1000
-    fraction = match[1]
-    return nanoseconds + int(fraction[6:].ljust(3, "0")) if fraction and len(fraction) > 6 else nanoseconds
+    return (moment - _EPOCH) // _MICROSECOND * 1000 + _past_microseconds(match[1])
 
 
 def instants_ns(texts: list[str]) -> list[Optional[int]]:
-    """instant_ns of each text, computed over the whole list by C functions (the pattern, fromisoformat,
-    the arithmetic of timedelta) when every text is a contract date-time; one by one otherwise, which
-    gives the same answers (None where a text is not one)."""
-    if all(map(_MICROSECOND_DATE_RE.fullmatch, texts)):  # what clients send: nothing past the µs
-        try:
-            return list(map(mul, map(floordiv, map(sub, map(datetime.fromisoformat, texts), repeat(_EPOCH)),
-                                     repeat(_MICROSECOND)), repeat(1000)))
-        except ValueError:  # a day the calendar does not have
-            return [instant_ns(text) for text in texts]
+    """instant_ns of each text, a column at a time through C functions (the pattern, fromisoformat,
+    timedelta's arithmetic) when every text is a date-time the calendar has; one by one otherwise."""
     matches = list(map(_DATE_RE.fullmatch, texts))
-    if None in matches:
-        return [instant_ns(text) for text in texts]
-    try:
-        microseconds = list(map(floordiv, map(sub, map(datetime.fromisoformat, texts), repeat(_EPOCH)), repeat(_MICROSECOND)))
-    except ValueError:  # a day the calendar does not have
-        return [instant_ns(text) for text in texts]
-    return [micro * 1000 if fraction is None or len(fraction) <= 6 else micro * 1000 + int(fraction[6:].ljust(3, "0"))
-            for micro, fraction in zip(microseconds, [match[1] for match in matches])]
+    if None not in matches:
+        try:
+            microseconds = list(map(floordiv, map(sub, map(datetime.fromisoformat, texts), repeat(_EPOCH)), repeat(_MICROSECOND)))
+        except ValueError:  # a day the calendar does not have
+            pass
+        else:
+            return [micro * 1000 + _past_microseconds(match[1]) for micro, match in zip(microseconds, matches)]
+    return [instant_ns(text) for text in texts]
+
+
+def _past_microseconds(fraction: Optional[str]) -> int:
+    """The nanoseconds of a date's fraction of a second past its microseconds, which fromisoformat cuts."""
+    return int(fraction[6:].ljust(3, "0")) if fraction and len(fraction) > 6 else 0
 
 
 def count_thousandths(count: Union[int, float]) -> Optional[int]:

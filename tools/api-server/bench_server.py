@@ -22,7 +22,9 @@
          first after a restart, each the median of 3 queries of a different year.
 
 Beside each figure: the CPU a request of the measured process (the server and its workers; for a
-peer, the bench's own process), which other load on the machine changes less than samples/s.
+peer, the bench's own process), which other load on the machine changes less than samples/s, and of
+the whole machine (for PostgreSQL, mostly the database's processes): the machine's CPU a request
+over its cores is the most samples/s that work can reach here, however well it overlaps.
 
 Usage: .venv/bin/python bench_server.py [post|daily ...] [--requests 200] [--rounds 3] [--daily-samples 3000000]
 Figures on stdout, progress on stderr; the load average (uptime) beside each figure.
@@ -153,12 +155,20 @@ def process_cpu(pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def with_cpu(run, requests: int, pid: Optional[int] = None) -> tuple[float, float]:
-    """run()'s samples/s and the CPU milliseconds a request of the process `pid` (default: this one)."""
+def machine_cpu() -> float:
+    """CPU seconds the whole machine spent busy so far, every process on every core (Linux /proc/stat:
+    user, nice, system, irq and softirq; not idle, iowait, or the time a hypervisor gave others)."""
+    user, nice, system, _idle, _iowait, irq, softirq = map(int, Path("/proc/stat").read_text().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def with_cpu(run, requests: int, pid: Optional[int] = None) -> tuple[float, float, float]:
+    """run()'s samples/s, the CPU milliseconds a request of the process `pid` (default: this one), and
+    the machine's (the measured process, its database's processes, the bench's clients, the rest)."""
     clock = (lambda: process_cpu(pid)) if pid else time.process_time
-    before = clock()
+    before, machine_before = clock(), machine_cpu()
     rate = run()
-    return rate, (clock() - before) / requests * 1000
+    return rate, (clock() - before) / requests * 1000, (machine_cpu() - machine_before) / requests * 1000
 
 
 def in_lanes(lane, count: int) -> float:
@@ -232,11 +242,16 @@ def bare_sqlite(directory: Path, batches: list[list[tuple]]) -> float:
     return len(batches) * BATCH / elapsed
 
 
-def bare_postgres(database: str, batches: list[list[tuple]], in_flight: int) -> float:
-    """Inserts only: each batch's rows by one COPY, one transaction a batch, `in_flight` connections."""
-    import psycopg
+def with_schema(database: str) -> str:
+    """The database, with the server's schema made in it (before a peer's clock starts)."""
+    open_storage(Path("."), database, pool=False).close()
+    return database
 
-    open_storage(Path("."), database, pool=False).close()  # the server's schema
+
+def bare_postgres(database: str, batches: list[list[tuple]], in_flight: int) -> float:
+    """Inserts only: each batch's rows by one COPY, one transaction a batch, `in_flight` connections,
+    on a database `with_schema`."""
+    import psycopg
 
     def lane(k: int) -> None:
         with psycopg.connect(database) as connection:
@@ -308,10 +323,9 @@ def replay_sqlite(directory: Path, transactions: list[list[tuple]]) -> float:
 
 def replay_postgres(database: str, transactions: list[list[tuple]], in_flight: int) -> float:
     """The same transactions on PostgreSQL: `in_flight` connections, each making its share of them again
-    through the dialect's transaction (postgres.in_transaction: the same pipelining, the same COPYs)."""
+    through the dialect's transaction (postgres.in_transaction: the same pipelining, the same COPYs), on
+    a database `with_schema`."""
     import psycopg
-
-    open_storage(Path("."), database, pool=False).close()  # the server's schema
 
     def lane(k: int) -> None:
         with psycopg.connect(database) as connection:
@@ -335,13 +349,16 @@ def post_section(arguments: argparse.Namespace, work: Path, cluster: PostgresClu
     figures: dict[str, list[float]] = {}
 
     cpu: dict[str, list[float]] = {}
+    machine: dict[str, list[float]] = {}
 
-    def note(name: str, measured: tuple[float, float]) -> None:
+    def note(name: str, measured: tuple[float, float, float]) -> None:
         figures.setdefault(name, []).append(measured[0])
         cpu.setdefault(name, []).append(measured[1])
-        log(f"  {name}: {measured[0]:,.0f} samples/s, {measured[1]:.1f} ms of CPU a request ({load()})")
+        machine.setdefault(name, []).append(measured[2])
+        log(f"  {name}: {measured[0]:,.0f} samples/s, {measured[1]:.1f} ms of CPU a request, "
+            f"the machine's {measured[2]:.1f} ms ({load()})")
 
-    def served(server: Server, in_flight: int) -> tuple[float, float]:
+    def served(server: Server, in_flight: int) -> tuple[float, float, float]:
         measured = with_cpu(lambda: post_all(server.port, bodies, in_flight), len(bodies), server.process.pid)
         server.stop()
         return measured
@@ -352,8 +369,10 @@ def post_section(arguments: argparse.Namespace, work: Path, cluster: PostgresClu
         note(INSERTS_SQLITE, with_cpu(lambda: bare_sqlite(work / f"bare-{round_}", batches), requests))
         for in_flight in (1, 4):
             note(f"server, SQLite, {in_flight} in flight", served(Server("--data", str(work / f"sqlite-{round_}-{in_flight}")), in_flight))
-        note(SAME_POSTGRES, with_cpu(lambda: replay_postgres(cluster.new_database(), postgres_transactions, 4), requests))
-        note(INSERTS_POSTGRES, with_cpu(lambda: bare_postgres(cluster.new_database(), batches, 4), requests))
+        database = with_schema(cluster.new_database())
+        note(SAME_POSTGRES, with_cpu(lambda: replay_postgres(database, postgres_transactions, 4), requests))
+        database = with_schema(cluster.new_database())
+        note(INSERTS_POSTGRES, with_cpu(lambda: bare_postgres(database, batches, 4), requests))
         note("server, PostgreSQL, 4 in flight", served(Server("--database", cluster.new_database()), 4))
         note("server, PostgreSQL, 4 in flight, --workers 2", served(Server("--database", cluster.new_database(), "--workers", "2"), 4))
     median = {name: statistics.median(values) for name, values in figures.items()}
@@ -367,6 +386,13 @@ def post_section(arguments: argparse.Namespace, work: Path, cluster: PostgresClu
     for name in ("server, PostgreSQL, 4 in flight", "server, PostgreSQL, 4 in flight, --workers 2"):
         print(f"post: {name} at {median[name] / median[SAME_POSTGRES]:.0%} of {SAME_POSTGRES} (target >= 60%, and "
               f">= 150,000 samples/s); at {median[name] / median[INSERTS_POSTGRES]:.0%} of {INSERTS_POSTGRES}")
+    cores = os.cpu_count() or 1
+    for name in (INSERTS_POSTGRES, SAME_POSTGRES, "server, PostgreSQL, 4 in flight", "server, PostgreSQL, 4 in flight, --workers 2"):
+        spent, own = statistics.median(machine[name]), statistics.median(cpu[name])
+        busy = statistics.median(rate * ms / 1000 / cores / 1000 for rate, ms in zip(figures[name], machine[name]))
+        print(f"post: {name}: the machine's CPU a request {spent:.1f} ms (the measured process {own:.1f}, the database "
+              f"and the rest {spent - own:.1f}); all {cores} cores busy with it would do {cores * BATCH / spent * 1000:,.0f} "
+              f"samples/s; the run kept them {busy:.0%} busy")
     for in_flight in (1, 4):  # SQLite: all the work in the measured process, for the server and the peer alike
         name = f"server, SQLite, {in_flight} in flight"
         print(f"post: CPU a request, {SAME_SQLITE} / {name}: {statistics.median(cpu[SAME_SQLITE]) / statistics.median(cpu[name]):.0%} "

@@ -11,13 +11,14 @@ test (tests/test_contract_fuzz.py) looks for a body where they differ.
 
 A body that is not UTF-8, not JSON or nested too deeply is a 400 like any other bad body: nothing but
 ApiError(400) leaves parse_samples and parse_deletions for any input.
+
+Beside it: answers.py (the response bodies' types) and query.py (query strings).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import urllib.parse
 from datetime import datetime, timedelta, timezone
 from itertools import repeat
 from operator import floordiv, mul, sub
@@ -60,9 +61,7 @@ DATE_PATTERN = (
 )
 # Checked with fullmatch: a pattern's "$" would let a final newline through.
 _DATE_RE = re.compile(DATE_PATTERN[1:-1].replace(r"(?:\.[0-9]{1,9})?", r"(?:\.([0-9]{1,9}))?"), re.ASCII)
-# The same grammar with at most 6 fraction digits: a date fromisoformat holds exactly (to the µs).
-_MICROSECOND_DATE_RE = re.compile(DATE_PATTERN[1:-1].replace(r"{1,9}", r"{1,6}"), re.ASCII)
-_ID_RE = re.compile(ID_PATTERN[1:-1], re.ASCII)
+ID_RE = re.compile(ID_PATTERN[1:-1], re.ASCII)
 _NS = 1_000_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -119,125 +118,6 @@ class LookupBody(msgspec.Struct):
     ids: Annotated[list[SampleId], msgspec.Meta(max_length=MAX_IDS_PER_REQUEST)]
 
 
-Hash = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{16}$", description="64 bits as 16 hex digits (docs/RECONCILE.md)")]
-Day = Annotated[str, msgspec.Meta(description="YYYY-MM-DD, a UTC day")]
-
-
-class UploaderDigest(msgspec.Struct):
-    """GET /steps/digest: who answers, and the digest of what an uploader holds here."""
-
-    serverId: Annotated[str, msgspec.Meta(description="random, made with the database (a restored backup keeps it)")]
-    user: str
-    uploader: str
-    count: Annotated[int, msgspec.Meta(description="live samples this uploader last wrote")]
-    digest: Annotated[Hash, msgspec.Meta(description="the sum of their content hashes mod 2^64")]
-    days: Annotated[int, msgspec.Meta(description="UTC days holding them")]
-
-
-class DayDigest(msgspec.Struct):
-    day: Day
-    count: int
-    digest: Hash
-
-
-class DayDigestsPage(msgspec.Struct):
-    days: list[DayDigest]
-    next: Annotated[Optional[str], msgspec.Meta(description="the `after` of the next page; null on the last")]
-
-
-class SampleHash(msgspec.Struct):
-    id: str
-    hash: Hash
-
-
-class DaySamplesPage(msgspec.Struct):
-    samples: list[SampleHash]
-    next: Annotated[Optional[str], msgspec.Meta(description="the `after` of the next page; null on the last")]
-
-
-class LookupEntry(msgspec.Struct, omit_defaults=True):
-    id: str
-    state: Annotated[str, msgspec.Meta(description="live, or deleted (its last word was a deletion)")]
-    uploader: Annotated[str, msgspec.Meta(description="who wrote the live version, or the deletion ('' for unknown)")]
-    day: Optional[Day] = None
-    hash: Optional[Hash] = None
-
-
-class LookupAnswer(msgspec.Struct):
-    samples: Annotated[list[LookupEntry], msgspec.Meta(description="the ids the server knows, in id order")]
-
-
-class StoredSample(msgspec.Struct):
-    """A sample as GET /steps returns it: the sample plus when the server received it."""
-
-    id: str
-    startDate: str
-    endDate: str
-    count: Annotated[Union[int, float], msgspec.Meta(description="an integer when whole, else up to three decimals")]
-    sourceBundleId: str
-    sourceDeviceName: Optional[str]
-    receivedAt: Annotated[str, msgspec.Meta(description="UTC, whole seconds, e.g. 2024-01-20T15:00:00Z")]
-
-    @classmethod
-    def from_row(cls, id: str, start_date: str, end_date: str, count_thousandths: int, bundle: str,
-                 device: Optional[str], received_at: str) -> "StoredSample":
-        return cls(id, start_date, end_date, count_value(count_thousandths), bundle, device, received_at)
-
-
-class StepsPage(msgspec.Struct):
-    samples: list[StoredSample]
-    total: Annotated[int, msgspec.Meta(description="what this query returns over all pages")]
-
-
-class SavedAnswer(msgspec.Struct):
-    saved: Annotated[int, msgspec.Meta(description="samples new or changed (written)")]
-    message: str
-
-
-class DeletedAnswer(msgspec.Struct):
-    deleted: Annotated[int, msgspec.Meta(description="ids that were live and are now deleted")]
-    message: str
-
-
-class ClearedAnswer(msgspec.Struct):
-    deleted: bool
-    message: str
-
-
-class SourceDay(msgspec.Struct):
-    bundleId: str
-    deviceName: Optional[str]
-    merged: int
-    raw: int
-
-
-class DayRow(msgspec.Struct):
-    date: Annotated[str, msgspec.Meta(description="YYYY-MM-DD, a local calendar day")]
-    merged: Annotated[int, msgspec.Meta(description="the total the Health app would show (docs/TOTALS.md)")]
-    raw: Annotated[int, msgspec.Meta(description="the plain sum, prorated over days the same way")]
-    sources: Union[list[SourceDay], msgspec.UnsetType] = msgspec.UNSET
-
-
-class DailyDocument(msgspec.Struct):
-    """GET /steps/daily: the document of docs/TOTALS.md section 5 (the same as `stepsync daily --json`)."""
-
-    timeZone: str
-    from_: Annotated[str, msgspec.Meta(description="YYYY-MM-DD")] = msgspec.field(name="from")
-    to: Annotated[str, msgspec.Meta(description="YYYY-MM-DD")]
-    priority: list[str]
-    days: Annotated[list[DayRow], msgspec.Meta(description="one row per date from `from` to `to`")]
-
-
-class HealthAnswer(msgspec.Struct):
-    status: str
-    error: Optional[str] = None
-
-
-class ErrorAnswer(msgspec.Struct):
-    error: Annotated[str, msgspec.Meta(description="one line naming the field or problem")]
-    requestId: Optional[str] = None
-
-
 class ValidSample(msgspec.Struct, gc=False):
     """A sample that passed every check, with its instants (ns since 1970 UTC): what storage keeps
     (made in C, as the wire types are)."""
@@ -276,30 +156,26 @@ def instant_ns(text: str) -> Optional[int]:
         moment = datetime.fromisoformat(text)  # the calendar; fractions past microseconds are cut
     except ValueError:
         return None
-    nanoseconds = (moment - _EPOCH) // _MICROSECOND * 1000
-    fraction = match[1]
-    return nanoseconds + int(fraction[6:].ljust(3, "0")) if fraction and len(fraction) > 6 else nanoseconds
+    return (moment - _EPOCH) // _MICROSECOND * 1000 + _past_microseconds(match[1])
 
 
 def instants_ns(texts: list[str]) -> list[Optional[int]]:
-    """instant_ns of each text, computed over the whole list by C functions (the pattern, fromisoformat,
-    the arithmetic of timedelta) when every text is a contract date-time; one by one otherwise, which
-    gives the same answers (None where a text is not one)."""
-    if all(map(_MICROSECOND_DATE_RE.fullmatch, texts)):  # what clients send: nothing past the µs
-        try:
-            return list(map(mul, map(floordiv, map(sub, map(datetime.fromisoformat, texts), repeat(_EPOCH)),
-                                     repeat(_MICROSECOND)), repeat(1000)))
-        except ValueError:  # a day the calendar does not have
-            return [instant_ns(text) for text in texts]
+    """instant_ns of each text, a column at a time through C functions (the pattern, fromisoformat,
+    timedelta's arithmetic) when every text is a date-time the calendar has; one by one otherwise."""
     matches = list(map(_DATE_RE.fullmatch, texts))
-    if None in matches:
-        return [instant_ns(text) for text in texts]
-    try:
-        microseconds = list(map(floordiv, map(sub, map(datetime.fromisoformat, texts), repeat(_EPOCH)), repeat(_MICROSECOND)))
-    except ValueError:  # a day the calendar does not have
-        return [instant_ns(text) for text in texts]
-    return [micro * 1000 if fraction is None or len(fraction) <= 6 else micro * 1000 + int(fraction[6:].ljust(3, "0"))
-            for micro, fraction in zip(microseconds, [match[1] for match in matches])]
+    if None not in matches:
+        try:
+            microseconds = list(map(floordiv, map(sub, map(datetime.fromisoformat, texts), repeat(_EPOCH)), repeat(_MICROSECOND)))
+        except ValueError:  # a day the calendar does not have
+            pass
+        else:
+            return [micro * 1000 + _past_microseconds(match[1]) for micro, match in zip(microseconds, matches)]
+    return [instant_ns(text) for text in texts]
+
+
+def _past_microseconds(fraction: Optional[str]) -> int:
+    """The nanoseconds of a date's fraction of a second past its microseconds, which fromisoformat cuts."""
+    return int(fraction[6:].ljust(3, "0")) if fraction and len(fraction) > 6 else 0
 
 
 def count_thousandths(count: Union[int, float]) -> Optional[int]:
@@ -327,7 +203,7 @@ def _source_ok(text: str, least: int) -> bool:
     return least <= size <= MAX_SOURCE_BYTES and "\x00" not in text
 
 
-def _id_problem(value: str, where: str) -> str:
+def id_problem(value: str, where: str) -> str:
     return f"{where}: must be 1-{ID_MAX_LENGTH} characters from {ID_CHARACTERS} (got {describe(value)})"
 
 
@@ -342,7 +218,7 @@ def check_sample(sample: Sample, index: int, now_ns: int, names: dict[str, str],
     `id_ok`: whether the id matches ID_PATTERN; `start`, `end`: instant_ns of the dates. `names` keeps
     each source's names once, however many samples of the body carry them."""
     if not id_ok:
-        raise bad_request(_id_problem(sample.id, f"samples[{index}].id"))
+        raise bad_request(id_problem(sample.id, f"samples[{index}].id"))
     if start is None:
         raise bad_request(_date_problem(sample.startDate, f"samples[{index}].startDate"))
     if start < MIN_DATE_NS:
@@ -430,14 +306,14 @@ def parse_upload(body: bytes, now_ns: int) -> Upload:
         return Upload(list(map(ValidSample, ids, start_texts, end_texts, starts, ends, thousandths,
                                map(names.__getitem__, bundles), map(names.__getitem__, devices))), uploader)
     for index, (sample, start, end) in enumerate(zip(samples, starts, ends)):
-        check_sample(sample, index, now_ns, names, _ID_RE.fullmatch(sample.id) is not None, start, end)
+        check_sample(sample, index, now_ns, names, ID_RE.fullmatch(sample.id) is not None, start, end)
     raise AssertionError("a body failed a rule that none of its samples fails")
 
 
 def _columns_valid(ids: list[str], starts: list[Optional[int]], ends: list[Optional[int]], thousandths: list[Optional[int]],
                    bundles: set[str], devices: set[Optional[str]], now_ns: int) -> bool:
     """Whether every sample of a body passes check_sample's rules, from its columns (not empty)."""
-    if not all(map(_ID_RE.fullmatch, ids)) or None in starts or None in ends or None in thousandths:
+    if not all(map(ID_RE.fullmatch, ids)) or None in starts or None in ends or None in thousandths:
         return False
     durations = list(map(sub, ends, starts))
     return (min(starts) >= MIN_DATE_NS and max(ends) <= now_ns + MAX_FUTURE_SECONDS * _NS
@@ -473,66 +349,15 @@ def parse_lookup(body: bytes) -> list[str]:
 
 def _check_ids(ids: list[str]) -> None:
     for index, value in enumerate(ids):
-        if _ID_RE.fullmatch(value) is None:
-            raise bad_request(_id_problem(value, f"ids[{index}]"))
+        if ID_RE.fullmatch(value) is None:
+            raise bad_request(id_problem(value, f"ids[{index}]"))
 
 
 def _check_uploader(uploader: Optional[str]) -> None:
-    if uploader is not None and _ID_RE.fullmatch(uploader) is None:
-        raise bad_request(_id_problem(uploader, "uploader"))
+    if uploader is not None and ID_RE.fullmatch(uploader) is None:
+        raise bad_request(id_problem(uploader, "uploader"))
 
 
 # --------------------------------------------------------------------------------------------------
 # Query strings: strict (known names, each at most once, digits only)
 # --------------------------------------------------------------------------------------------------
-
-
-def parse_query(query: str, allowed: dict[str, str]) -> dict[str, str]:
-    """`allowed` maps a parameter name to its kind: "digits", "bool", "date", "zone", "text", "word", "id".
-    Unknown names, repeats, empty values and anything percent-encoded or malformed are a 400."""
-    values: dict[str, str] = {}
-    if not query:
-        return values
-    for part in query.split("&"):
-        name, equals, value = part.partition("=")
-        if name not in allowed:
-            shown = json.dumps(name[:40])
-            raise bad_request(f"query parameter {shown} is not known here (known: {', '.join(sorted(allowed)) or 'none'})")
-        if name in values:
-            raise bad_request(f"{name}: given more than once")
-        kind = allowed[name]
-        if not equals or not value:
-            raise bad_request(f"{name}: a value is required")
-        if kind == "digits":
-            if not (value.isascii() and value.isdigit()) or len(value) > MAX_DIGITS:
-                raise bad_request(f"{name}: must be digits only, at most {MAX_DIGITS} (got {json.dumps(value[:40])})")
-        elif kind == "bool":
-            if value not in ("true", "false"):
-                raise bad_request(f"{name}: must be true or false (got {json.dumps(value[:40])})")
-        elif kind == "date":
-            if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value, re.ASCII):
-                raise bad_request(f"{name}: must be a date YYYY-MM-DD (got {json.dumps(value[:40])})")
-        elif kind == "zone":
-            value = urllib.parse.unquote(value)
-            if not re.fullmatch(r"[A-Za-z0-9_+\-/]{1,64}", value, re.ASCII):
-                raise bad_request(f"{name}: must be an IANA time zone like Europe/Zurich (got {json.dumps(value[:40])})")
-        elif kind == "text":
-            value = urllib.parse.unquote_plus(value)
-        elif kind == "id":
-            if _ID_RE.fullmatch(value) is None:
-                raise bad_request(_id_problem(value, name))
-        elif kind == "word":
-            if value not in ("all", "current"):
-                raise bad_request(f"{name}: must be all or current (got {json.dumps(value[:40])})")
-        values[name] = value
-    return values
-
-
-def bounded_int(values: dict[str, str], name: str, default: int, maximum: Optional[int]) -> int:
-    if name not in values:
-        return default
-    number = int(values[name])
-    if maximum is not None and number > maximum:
-        raise bad_request(f"{name}: must be at most {maximum} (got {number})")
-    return number
-

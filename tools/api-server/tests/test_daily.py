@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import msgspec  # noqa: E402
 
-from stepserver import contract, totals  # noqa: E402
+from stepserver import answers, contract, totals  # noqa: E402
 
 from conftest import make_sample  # noqa: E402
 
@@ -61,7 +61,7 @@ def test_deleted_samples_are_not_counted_and_users_are_apart(server):
     params = {"tz": "UTC", "from": "2024-01-01", "to": "2024-01-02"}
     assert [row["merged"] for row in daily(server, **params).json()["days"]] == [1000, 0]
     # The answer has the shape the OpenAPI schema documents (DailyDocument).
-    msgspec.json.decode(daily(server, bySource="true", **params).content, type=contract.DailyDocument)
+    msgspec.json.decode(daily(server, bySource="true", **params).content, type=answers.DailyDocument)
     server.delete_ids([samples[0]["id"], samples[1]["id"]])
     assert [row["raw"] for row in daily(server, **params).json()["days"]] == [800, 0]
 

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from .. import contract, daily_totals
 from ..app import Context, encode, json_response, query_text
 from ..errors import bad_request
+from ..query import parse_query
 from ..totals import DEFAULT_PRIORITY, day_cuts, daily_totals as merged_document
 
 QUERY = {"tz": "zone", "from": "date", "to": "date", "bySource": "bool", "priority": "text"}
@@ -30,7 +31,7 @@ _LAST_NS = 2 ** 63 - 1  # the databases' integers: days after 2262 hold no sampl
 
 
 def parse_daily_query(query: str) -> tuple[str, date, date, bool, list[str]]:
-    values = contract.parse_query(query, QUERY)
+    values = parse_query(query, QUERY)
     zone = values.get("tz", "UTC")
     try:
         ZoneInfo(zone)

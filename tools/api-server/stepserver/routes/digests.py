@@ -20,10 +20,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .. import contract, digests
+from .. import answers, contract, digests
 from ..app import Context, json_response, query_text
 from ..daily_totals import day_text
 from ..errors import bad_request
+from ..query import bounded_int, parse_query
 from ..request_body import read_body
 
 MAX_DAYS_PER_PAGE = 4000  # more than ten years in one answer
@@ -49,39 +50,39 @@ def routes(context: Context) -> list:
 
     async def digest(request: Request) -> Response:
         user = await context.user(request)
-        uploader = _uploader(contract.parse_query(query_text(request), {"uploader": "id"}))
+        uploader = _uploader(parse_query(query_text(request), {"uploader": "id"}))
 
-        def handle() -> contract.UploaderDigest:
+        def handle() -> answers.UploaderDigest:
             count, total, days = store.uploader_digest(user, uploader)
-            return contract.UploaderDigest(store.server_id(), user, uploader, count, digests.hex_digest(total), days)
+            return answers.UploaderDigest(store.server_id(), user, uploader, count, digests.hex_digest(total), days)
 
         return json_response(await run_in_threadpool(handle))
 
     async def days(request: Request) -> Response:
         user = await context.user(request)
-        values = contract.parse_query(query_text(request), {"uploader": "id", "after": "date", "limit": "digits"})
+        values = parse_query(query_text(request), {"uploader": "id", "after": "date", "limit": "digits"})
         uploader = _uploader(values)
         after = _day_number(values, "after") if "after" in values else None
-        limit = max(1, contract.bounded_int(values, "limit", MAX_DAYS_PER_PAGE, MAX_DAYS_PER_PAGE))
+        limit = max(1, bounded_int(values, "limit", MAX_DAYS_PER_PAGE, MAX_DAYS_PER_PAGE))
         rows = await run_in_threadpool(store.day_digests, user, uploader, after, limit)
         return json_response({"days": [digests.day_answer(*row) for row in rows],
                               "next": day_text(rows[-1][0]) if len(rows) == limit else None})
 
     async def samples(request: Request) -> Response:
         user = await context.user(request)
-        values = contract.parse_query(query_text(request), {"uploader": "id", "day": "date", "after": "id", "limit": "digits"})
+        values = parse_query(query_text(request), {"uploader": "id", "day": "date", "after": "id", "limit": "digits"})
         uploader = _uploader(values)
         if "day" not in values:
             raise bad_request("day: required (YYYY-MM-DD)")
         day = _day_number(values, "day")
-        limit = max(1, contract.bounded_int(values, "limit", MAX_SAMPLES_PER_PAGE, MAX_SAMPLES_PER_PAGE))
+        limit = max(1, bounded_int(values, "limit", MAX_SAMPLES_PER_PAGE, MAX_SAMPLES_PER_PAGE))
         rows = await run_in_threadpool(store.day_hashes, user, uploader, day, values.get("after"), limit)
         return json_response({"samples": [{"id": sample_id, "hash": digests.hex_digest(content)} for sample_id, content in rows],
                               "next": rows[-1][0] if len(rows) == limit else None})
 
     async def lookup(request: Request) -> Response:
         user = await context.user(request)
-        contract.parse_query(query_text(request), {})
+        parse_query(query_text(request), {})
         body, reserved = await read_body(request, context.budget, user)
 
         def handle() -> dict:

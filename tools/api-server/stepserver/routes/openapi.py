@@ -9,7 +9,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .. import contract
+from .. import answers, contract
 from ..app import Context, json_response
 from .digests import MAX_DAYS_PER_PAGE, MAX_SAMPLES_PER_PAGE
 
@@ -40,12 +40,12 @@ COMMON_ERRORS = {
 
 
 def build_schema() -> dict[str, Any]:
-    types = [contract.StepsBody, contract.DeletionsBody, contract.StepsPage, contract.SavedAnswer,
-             contract.DeletedAnswer, contract.ClearedAnswer, contract.HealthAnswer, contract.ErrorAnswer,
-             contract.DailyDocument, contract.UploaderDigest, contract.DayDigestsPage, contract.DaySamplesPage,
-             contract.LookupBody, contract.LookupAnswer]
+    types = [contract.StepsBody, contract.DeletionsBody, answers.StepsPage, answers.SavedAnswer,
+             answers.DeletedAnswer, answers.ClearedAnswer, answers.HealthAnswer, answers.ErrorAnswer,
+             answers.DailyDocument, answers.UploaderDigest, answers.DayDigestsPage, answers.DaySamplesPage,
+             contract.LookupBody, answers.LookupAnswer]
     _, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
-    years = f"(199[0-9]|[2-9][0-9]{{3}})" if (contract.MIN_DAILY_YEAR, contract.MAX_DAILY_YEAR) == (1990, 9998) else None
+    years = "(199[0-9]|[2-9][0-9]{3})" if (contract.MIN_DAILY_YEAR, contract.MAX_DAILY_YEAR) == (1990, 9998) else None
     assert years, "the day pattern below spells MIN_DAILY_YEAR and MAX_DAILY_YEAR out"
     day = {"type": "string", "format": "date", "pattern": f"^{years}-[0-9]{{2}}-[0-9]{{2}}$"}
     pattern = f"[ \\t]*=?[^,=\\t ]([^,]{{0,{contract.MAX_PRIORITY_PATTERN_BYTES - 3}}}[^,\\t ])?[ \\t]*"  # not empty, not "="

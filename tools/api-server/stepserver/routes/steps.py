@@ -11,9 +11,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .. import contract
+from .. import answers, contract
 from ..app import Context, encode, json_response, query_text
 from ..expensive_reads import LARGE_PAGE
+from ..query import bounded_int, parse_query
 from ..request_body import read_body
 
 
@@ -39,7 +40,7 @@ def routes(context: Context) -> list:
         freed, then applied with the request's receive time and the body's uploader; -1 for no items."""
         now_ns = time.time_ns()
         user = await context.user(request)
-        contract.parse_query(query_text(request), {})
+        parse_query(query_text(request), {})
         body, reserved = await read_body(request, context.budget, user)
 
         def handle() -> int:
@@ -64,19 +65,19 @@ def routes(context: Context) -> list:
 
     async def get_steps(request: Request) -> Response:
         user = await context.user(request)
-        query = contract.parse_query(query_text(request), {"limit": "digits", "offset": "digits", "versions": "word"})
-        limit = contract.bounded_int(query, "limit", contract.DEFAULT_LIMIT, contract.MAX_LIMIT)
-        offset = contract.bounded_int(query, "offset", 0, None)
+        query = parse_query(query_text(request), {"limit": "digits", "offset": "digits", "versions": "word"})
+        limit = bounded_int(query, "limit", contract.DEFAULT_LIMIT, contract.MAX_LIMIT)
+        offset = bounded_int(query, "offset", 0, None)
         all_versions = query.get("versions") == "all"
         if limit <= LARGE_PAGE:
             samples, total = await run_in_threadpool(store.read, user, offset, limit, all_versions)
-            return json_response(contract.StepsPage(samples, total))
+            return json_response(answers.StepsPage(samples, total))
 
         return json_response(await context.expensive_reads.run(request, user, page, offset, limit, all_versions))
 
     async def delete_steps(request: Request) -> Response:
         user = await context.user(request)
-        contract.parse_query(query_text(request), {})
+        parse_query(query_text(request), {})
         await run_in_threadpool(store.delete_all, user)
         return json_response({"deleted": True, "message": "All samples deleted"})
 

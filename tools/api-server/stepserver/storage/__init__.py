@@ -1,11 +1,13 @@
-"""Storage: one SQL store (store.py) on SQLite (sqlite.py, the default: one file in --data DIR) or
-PostgreSQL (postgres.py, --database URL), one schema (schema.py)."""
+"""Storage: one SQL store (store.py, with the digests' table in sample_digests.py) on a database
+(database.py's protocols): SQLite (sqlite.py, the default: one file in --data DIR) or PostgreSQL
+(postgres.py, --database URL); one schema (schema.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
 
+from . import sample_digests
 from .store import Store
 
 
@@ -19,7 +21,7 @@ def open_storage(data: Path, database: Optional[str], pool_size: int = 8, check:
 
         postgres = PostgresDatabase(database, pool_size)
         store = Store(postgres)
-        postgres.open(store.rebuild_daily_totals, store.rebuild_digests, pool=pool)
+        postgres.open(store.rebuild_daily_totals, sample_digests.rebuild, pool=pool)
         return store
     from .jsonl_import import earlier_layout, import_layout
     from .sqlite import SqliteDatabase
@@ -27,5 +29,5 @@ def open_storage(data: Path, database: Optional[str], pool_size: int = 8, check:
     sqlite = SqliteDatabase(data)
     store = Store(sqlite)
     sqlite.open(lambda tx: import_layout(data, tx, store) if earlier_layout(data) else None, check=check,
-                rebuild_totals=store.rebuild_daily_totals, rebuild_digests=store.rebuild_digests)
+                rebuild_totals=store.rebuild_daily_totals, rebuild_digests=sample_digests.rebuild)
     return store

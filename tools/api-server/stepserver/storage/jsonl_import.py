@@ -22,8 +22,10 @@ import msgspec
 from ..contract import COUNT_SCALE, instant_ns
 from ..errors import StartupError
 from ..log import log
+from . import sample_digests
+from .database import Transaction
 from .schema import SEQ_PER_REQUEST
-from .store import SAMPLE_COLUMNS, Store, Transaction
+from .store import SAMPLE_COLUMNS, Store
 
 PROGRESS_LINES = 200_000
 _STORED = "user_name, seq, id, start_date, end_date, count_thousandths, source_bundle_id, source_device_name, received_at"
@@ -54,7 +56,7 @@ def import_layout(directory: Path, tx: Transaction, store: Store) -> None:
     for path in histories:
         live, versions, deletions = _import_history(path, path.stem, tx)
         store.rebuild_daily_totals(tx, path.stem)
-        store.rebuild_digests(tx, path.stem)
+        sample_digests.rebuild(tx, path.stem)
         totals = [totals[0] + live, totals[1] + versions, totals[2] + deletions]
     tokens = _import_tokens(directory / "tokens.sqlite", tx)
     log(f"imported {len(histories)} users ({totals[0]} live samples, {totals[1]} earlier versions, {totals[2]} "

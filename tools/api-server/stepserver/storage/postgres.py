@@ -41,7 +41,7 @@ TYPES = {"dialect": "postgres", "blob": "BYTEA", "request_seq": "CREATE SEQUENCE
 
 
 class PostgresTransaction:
-    """store.Transaction on a psycopg connection inside a transaction. A statement whose result is not
+    """database.Transaction on a psycopg connection inside a transaction. A statement whose result is not
     read (a lock, a DELETE, an INSERT of a few rows, the COMMIT) is sent in pipeline mode and travels
     with the next one whose result is: a write waits for the database once per result it reads, not once
     per statement. COPY, which a pipeline cannot carry, ends the pipeline first."""

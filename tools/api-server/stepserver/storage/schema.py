@@ -181,7 +181,7 @@ def trigger_statements(dialect: str) -> list[str]:
 
 
 def migrate(tx: Any, types: dict[str, str], rebuild_totals: Callable[[], None], rebuild_digests: Callable[[], None]) -> int:
-    """Brings the schema to VERSION inside the caller's transaction `tx` (a store.Transaction, which
+    """Brings the schema to VERSION inside the caller's transaction `tx` (a database.Transaction, which
     holds the database's write lock or, PostgreSQL, an advisory lock); `rebuild_totals` computes
     daily_totals from samples (after a migration from version 7 or earlier), `rebuild_digests` the
     sample_digests (after a migration from version 6 or earlier). Returns the version found."""

@@ -37,7 +37,7 @@ _DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
 class SqliteTransaction:
-    """store.Transaction on one connection inside BEGIN … COMMIT."""
+    """database.Transaction on one connection inside BEGIN … COMMIT."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self.connection = connection

@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import itertools
 from operator import itemgetter
-from typing import Any, Callable, Iterator, Optional, Protocol
+from typing import Callable, Optional
 
 from .. import daily_totals, digests
-from ..contract import MAX_DURATION_SECONDS, StoredSample, ValidSample
+from ..answers import StoredSample
+from ..contract import MAX_DURATION_SECONDS, ValidSample
+from . import sample_digests
+from .database import Database, Transaction
 from .schema import SEQ_PER_REQUEST
 
 _NS_PER_MS = 1_000_000
@@ -34,65 +37,6 @@ _LOOKBACK_NS = MAX_DURATION_SECONDS * 1_000_000_000  # a sample overlapping an i
 SAMPLE_COLUMNS = ("user_name, id, seq, start_date, end_date, start_ns, end_ns, count_thousandths, source_bundle_id, "
                   "source_device_name, received_at")
 _STORED = "id, start_date, end_date, count_thousandths, source_bundle_id, source_device_name, received_at"
-_HASHED = "id, start_ns, end_ns, count_thousandths, source_bundle_id, source_device_name, uploader"  # a content hash's fields
-
-
-class Transaction(Protocol):
-    """One transaction of a dialect (storage/sqlite.py, storage/postgres.py). SQL takes ? parameters."""
-
-    def rows(self, sql: str, parameters: tuple = ()) -> list[tuple]: ...
-
-    def each(self, sql: str, parameters: tuple = ()) -> Iterator[tuple]:
-        """The rows one at a time (a long read's Python objects are made as they are used)."""
-
-    def run(self, sql: str, parameters: tuple = ()) -> int:
-        """Runs a statement; the rows it changed."""
-
-    def run_many(self, sql: str, rows: list[tuple]) -> None: ...
-
-    def one_of(self, column: str, values: list) -> tuple[str, tuple]:
-        """SQL saying that `column` is one of `values`, and its parameters."""
-
-    def insert(self, table: str, columns: str, rows: list[tuple]) -> None:
-        """Rows of `columns` into `table`, the dialect's way for many rows (SQLite multi-row INSERTs,
-        PostgreSQL COPY)."""
-
-    def replace(self, table: str, where: str, parameters: tuple, columns: str, rows: list[tuple]) -> None:
-        """Deletes the rows of `table` matching `where` and inserts `rows` in their place."""
-
-    def lock_user(self, user: str, alone: bool) -> None:
-        """The user's lock to the end of the transaction: `alone` (DELETE /steps) excludes every other
-        write of the user; otherwise shared with them."""
-
-    def lock_days(self, user: str, days: list[tuple[int, int]]) -> None:
-        """The locks of the user's UTC days (runs of first, last), in day order, to the end of the
-        transaction: one write at a time recomputes a day."""
-
-    def locking(self) -> str:
-        """What a SELECT of rows the transaction will change ends with (PostgreSQL: FOR UPDATE)."""
-
-    def next_request(self) -> int:
-        """The next request number (request_seq)."""
-
-    def mark_server_write(self) -> None:
-        """Says that this transaction's changes to samples are the server's, which keeps the digests
-        itself: the triggers that mark digests stale after anyone else's change let them be
-        (storage/schema.py)."""
-
-
-class Database(Protocol):
-    def write(self, work: Callable[[Transaction], Any]) -> Any:
-        """Runs work(tx) in a write transaction and commits; StorageUnavailable when the database cannot."""
-
-    def read(self, work: Callable[[Transaction], Any]) -> Any:
-        """Runs work(tx) in a read transaction (one snapshot)."""
-
-    def health(self) -> Optional[str]:
-        """None while writes can succeed; else one line saying why not. Never blocks."""
-
-    def describe(self) -> str: ...
-
-    def close(self) -> None: ...
 
 
 class Store:
@@ -147,7 +91,7 @@ class Store:
                     if before[7] != "" or not uploader:
                         continue
                     claimed.append(sample.id)  # the same content, this uploader's now: no new version
-                    changes.remove("", before[5], _stored_hash(sample.id, before))
+                    changes.remove("", before[5], sample_digests.stored_hash(sample.id, before))
                     spans.append(batch[sample.id])  # its day is locked: the day's digests change
                 else:
                     if before is None:
@@ -155,7 +99,7 @@ class Store:
                     else:
                         changed.append(row)
                         spans.append((before[5] // _NS_PER_MS, before[6] // _NS_PER_MS))
-                        changes.remove(before[7], before[5], _stored_hash(sample.id, before))
+                        changes.remove(before[7], before[5], sample_digests.stored_hash(sample.id, before))
                     spans.append(batch[sample.id])
                 written.append(sample)
             changes.add_all(uploader, [sample.start_ns for sample in written], [digests.content_hash(
@@ -174,7 +118,7 @@ class Store:
                 tx.run_many("UPDATE samples SET uploader = ? WHERE user_name = ? AND id = ?",
                             [(uploader, user, sample_id) for sample_id in claimed])
             self._rewrite_days(tx, user, spans, batch, batch_rows, (base, base + SEQ_PER_REQUEST))
-            _apply_digest_changes(tx, user, changes)
+            sample_digests.apply_changes(tx, user, changes)
             return len(fresh) + len(changed)
 
         return self.database.write(work)
@@ -205,8 +149,8 @@ class Store:
             self._rewrite_days(tx, user, [(row[6] // _NS_PER_MS, row[7] // _NS_PER_MS) for row in live])
             changes = digests.Changes()
             for row in live:
-                changes.remove(row[8], row[6], _stored_hash(row[0], row[1:]))
-            _apply_digest_changes(tx, user, changes)
+                changes.remove(row[8], row[6], sample_digests.stored_hash(row[0], row[1:]))
+            sample_digests.apply_changes(tx, user, changes)
             return len(live)
 
         return self.database.write(work)
@@ -300,26 +244,6 @@ class Store:
                        "user_name, day, source_bundle_id, source_device_name, merged, raw, merged_quarters, raw_quarters",
                        [(user, *row) for row in rows])
 
-    def rebuild_digests(self, tx: Transaction, user: Optional[str] = None) -> None:
-        """Computes sample_digests from the samples (of every user, or one): after a migration or an
-        import, in the transaction that makes the schema, before any write can run beside it."""
-        if user is None:
-            tx.run("DELETE FROM sample_digests")
-            tx.run("DELETE FROM digest_stale")
-            rows = tx.each(f"SELECT user_name, {_HASHED} FROM samples")
-        else:
-            tx.run("DELETE FROM sample_digests WHERE user_name = ?", (user,))
-            tx.run("DELETE FROM digest_stale WHERE user_name = ?", (user,))
-            rows = tx.each(f"SELECT user_name, {_HASHED} FROM samples WHERE user_name = ?", (user,))
-        totals: dict[tuple[str, str, int], list[int]] = {}
-        for name, sample_id, start_ns, end_ns, thousandths, bundle, device, uploader in rows:
-            total = totals.setdefault((name, uploader, digests.day_of(start_ns)), [0, 0])
-            total[0] += 1
-            total[1] += digests.content_hash(sample_id, start_ns, end_ns, thousandths, bundle, device)
-        if totals:
-            tx.insert("sample_digests", "user_name, uploader, day, count, digest",
-                      [(*key, count, digests.to_signed(total)) for key, (count, total) in totals.items()])
-
     # -- digests (docs/RECONCILE.md) ---------------------------------------------------------------
 
     def server_id(self) -> str:
@@ -331,31 +255,7 @@ class Store:
         change. Returns how many (uploader, day) digests that was."""
         if not self.database.read(lambda tx: tx.rows("SELECT 1 FROM digest_stale WHERE user_name = ? LIMIT 1", (user,))):
             return 0
-
-        def work(tx: Transaction) -> int:
-            tx.lock_user(user, alone=False)
-            tx.mark_server_write()
-            stale = sorted(tx.rows(f"SELECT uploader, day FROM digest_stale WHERE user_name = ?{tx.locking()}", (user,)))
-            days = sorted({day for _, day in stale})
-            tx.lock_days(user, daily_totals.runs_of(days))
-            for day in days:
-                totals: dict[str, list[int]] = {}
-                for row in tx.rows(f"SELECT {_HASHED} FROM samples WHERE user_name = ? AND start_ns >= ? AND start_ns < ?",
-                                   (user, day * digests.DAY_NS, (day + 1) * digests.DAY_NS)):
-                    total = totals.setdefault(row[6], [0, 0])
-                    total[0] += 1
-                    total[1] += digests.content_hash(*row[:6])
-                for uploader in sorted({who for who, when in stale if when == day}):
-                    tx.run("DELETE FROM sample_digests WHERE user_name = ? AND uploader = ? AND day = ?", (user, uploader, day))
-                    if uploader in totals:
-                        count, total = totals[uploader]
-                        tx.insert("sample_digests", "user_name, uploader, day, count, digest",
-                                  [(user, uploader, day, count, digests.to_signed(total))])
-            tx.run_many("DELETE FROM digest_stale WHERE user_name = ? AND uploader = ? AND day = ?",
-                        [(user, uploader, day) for uploader, day in stale])
-            return len(stale)
-
-        return self.database.write(work)
+        return self.database.write(lambda tx: sample_digests.refresh(tx, user))
 
     def uploader_digest(self, user: str, uploader: str) -> tuple[int, int, int]:
         """(count, digest, days) of the live samples `uploader` last wrote: one row a day summed."""
@@ -381,7 +281,7 @@ class Store:
         # The day's rows by the start index, put in id order here: ORDER BY id in SQL lets a planner walk
         # the primary key through the user's whole history instead (O(samples) a request).
         rows = self.database.read(lambda tx: tx.rows(
-            f"SELECT {_HASHED} FROM samples WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND uploader = ?",
+            f"SELECT {sample_digests.HASHED} FROM samples WHERE user_name = ? AND start_ns >= ? AND start_ns < ? AND uploader = ?",
             (user, start, start + digests.DAY_NS, uploader)))
         page = sorted(row for row in rows if row[0] > (after or ""))[:limit]
         return [(row[0], digests.content_hash(*row[:6])) for row in page]
@@ -396,7 +296,7 @@ class Store:
         def work(tx: Transaction) -> list[tuple]:
             among, parameters = tx.one_of("id", unique)
             found = {row[0]: ("live", row[0], row[6], digests.day_of(row[1]), digests.content_hash(*row[:6]))
-                     for row in tx.rows(f"SELECT {_HASHED} FROM samples WHERE user_name = ? AND {among}", (user, *parameters))}
+                     for row in tx.rows(f"SELECT {sample_digests.HASHED} FROM samples WHERE user_name = ? AND {among}", (user, *parameters))}
             rest = [sample_id for sample_id in unique if sample_id not in found]
             if rest:
                 among, parameters = tx.one_of("id", rest)
@@ -459,40 +359,3 @@ def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int, with_id
 def _overlaps(sample: tuple, begin_ms: int, end_ms: int) -> bool:
     """Whether a (start_ms, end_ms, …) sample overlaps [begin_ms, end_ms) (an instantaneous one: starts in it)."""
     return sample[0] < end_ms and (sample[1] > begin_ms or begin_ms <= sample[0])
-
-
-def _stored_hash(sample_id: str, row: tuple) -> int:
-    """The content hash of a stored row (start_date, end_date, count_thousandths, bundle, device, start_ns, end_ns, ...)."""
-    return digests.content_hash(sample_id, row[5], row[6], row[2], row[3], row[4])
-
-
-def _apply_digest_changes(tx: Transaction, user: str, changes: digests.Changes) -> None:
-    """Adds a write's changes to sample_digests (the caller holds the locks of the days they touch: the
-    daily totals' locks, whose days include every start day). A digest of no samples is removed."""
-    deltas = changes.nonzero()
-    for uploader in sorted({key[0] for key in deltas}):
-        days = sorted(day for who, day in deltas if who == uploader)
-        among, parameters = tx.one_of("day", days)
-        stored = {day: (count, digest) for day, count, digest in tx.rows(
-            f"SELECT day, count, digest FROM sample_digests WHERE user_name = ? AND uploader = ? AND {among}",
-            (user, uploader, *parameters))}
-        inserts, updates, deletes = [], [], []
-        for day in days:
-            count, total = deltas[(uploader, day)]
-            before = stored.get(day)
-            if before is not None:
-                count += before[0]
-                total += before[1]
-            if count == 0 and total & digests.MASK == 0:
-                if before is not None:
-                    deletes.append((user, uploader, day))
-            elif before is None:
-                inserts.append((user, uploader, day, count, digests.to_signed(total)))
-            else:
-                updates.append((count, digests.to_signed(total), user, uploader, day))
-        if deletes:
-            tx.run_many("DELETE FROM sample_digests WHERE user_name = ? AND uploader = ? AND day = ?", deletes)
-        if updates:
-            tx.run_many("UPDATE sample_digests SET count = ?, digest = ? WHERE user_name = ? AND uploader = ? AND day = ?", updates)
-        if inserts:
-            tx.insert("sample_digests", "user_name, uploader, day, count, digest", inserts)

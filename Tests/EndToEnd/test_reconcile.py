@@ -1,7 +1,8 @@
 """The server proven to hold what the store acknowledged, and healed when it does not (docs/RECONCILE.md):
 the real `stepsync` against the real server, on SQLite and on PostgreSQL. A restored backup, a day
-deleted by hand, a count changed by hand, a deletion lost, another store's samples beside ours, a new
-server and a second account, and `stepsync reconcile` killed again and again."""
+deleted by hand, a count changed by hand, a count changed past the digests (found by the server's
+`run verify`), a deletion lost, another store's samples beside ours, a new server and a second
+account, and `stepsync reconcile` killed again and again."""
 import json
 import os
 import random
@@ -204,6 +205,52 @@ def test_damage_by_hand_and_a_lost_deletion_are_found_and_repaired(backend, tmp_
     found(report, deletionsLost=deleted)
     assert report["deletionsAcknowledged"] == deleted and report["check"]["provenEqual"]
     assert_equal(backend, store)
+
+
+def change_past_the_triggers(server, sample_id):
+    """A count changed as a flipped bit would change it: in a transaction the digests' triggers take for
+    the server's own (storage/schema.py), so no digest is marked stale and the digests still say in sync."""
+    statement = "UPDATE samples SET count_thousandths = count_thousandths + 1000 WHERE user_name = ? AND id = ?"
+    if server.database:
+        import psycopg
+
+        with psycopg.connect(server.database) as connection, connection.transaction():
+            connection.execute("SET LOCAL stepsync.writer = 'server'")
+            assert connection.execute(statement.replace("?", "%s"), (server.user, sample_id)).rowcount == 1
+    else:
+        with sqlite3.connect(server.data, timeout=30) as connection:
+            connection.execute("INSERT INTO digest_writer VALUES (1)")
+            assert connection.execute(statement, (server.user, sample_id)).rowcount == 1
+            connection.execute("DELETE FROM digest_writer")
+
+
+def verify(server, *extra):
+    finished = subprocess.run([PYTHON, str(SERVER_MAIN), "verify", *server.storage(), "--json", *extra],
+                              capture_output=True, text=True, timeout=300)
+    assert finished.returncode in (0, 1), finished.stderr
+    return finished.returncode, json.loads(finished.stdout)["problems"]
+
+
+def test_a_value_the_digests_cannot_see_is_found_by_verify_and_healed_after_repair(backend, tmp_path):
+    """A count changed past the triggers (a flipped bit) leaves the digests saying in sync, so an upload
+    cannot see it; `run verify` finds its day, `--repair` hands the day to the next upload, which sends
+    the sample again: the server holds the store's samples and verify finds nothing."""
+    store = tmp_path / "store"
+    ingest(store, days=20)
+    upload(store, backend)
+    days = utc_days(store)
+    sample = next(each for each in days[sorted(days)[5]] if each["startDate"][:10] == each["endDate"][:10])
+    change_past_the_triggers(backend, sample["id"])
+    assert upload(store, backend)["check"]["provenEqual"]  # what the digests cannot see
+    code, problems = verify(backend)
+    assert code == 1 and len(problems) == 2, problems
+    assert all(sample["startDate"][:10] in problem for problem in problems), problems
+    assert verify(backend, "--repair") == (code, problems)
+    report = upload(store, backend)
+    found(report, versionsDifferent=1)
+    assert report["samplesSynced"] == 1 and report["check"]["provenEqual"]
+    assert_equal(backend, store)
+    assert verify(backend) == (0, [])
 
 
 def test_another_stores_samples_are_left_alone(backend, tmp_path):

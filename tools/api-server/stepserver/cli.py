@@ -1,5 +1,6 @@
 """The entry point: `tools/api-server/run [serve options]` (main.py with the venv's python) runs the
-server; `tools/api-server/run tokens …` manages tokens.
+server; `tools/api-server/run tokens …` manages tokens; `tools/api-server/run verify …` checks what
+the database keeps beside the samples against them (storage/verifier.py).
 
 Exit codes: 0 ok (a requested stop included), 1 failure (damaged storage, cannot listen, …), 2 usage error.
 """
@@ -10,6 +11,7 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any, Optional
 
 from . import COMMAND
@@ -17,6 +19,7 @@ from .errors import StartupError
 from .log import log
 from .settings import Settings, UsageError, add_storage_arguments, is_loopback, parse_serve, storage_settings
 from .storage import open_storage
+from .storage.sqlite import FILE_NAME
 from .storage.store import Store
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -28,6 +31,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         if argv and argv[0] == "tokens":
             return tokens_command(argv[1:])
+        if argv and argv[0] == "verify":
+            return verify_command(argv[1:])
         settings = parse_serve(argv[1:] if argv and argv[0] == "serve" else argv)
     except UsageError as error:
         print(f"{COMMAND}: error: {error}", file=sys.stderr)
@@ -212,3 +217,82 @@ def tokens_command(argv: list[str]) -> int:
         return 1
     finally:
         store.close()
+
+
+def verify_command(argv: list[str]) -> int:
+    """Exit 0 when every digest and daily total agrees with the samples, 1 when one does not (each on
+    a line of stdout; with --repair, after putting it right) or the storage cannot be opened, 2 on a
+    usage error."""
+    import json
+    import time
+
+    from .storage.verifier import problems, repair
+
+    parser = argparse.ArgumentParser(prog=f"{COMMAND} verify", description="Check the database (SQLite: every page and "
+                                     "index first) and the digests and daily totals against the samples; read-only "
+                                     "unless --repair.")
+    add_storage_arguments(parser)
+    parser.add_argument("--json", action="store_true", help='one JSON object on stdout: {"users", "samples", "problems"}')
+    parser.add_argument("--repair", action="store_true", help="mark the differing digests to be computed again from the "
+                        "samples (a client's next checked upload then sends its samples again) and merge the differing "
+                        "days' totals again")
+    arguments = parser.parse_args(argv)
+    try:
+        data, database = storage_settings(arguments)
+    except UsageError as error:
+        print(f"{COMMAND} verify: error: {error}", file=sys.stderr)
+        return 2
+    try:
+        _must_exist(data, database)
+        store = open_storage(data, database, check=True, pool=False)
+    except StartupError as error:
+        print(f"{COMMAND} verify: error: {error}", file=sys.stderr)
+        return 1
+    began, counted, shown = time.monotonic(), {"users": 0, "samples": 0}, [0.0]
+
+    def progress(done: int, users: int, samples: int) -> None:  # at most a line a second
+        counted.update(users=done, samples=samples)
+        elapsed = time.monotonic() - began
+        if elapsed - shown[0] < 1 and done < users:
+            return
+        shown[0] = elapsed
+        print(f"verify: {done:,} of {users:,} users, {samples:,} samples ({samples / max(elapsed, 1e-3):,.0f}/s, "
+              f"ETA {elapsed / done * (users - done):.0f} s)", file=sys.stderr)
+
+    try:
+        found = []
+        for problem in problems(store, progress):
+            found.append(problem)
+            if not arguments.json:
+                print(problem.line, flush=True)
+        if arguments.repair:
+            for user in sorted({problem.user for problem in found}):
+                repair(store, user, [problem for problem in found if problem.user == user])
+            if found:
+                print(f"verify: repaired: {sum(problem.uploader is not None for problem in found):,} digests to be computed "
+                      f"again from the samples, {sum(problem.uploader is None for problem in found):,} days' totals merged "
+                      "again", file=sys.stderr)
+    finally:
+        store.close()
+    if arguments.json:
+        print(json.dumps({**counted, "problems": [problem.line for problem in found]}))
+    print(f"verify: {counted['users']:,} user{'' if counted['users'] == 1 else 's'}, {counted['samples']:,} samples: "
+          f"{f'{len(found):,} problems' if found else 'every digest and daily total agrees with the samples'}", file=sys.stderr)
+    return 1 if found else 0
+
+
+def _must_exist(data: Path, database: Optional[str]) -> None:
+    """StartupError unless the storage holds a server's schema (opening it would make one)."""
+    if database is None:
+        if not (data / FILE_NAME).is_file():
+            raise StartupError(f"no database in {data} ({FILE_NAME} not found)")
+        return
+    import psycopg
+
+    try:
+        with psycopg.connect(database, connect_timeout=10) as connection:
+            if connection.execute("SELECT to_regclass('stepsync_schema')").fetchone()[0] is None:
+                raise StartupError("the database holds no stepsync schema (no table stepsync_schema)")
+    except psycopg.Error as error:
+        raise StartupError(f"cannot connect to the database: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+

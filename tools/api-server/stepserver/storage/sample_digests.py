@@ -5,7 +5,7 @@ a change the server did not make marked stale (storage/schema.py's triggers)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 from .. import daily_totals, digests
 from .database import Transaction
@@ -24,14 +24,21 @@ def rebuild(tx: Transaction, user: Optional[str] = None) -> None:
         tx.run("DELETE FROM sample_digests WHERE user_name = ?", (user,))
         tx.run("DELETE FROM digest_stale WHERE user_name = ?", (user,))
         rows = tx.each(f"SELECT user_name, {HASHED} FROM samples WHERE user_name = ?", (user,))
+    totals = from_samples(rows)
+    if totals:
+        tx.insert("sample_digests", "user_name, uploader, day, count, digest",
+                  [(*key, count, digests.to_signed(total)) for key, (count, total) in totals.items()])
+
+
+def from_samples(rows: Iterable[tuple]) -> dict[tuple[str, str, int], list[int]]:
+    """(user, uploader, day) -> [count, digest not yet reduced to 64 bits] of samples rows
+    (user_name, then the HASHED columns)."""
     totals: dict[tuple[str, str, int], list[int]] = {}
     for name, sample_id, start_ns, end_ns, thousandths, bundle, device, uploader in rows:
         total = totals.setdefault((name, uploader, digests.day_of(start_ns)), [0, 0])
         total[0] += 1
         total[1] += digests.content_hash(sample_id, start_ns, end_ns, thousandths, bundle, device)
-    if totals:
-        tx.insert("sample_digests", "user_name, uploader, day, count, digest",
-                  [(*key, count, digests.to_signed(total)) for key, (count, total) in totals.items()])
+    return totals
 
 
 def refresh(tx: Transaction, user: str) -> int:

@@ -217,6 +217,10 @@ class Store:
             if first is not None:
                 self._rewrite_days(tx, name, [(first // _NS_PER_MS, last // _NS_PER_MS)], lock=False)
 
+    def rewrite_daily_totals(self, tx: Transaction, user: str, days: list[int]) -> None:
+        """The user's daily_totals of the UTC `days` (days since 1970) merged again from the live samples."""
+        self._rewrite_days(tx, user, [(day * daily_totals.DAY_MS, (day + 1) * daily_totals.DAY_MS) for day in days])
+
     def _rewrite_days(self, tx: Transaction, user: str, spans: list[tuple[int, int]], batch: Optional[dict] = None,
                       batch_rows: Optional[dict] = None, own: Optional[tuple[int, int]] = None, lock: bool = True) -> None:
         """Rewrites the user's daily_totals of every UTC day a span (start_ms, end_ms) touches from the
@@ -224,25 +228,14 @@ class Store:
         live as given; `batch_rows`, their rows merged alone, daily_totals.rows_by_day; the rows it
         wrote have their seq in the range `own`) and every other one, read here. A day on which no other
         live sample lies takes the batch's rows as they are; the others are merged from both."""
-        batch, batch_rows = batch or {}, batch_rows or {}
         runs = daily_totals.touched_days(spans)
         if lock:
             tx.lock_days(user, runs)
-        for low, high in [(low, min(last, low + 30)) for first, last in runs for low in range(first, last + 1, 31)]:
-            # A month a read: bounded memory for a long history.
-            others = [sample[1:] for sample in _overlapping(tx, user, low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS,
-                                                            with_id=True, other_than=own) if sample[0] not in batch]
-            crowded = {day for day in daily_totals.days_touched(others) if low <= day <= high}
-            rows = [row for day in range(low, high + 1) if day not in crowded
-                    for row in batch_rows.get(daily_totals.day_text(day), ())]
-            for first, last in daily_totals.runs_of(crowded):
-                begin, end = first * daily_totals.DAY_MS, (last + 1) * daily_totals.DAY_MS
-                rows += daily_totals.day_rows(others + [sample for sample in batch.values() if _overlaps(sample, begin, end)],
-                                              first, last)
+        for low, high in months(runs):
             tx.replace("daily_totals", "user_name = ? AND day >= ? AND day <= ?",
                        (user, daily_totals.day_text(low), daily_totals.day_text(high)),
                        "user_name, day, source_bundle_id, source_device_name, merged, raw, merged_quarters, raw_quarters",
-                       [(user, *row) for row in rows])
+                       [(user, *row) for row in daily_rows(tx, user, low, high, batch, batch_rows, own)])
 
     # -- digests (docs/RECONCILE.md) ---------------------------------------------------------------
 
@@ -333,6 +326,28 @@ class Store:
     def counts(self) -> tuple[int, int]:
         """(users, live samples), for the start-up line."""
         return self.database.read(lambda tx: tuple(tx.rows("SELECT count(DISTINCT user_name), count(*) FROM samples")[0]))
+
+
+def months(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Runs of days (first, last) cut into spans of at most 31 days: a month a read, bounded memory for
+    a long history."""
+    return [(low, min(last, low + 30)) for first, last in runs for low in range(first, last + 1, 31)]
+
+
+def daily_rows(tx: Transaction, user: str, low: int, high: int, batch: Optional[dict] = None,
+               batch_rows: Optional[dict] = None, own: Optional[tuple[int, int]] = None) -> list[tuple]:
+    """The daily_totals rows (day, bundle, device, merged, raw, merged_quarters, raw_quarters) of the
+    user's UTC days low .. high from their live samples: a save's own (`batch`, `batch_rows` and `own`
+    as Store._rewrite_days says) and every other one, read here."""
+    batch, batch_rows = batch or {}, batch_rows or {}
+    others = [sample[1:] for sample in _overlapping(tx, user, low * daily_totals.DAY_NS, (high + 1) * daily_totals.DAY_NS,
+                                                    with_id=True, other_than=own) if sample[0] not in batch]
+    crowded = {day for day in daily_totals.days_touched(others) if low <= day <= high}
+    rows = [row for day in range(low, high + 1) if day not in crowded for row in batch_rows.get(daily_totals.day_text(day), ())]
+    for first, last in daily_totals.runs_of(crowded):
+        begin, end = first * daily_totals.DAY_MS, (last + 1) * daily_totals.DAY_MS
+        rows += daily_totals.day_rows(others + [sample for sample in batch.values() if _overlaps(sample, begin, end)], first, last)
+    return rows
 
 
 def _overlapping(tx: Transaction, user: str, start_ns: int, end_ns: int, with_id: bool = False,

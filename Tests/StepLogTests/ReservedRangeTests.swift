@@ -73,6 +73,23 @@ import Testing
                 == ["segment ends at position \(end), past the end of its reserved range (\(rangeEnd))"])
     }
 
+    @Test func aRangeThatEndsBeforeItsSegmentBeginsIsRefusedAtTheSegmentsStart() throws {
+        // Found by fuzzing store-open: the offset of the report underflowed.
+        let (tmp, _) = try Self.oneSegment(version: FormatConstants.formatVersion)
+        let path = segmentFiles(tmp.path)[0]
+        let original = try readFile(path).withUnsafeBytes { try SegmentHeader.decode($0).get() }
+        var header = original
+        header.basePosition = 1 << 20
+        header.rangeEnd = 4096
+        var bytes = readFile(path)
+        bytes.replaceSubrange(0..<SegmentHeader.size(version: header.version), with: header.encoded())
+        writeFile(path, bytes)
+        let refusal = StepLogError.corruption(path: path, offset: 0, kind: .chain(.pastReservedRange(end: (1 << 20) + UInt64(bytes.count), rangeEnd: 4096)))
+        #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path, options: StoreOptions(readOnly: true)) }
+        #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path) }
+        #expect(original.rangeEnd == 0)
+    }
+
     @Test func aSegmentWithAReservedRangeAtTheLastNumberIsRefused() throws {
         let tmp = TemporaryDirectory()
         let name = SegmentName.fileName(sequence: FormatConstants.maxSequence)

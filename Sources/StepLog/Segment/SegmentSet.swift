@@ -38,8 +38,9 @@ public struct SegmentSet {
             // after it at the range's end.
             let segment = live[i]
             if segment.header.rangeEnd != 0, segment.endPosition > segment.header.rangeEnd {
-                return (i, segment.path, Int64(segment.header.rangeEnd - segment.basePosition),
-                        .pastReservedRange(end: segment.endPosition, rangeEnd: segment.header.rangeEnd))
+                // At the range end, or at the start for a range that ends before the segment begins.
+                let offset = segment.header.rangeEnd > segment.basePosition ? Int64(segment.header.rangeEnd - segment.basePosition) : 0
+                return (i, segment.path, offset, .pastReservedRange(end: segment.endPosition, rangeEnd: segment.header.rangeEnd))
             }
             guard i > 0 else { continue }
             let a = live[i - 1], b = segment

@@ -73,21 +73,26 @@ import Testing
                 == ["segment ends at position \(end), past the end of its reserved range (\(rangeEnd))"])
     }
 
-    @Test func aRangeThatEndsBeforeItsSegmentBeginsIsRefusedAtTheSegmentsStart() throws {
-        // Found by fuzzing store-open: the offset of the report underflowed.
+    /// A range that ends before the segment's records begin is a damaged
+    /// header, refused by readers and writers alike. Found by fuzzing
+    /// store-open twice: the chain check's report underflowed for a range
+    /// ending before the segment's base, and a writer padding a short header
+    /// block grew a segment past a range ending inside it.
+    @Test(arguments: [(UInt64(1 << 20), UInt64(4096)), (0, 402), (0, 4095)])
+    func aRangeThatEndsBeforeTheRecordsBeginIsADamagedHeader(base: UInt64, rangeEnd: UInt64) throws {
         let (tmp, _) = try Self.oneSegment(version: FormatConstants.formatVersion)
         let path = segmentFiles(tmp.path)[0]
-        let original = try readFile(path).withUnsafeBytes { try SegmentHeader.decode($0).get() }
-        var header = original
-        header.basePosition = 1 << 20
-        header.rangeEnd = 4096
         var bytes = readFile(path)
+        var header = try bytes.withUnsafeBytes { try SegmentHeader.decode($0).get() }
+        header.basePosition = base
+        header.rangeEnd = rangeEnd
         bytes.replaceSubrange(0..<SegmentHeader.size(version: header.version), with: header.encoded())
         writeFile(path, bytes)
-        let refusal = StepLogError.corruption(path: path, offset: 0, kind: .chain(.pastReservedRange(end: (1 << 20) + UInt64(bytes.count), rangeEnd: 4096)))
+        let problem = SegmentHeader.Problem.rangeBeforeData(rangeEnd: rangeEnd, dataStart: base + 4096)
+        #expect(problem.description == "segment reserves positions up to \(rangeEnd), before its records begin (\(base + 4096))")
+        let refusal = StepLogError.corruption(path: path, offset: Int64(FormatConstants.headerRangeEndOffset), kind: .segmentHeader(problem))
         #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path, options: StoreOptions(readOnly: true)) }
         #expect(throws: refusal) { _ = try StepLogStore.open(tmp.path) }
-        #expect(original.rangeEnd == 0)
     }
 
     @Test func aSegmentWithAReservedRangeAtTheLastNumberIsRefused() throws {

@@ -84,6 +84,9 @@ public struct SegmentHeader: Hashable, Sendable {
         case sealedAtLastSequence(UInt64)
         /// Log positions past `FormatConstants.maxPosition`, what the index holds.
         case positionsBeyondIndex
+        /// A reserved range that ends before the segment's records can begin
+        /// (a compaction's output holds its header block at least).
+        case rangeBeforeData(rangeEnd: UInt64, dataStart: UInt64)
 
         /// Offset of the header field at fault.
         public var offset: Int64 {
@@ -91,6 +94,7 @@ public struct SegmentHeader: Hashable, Sendable {
             case .tooShort, .badMagic, .checksumMismatch, .unsupportedVersion: 0
             case .sequenceMismatch, .sequenceAfterLast, .sealedAtLastSequence: Int64(FormatConstants.headerSequenceOffset)
             case .positionsBeyondIndex: Int64(FormatConstants.headerBasePositionOffset)
+            case .rangeBeforeData: Int64(FormatConstants.headerRangeEndOffset)
             }
         }
 
@@ -105,6 +109,8 @@ public struct SegmentHeader: Hashable, Sendable {
             case .sequenceAfterLast(let sequence): "sequence \(sequence) is the last there is: no segment can follow it"
             case .sealedAtLastSequence(let sequence): "segment numbered \(sequence) takes no more records and no segment can follow it"
             case .positionsBeyondIndex: "log positions reach past 2^46 (64 TiB), the most this version can index"
+            case .rangeBeforeData(let rangeEnd, let dataStart):
+                "segment reserves positions up to \(rangeEnd), before its records begin (\(dataStart))"
             }
         }
     }
@@ -128,6 +134,12 @@ public struct SegmentHeader: Hashable, Sendable {
         // refuse it as writers must.
         if isSealed && sequence >= FormatConstants.maxSequence {
             return .sealedAtLastSequence(sequence)
+        }
+        // A reserved range holds the segment's header block at least; one that
+        // ends before it is damage (a writer that pads a short header block
+        // would otherwise grow the segment past its range; found by fuzzing).
+        if rangeEnd != 0, rangeEnd < basePosition || rangeEnd - basePosition < UInt64(dataStart) {
+            return .rangeBeforeData(rangeEnd: rangeEnd, dataStart: basePosition &+ UInt64(dataStart))
         }
         // The index holds 46-bit positions: a store past them (64 TiB of
         // history) cannot be opened by this version.

@@ -223,8 +223,8 @@ enum SegmentHeaderProbe {
     @Test(arguments: [
         (UInt64.max, FormatConstants.formatVersion, SegmentHeader.Problem.sequenceAfterLast(UInt64.max),
          "sequence \(UInt64.max) is the last there is: no segment can follow it"),
-        (FormatConstants.maxSequence, UInt16(1), SegmentHeader.Problem.versionOneAtLastSequence(FormatConstants.maxSequence),
-         "version 1 segment numbered \(FormatConstants.maxSequence): no segment can follow it"),
+        (FormatConstants.maxSequence, UInt16(1), SegmentHeader.Problem.sealedAtLastSequence(FormatConstants.maxSequence),
+         "segment numbered \(FormatConstants.maxSequence) takes no more records and no segment can follow it"),
     ])
     func segmentsNoWriterCanContinueAreRefusedByReadersAndWritersAlike(sequence: UInt64, version: UInt16, problem: SegmentHeader.Problem,
                                                                          reason: String) throws {

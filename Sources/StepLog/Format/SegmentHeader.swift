@@ -78,18 +78,23 @@ public struct SegmentHeader: Hashable, Sendable {
         case sequenceMismatch(header: UInt64, fileName: UInt64)
         /// A sequence past `FormatConstants.maxSequence`: no segment could follow it.
         case sequenceAfterLast(UInt64)
-        /// A version 1 segment numbered `maxSequence`: a writer continues such
-        /// a store in a new segment, which no number is left for.
-        case versionOneAtLastSequence(UInt64)
+        /// A segment numbered `maxSequence` that a writer continues in a new
+        /// segment (an older version's, or one with a reserved range), which
+        /// no number is left for.
+        case sealedAtLastSequence(UInt64)
         /// Log positions past `FormatConstants.maxPosition`, what the index holds.
         case positionsBeyondIndex
+        /// A reserved range that ends before the segment's records can begin
+        /// (a compaction's output holds its header block at least).
+        case rangeBeforeData(rangeEnd: UInt64, dataStart: UInt64)
 
         /// Offset of the header field at fault.
         public var offset: Int64 {
             switch self {
             case .tooShort, .badMagic, .checksumMismatch, .unsupportedVersion: 0
-            case .sequenceMismatch, .sequenceAfterLast, .versionOneAtLastSequence: Int64(FormatConstants.headerSequenceOffset)
+            case .sequenceMismatch, .sequenceAfterLast, .sealedAtLastSequence: Int64(FormatConstants.headerSequenceOffset)
             case .positionsBeyondIndex: Int64(FormatConstants.headerBasePositionOffset)
+            case .rangeBeforeData: Int64(FormatConstants.headerRangeEndOffset)
             }
         }
 
@@ -102,11 +107,19 @@ public struct SegmentHeader: Hashable, Sendable {
                 "segment format version \(v) is not supported (this build reads versions \(FormatConstants.readableVersions.lowerBound)–\(FormatConstants.readableVersions.upperBound))"
             case .sequenceMismatch(let header, let fileName): "header says sequence \(header) but the file is named for \(fileName)"
             case .sequenceAfterLast(let sequence): "sequence \(sequence) is the last there is: no segment can follow it"
-            case .versionOneAtLastSequence(let sequence): "version 1 segment numbered \(sequence): no segment can follow it"
+            case .sealedAtLastSequence(let sequence): "segment numbered \(sequence) takes no more records and no segment can follow it"
             case .positionsBeyondIndex: "log positions reach past 2^46 (64 TiB), the most this version can index"
+            case .rangeBeforeData(let rangeEnd, let dataStart):
+                "segment reserves positions up to \(rangeEnd), before its records begin (\(dataStart))"
             }
         }
     }
+
+    /// Whether a writer continues after this segment in a new one rather than
+    /// appending to it: a segment of an older format version holds only that
+    /// version's record types, and one with a reserved range (a compaction's
+    /// output) is followed at the range's end.
+    public var isSealed: Bool { version != FormatConstants.formatVersion || rangeEnd != 0 }
 
     /// Why this decoded header cannot be that of the live segment file named
     /// for `fileSequence`, holding `fileSize` bytes; nil when it can.
@@ -115,11 +128,18 @@ public struct SegmentHeader: Hashable, Sendable {
         // No writer goes past maxSequence, and no segment could follow the
         // last number (a writer's open trapped on one; found by fuzzing).
         if sequence > FormatConstants.maxSequence { return .sequenceAfterLast(sequence) }
-        // A writer continues a version 1 store in a new segment: none can
-        // follow this one (a writer made the next, which no open accepted;
-        // found by fuzzing), so readers refuse it as writers must.
-        if version != FormatConstants.formatVersion && sequence >= FormatConstants.maxSequence {
-            return .versionOneAtLastSequence(sequence)
+        // A writer continues an older version's store, or a segment with a
+        // reserved range, in a new segment: none can follow this one (a writer
+        // made the next, which no open accepted; found by fuzzing), so readers
+        // refuse it as writers must.
+        if isSealed && sequence >= FormatConstants.maxSequence {
+            return .sealedAtLastSequence(sequence)
+        }
+        // A reserved range holds the segment's header block at least; one that
+        // ends before it is damage (a writer that pads a short header block
+        // would otherwise grow the segment past its range; found by fuzzing).
+        if rangeEnd != 0, rangeEnd < basePosition || rangeEnd - basePosition < UInt64(dataStart) {
+            return .rangeBeforeData(rangeEnd: rangeEnd, dataStart: basePosition &+ UInt64(dataStart))
         }
         // The index holds 46-bit positions: a store past them (64 TiB of
         // history) cannot be opened by this version.

@@ -32,9 +32,18 @@ public struct SegmentSet {
     /// with the file and offset to report it at.
     public static func firstBreak(in live: [SegmentInfo], directory: String)
         -> (index: Int, path: String, offset: Int64, problem: SegmentChainBreak)? {
-        guard live.count > 1 else { return nil }
-        for i in 1..<live.count {
-            let a = live[i - 1], b = live[i]
+        for i in live.indices {
+            // A segment that reserved a range of positions (a compaction's
+            // output) lies inside it, the last one too: a writer continues
+            // after it at the range's end.
+            let segment = live[i]
+            if segment.header.rangeEnd != 0, segment.endPosition > segment.header.rangeEnd {
+                // At the range end, or at the start for a range that ends before the segment begins.
+                let offset = segment.header.rangeEnd > segment.basePosition ? Int64(segment.header.rangeEnd - segment.basePosition) : 0
+                return (i, segment.path, offset, .pastReservedRange(end: segment.endPosition, rangeEnd: segment.header.rangeEnd))
+            }
+            guard i > 0 else { continue }
+            let a = live[i - 1], b = segment
             // A writer segment started during a background compaction follows
             // the numbers and positions reserved for its outputs: before the
             // compaction commits, the segment it reserved after (a gap of
@@ -54,9 +63,6 @@ public struct SegmentSet {
             if b.sequence != a.sequence + 1 {
                 let missing = SegmentName.fileName(sequence: a.sequence + 1)
                 return (i, Directory.join(directory, missing), 0, .missing(name: missing, from: a.sequence, to: b.sequence))
-            }
-            if a.header.rangeEnd != 0, a.endPosition > a.header.rangeEnd {
-                return (i - 1, a.path, Int64(a.header.rangeEnd - a.basePosition), .pastReservedRange(end: a.endPosition, rangeEnd: a.header.rangeEnd))
             }
             // Each segment starts where the previous one ends, or where its
             // reserved range ends when it has one (version 2's range end).

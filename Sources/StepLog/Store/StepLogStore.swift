@@ -60,10 +60,13 @@ public final class StepLogStore: @unchecked Sendable {
             for (segment, keys) in opened.segmentsWithoutSnapshot { snapshots.enqueue(segment, keysAfter: keys) }
         }
         if !options.readOnly {
-            if let last = segments.last, last.header.version != FormatConstants.formatVersion {
-                // A writer never appends to a version 1 segment: seal it as it is
-                // (its zero-filled space trimmed) and continue in a new version 2
-                // one, so every segment holds only its own version's record types.
+            if let last = segments.last, last.header.isSealed {
+                // A writer never appends to an older version's segment (every
+                // segment holds only its own version's record types) nor to one
+                // with a reserved range (a compaction's output whose follower is
+                // gone: the next segment starts where the range ends; appending
+                // made a store no open accepted, found by fuzzing): seal it as it
+                // is (its zero-filled space trimmed) and continue in a new one.
                 let fd = try FileDescriptor.open(last.path, O_RDWR)
                 defer { fd.close() }
                 if try fd.size() != last.size {
@@ -71,11 +74,11 @@ public final class StepLogStore: @unchecked Sendable {
                     try fd.sync()
                 }
                 let w = try SegmentWriter.create(directory: directory,
-                                                 header: SegmentHeader(sequence: last.sequence + 1, basePosition: last.endPosition),
+                                                 header: SegmentHeader(sequence: last.sequence + 1, basePosition: last.nextBasePosition),
                                                  preallocation: options.preallocationSize, limit: Int64(options.segmentSize))
                 writer = w
                 segments.append(w.info)
-                openReport.sealedOlderVersion = last.name
+                if last.header.version != FormatConstants.formatVersion { openReport.sealedOlderVersion = last.name }
                 if options.writeSnapshots { snapshots.enqueue(last, keysAfter: state.index.count) }
             } else if let last = segments.last {
                 writer = try SegmentWriter.reopen(last, preallocation: options.preallocationSize, limit: Int64(options.segmentSize))

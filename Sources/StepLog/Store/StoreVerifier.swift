@@ -90,7 +90,9 @@ public enum StoreVerifier {
         var rest = live
         while let gap = SegmentSet.firstBreak(in: rest, directory: directory) {
             result.problems.append(Problem(file: gap.path, offset: gap.offset, what: gap.problem.description))
-            rest.removeFirst(gap.index)
+            // A segment past its reserved range is the break itself; any other
+            // break lies between the segment at `index` and the one before it.
+            if case .pastReservedRange = gap.problem { rest.removeFirst(gap.index + 1) } else { rest.removeFirst(gap.index) }
         }
 
         // Records, and a replay for the invariants (and each segment's index size).

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from . import COMMAND
 from .errors import StartupError
@@ -184,21 +184,14 @@ def tokens_command(argv: list[str]) -> int:
     revoke.add_argument("token_id", metavar="TOKEN_ID")
     add_storage_arguments(revoke)
     arguments = parser.parse_args(argv)
-    try:
-        data, database = storage_settings(arguments)
-    except UsageError as error:
-        print(f"{COMMAND} tokens: error: {error}", file=sys.stderr)
-        return 2
     import re
 
     if arguments.command == "create" and not re.fullmatch(USER_NAME_PATTERN, arguments.user):
         print(f"{COMMAND} tokens: error: --user must match {USER_NAME_PATTERN}", file=sys.stderr)
         return 2
-    try:
-        store = open_storage(data, database, check=False, pool=False)
-    except StartupError as error:
-        print(f"{COMMAND} tokens: error: {error}", file=sys.stderr)
-        return 1
+    store = _admin_storage("tokens", arguments, check=False)
+    if isinstance(store, int):
+        return store
     try:
         if arguments.command == "create":
             token_id, token, digest = new_token()
@@ -237,17 +230,9 @@ def verify_command(argv: list[str]) -> int:
                         "samples (a client's next checked upload then sends its samples again) and merge the differing "
                         "days' totals again")
     arguments = parser.parse_args(argv)
-    try:
-        data, database = storage_settings(arguments)
-    except UsageError as error:
-        print(f"{COMMAND} verify: error: {error}", file=sys.stderr)
-        return 2
-    try:
-        _must_exist(data, database)
-        store = open_storage(data, database, check=True, pool=False)
-    except StartupError as error:
-        print(f"{COMMAND} verify: error: {error}", file=sys.stderr)
-        return 1
+    store = _admin_storage("verify", arguments, check=True, existing=True)
+    if isinstance(store, int):
+        return store
     began, counted, shown = time.monotonic(), {"users": 0, "samples": 0}, [0.0]
 
     def progress(done: int, users: int, samples: int) -> None:  # at most a line a second
@@ -279,6 +264,24 @@ def verify_command(argv: list[str]) -> int:
     print(f"verify: {counted['users']:,} user{'' if counted['users'] == 1 else 's'}, {counted['samples']:,} samples: "
           f"{f'{len(found):,} problems' if found else 'every digest and daily total agrees with the samples'}", file=sys.stderr)
     return 1 if found else 0
+
+
+def _admin_storage(command: str, arguments: argparse.Namespace, check: bool, existing: bool = False) -> Union[Store, int]:
+    """The storage an admin command's --data/--database names, opened without a pool (`check`: SQLite's
+    integrity check first; `existing`: one that holds no schema is an error, not made); or, after its
+    one-line error, the exit code: 2 for a usage error, 1 when it cannot be opened."""
+    try:
+        data, database = storage_settings(arguments)
+    except UsageError as error:
+        print(f"{COMMAND} {command}: error: {error}", file=sys.stderr)
+        return 2
+    try:
+        if existing:
+            _must_exist(data, database)
+        return open_storage(data, database, check=check, pool=False)
+    except StartupError as error:
+        print(f"{COMMAND} {command}: error: {error}", file=sys.stderr)
+        return 1
 
 
 def _must_exist(data: Path, database: Optional[str]) -> None:

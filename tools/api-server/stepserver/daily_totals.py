@@ -38,6 +38,11 @@ def day_text(day: int) -> str:
     return date.fromordinal(day + _EPOCH_ORDINAL).isoformat()
 
 
+def day_number(text: str) -> int:
+    """The UTC day (days since 1970) of a YYYY-MM-DD text: day_text's inverse."""
+    return date.fromisoformat(text).toordinal() - _EPOCH_ORDINAL
+
+
 def touched_days(spans: Iterable[tuple]) -> list[tuple[int, int]]:
     """Runs (first, last) of the UTC days (days since 1970) that samples (start_ms, end_ms, …) overlap."""
     return runs_of(days_touched(spans))

@@ -17,7 +17,6 @@ its samples again, docs/RECONCILE.md) and the day's daily totals merged again fr
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Callable, Iterator, NamedTuple, Optional
 
 from .. import daily_totals, digests
@@ -25,9 +24,6 @@ from ..contract import count_value
 from . import sample_digests
 from .database import Transaction
 from .store import Store, daily_rows, months
-
-_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
-
 
 class Problem(NamedTuple):
     """A UTC day (days since 1970) of a user whose digest (of `uploader`) or, uploader None, daily totals
@@ -88,7 +84,7 @@ def _totals_problems(tx: Transaction, user: str) -> list[Problem]:
     first_ns, last_ns = tx.rows("SELECT min(start_ns), max(end_ns) FROM samples WHERE user_name = ?", (user,))[0]
     first_text, last_text = tx.rows("SELECT min(day), max(day) FROM daily_totals WHERE user_name = ?", (user,))[0]
     bounds = [first_ns // daily_totals.DAY_NS, last_ns // daily_totals.DAY_NS] if first_ns is not None else []
-    bounds += [_day_number(first_text), _day_number(last_text)] if first_text is not None else []
+    bounds += [daily_totals.day_number(first_text), daily_totals.day_number(last_text)] if first_text is not None else []
     if not bounds:
         return []
     found = []
@@ -103,14 +99,10 @@ def _totals_problems(tx: Transaction, user: str) -> list[Problem]:
             given.setdefault(row[0], []).append(row)
         for day in sorted(kept.keys() | given.keys()):
             if sorted(kept.get(day, []), key=repr) != sorted(given.get(day, []), key=repr):
-                found.append(Problem(user, _day_number(day), None, f"user {user}: the daily totals of {day} do not match its "
-                                     f"samples: {_totals_text(kept.get(day, []))} kept, {_totals_text(given.get(day, []))} "
+                found.append(Problem(user, daily_totals.day_number(day), None, f"user {user}: the daily totals of {day} "
+                                     f"do not match its samples: {_totals_text(kept.get(day, []))} kept, {_totals_text(given.get(day, []))} "
                                      "from the samples"))
     return found
-
-
-def _day_number(text: str) -> int:
-    return date.fromisoformat(text).toordinal() - _EPOCH_ORDINAL
 
 
 def _digest_text(digest: tuple[int, int]) -> str:
